@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the pinned kube-apiserver and etcd from the Go module proxy into the cache.
+#
+# Usage: control-plane/build.sh [kube-apiserver|etcd ...]   (default: all)
+# A binary already in the cache is not rebuilt; delete its directory to force it.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+command -v go >/dev/null || die "Go is required to build the control plane (go.dev/doc/install)"
+
+# go.sum lines for modules fetched here are verified against the proxy's own records.
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
+export CGO_ENABLED=0
+
+# k8s.io/kubernetes maps its staging modules to ./staging/src/... with replace
+# directives; those do not apply to a module that depends on it. Map each one to the
+# published v0.X.Y tag of the same release instead, generated from its own go.mod.
+generate_staging_replaces() {
+  local kube_mod="$1" staging_version="v0${KUBERNETES_VERSION#v1}"
+  grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/' "$kube_mod" |
+    awk -v v="$staging_version" '{print "-replace=" $1 "=" $1 "@" v}'
+}
+
+build_kubernetes_binary() {
+  local name="$1" out="$K8S_BIN_DIR/$1"
+  [ -x "$out" ] && { log "$name $KUBERNETES_VERSION cached at $out"; return; }
+  log "building $name $KUBERNETES_VERSION (first time only; takes several minutes)"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    go mod init wcm.local/control-plane >/dev/null 2>&1
+    local kube_mod
+    kube_mod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | jq -r .GoMod)"
+    # shellcheck disable=SC2046
+    go mod edit $(generate_staging_replaces "$kube_mod")
+    go get "k8s.io/kubernetes/cmd/$name@$KUBERNETES_VERSION"
+    local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+    local pkg=k8s.io/component-base/version
+    go build -trimpath -o "$work/$name" -ldflags "-s -w \
+      -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
+      -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" \
+      "k8s.io/kubernetes/cmd/$name"
+  )
+  mkdir -p "$K8S_BIN_DIR" && mv "$work/$name" "$out"
+  log "built $out"
+}
+
+build_etcd() {
+  local out="$ETCD_BIN_DIR/etcd"
+  [ -x "$out" ] && { log "etcd $ETCD_VERSION cached at $out"; return; }
+  log "building etcd $ETCD_VERSION (first time only)"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    go mod init wcm.local/etcd >/dev/null 2>&1
+    # The etcd binary's main is a one-line call into the server module.
+    printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+    go build -trimpath -o "$work/etcd" -ldflags "-s -w" .
+  )
+  mkdir -p "$ETCD_BIN_DIR" && mv "$work/etcd" "$out"
+  log "built $out"
+}
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
+for t in "${targets[@]}"; do
+  case "$t" in
+    etcd) build_etcd ;;
+    kube-apiserver | kube-controller-manager) build_kubernetes_binary "$t" ;;
+    *) die "unknown control-plane component '$t' (expected etcd, kube-apiserver, kube-controller-manager)" ;;
+  esac
+done

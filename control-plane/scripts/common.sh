@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Shared paths and helpers for the control-plane scripts.
+set -euo pipefail
+
+CONTROL_PLANE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$CONTROL_PLANE_DIR/versions.env"
+
+# Built binaries live outside the repository, keyed by version, so every clone and
+# every CI run on the same machine reuses them.
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/wasm-controller-manager/control-plane"
+K8S_BIN_DIR="$CACHE_ROOT/kubernetes-$KUBERNETES_VERSION"
+ETCD_BIN_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
+
+# Runtime state (certs, kubeconfigs, etcd data, logs, pids) of the one local control
+# plane this user runs. Override with WCM_CLUSTER_DIR to run an isolated one.
+STATE_DIR="${WCM_CLUSTER_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/wasm-controller-manager/cluster}"
+
+log() { echo "control-plane: $*" >&2; }
+die() { echo "control-plane: error: $*" >&2; exit 1; }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Process bookkeeping for the control-plane scripts: spawn, check and stop by pid file.
+# A pid is only trusted while its command line still names our state directory, so a
+# recycled pid never leads to killing an unrelated process.
+
+pid_file() { echo "$STATE_DIR/$1.pid"; }
+
+# spawn NAME BINARY ARGS...: start in its own session, detached from this shell.
+spawn() {
+  local name="$1"; shift
+  # fd 9 is the state lock: the daemon must not keep holding it.
+  setsid "$@" </dev/null >"$STATE_DIR/logs/$name.log" 2>&1 9>&- &
+  echo $! >"$(pid_file "$name")"
+}
+
+# Prints the pid of component NAME if it is alive and ours.
+owned_pid() {
+  local f; f="$(pid_file "$1")"
+  [ -f "$f" ] || return 1
+  local pid; pid="$(cat "$f")"
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$STATE_DIR" || return 1
+  echo "$pid"
+}
+
+pid_alive() { owned_pid "$1" >/dev/null; }
+
+cluster_running() { pid_alive etcd && pid_alive kube-apiserver; }
+
+# Stops the apiserver first (it depends on etcd), each with TERM then KILL after 10 s.
+stop_all() {
+  local name pid
+  for name in kube-controller-manager kube-apiserver etcd; do
+    pid="$(owned_pid "$name")" || continue
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$(pid_file "$name")"
+  done
+}

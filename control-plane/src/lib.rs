@@ -1,0 +1,131 @@
+//! Starts or attaches to the project's local kube-apiserver + etcd for tests and demos.
+//!
+//! Every integration test in the workspace gets its cluster from here: the first call
+//! in a test binary runs `scripts/up.sh` (which builds the pinned binaries if needed and
+//! reuses a control plane that is already running), later calls reuse the result. Tests
+//! never silently skip: if the control plane cannot start, they fail with the reason and
+//! the command to run by hand.
+//!
+//! Each test then takes a [`TestNamespace`]: its own namespace, an admin client, and a
+//! label for the cluster-scoped objects it creates, all deleted when it is dropped.
+
+mod namespace;
+
+pub use namespace::TestNamespace;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Why the local control plane could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `up.sh` failed; the message carries its output and the command to retry by hand.
+    #[error("the local control plane did not start: {0}")]
+    Start(String),
+    /// A kubeconfig written by `up.sh` could not be read or used.
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The kubeconfig file.
+        path: PathBuf,
+        /// What went wrong reading or applying it.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A Kubernetes API call made by the helper failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// A running local control plane and the two identities it was started with.
+#[derive(Debug, Clone)]
+pub struct ControlPlane {
+    /// Kubeconfig of a `system:masters` client certificate.
+    admin_kubeconfig: PathBuf,
+    /// Kubeconfig of an authenticated user that RBAC grants nothing.
+    restricted_kubeconfig: PathBuf,
+}
+
+/// Path of a script shipped next to this crate.
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name)
+}
+
+impl ControlPlane {
+    /// Starts the control plane, or attaches to the one running, once per process.
+    pub fn shared() -> Result<&'static ControlPlane, Error> {
+        static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Self::start().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Start(e.clone()))
+    }
+
+    /// Runs `up.sh` and reads the kubeconfig paths from its last line.
+    pub fn start() -> Result<ControlPlane, Error> {
+        let up = script("up.sh");
+        let out = Command::new("bash")
+            .arg(&up)
+            .output()
+            .map_err(|e| Error::Start(format!("running {}: {e}", up.display())))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap_or_default();
+        match last.strip_prefix("export KUBECONFIG=") {
+            Some(path) if out.status.success() => Ok(Self::at(Path::new(path))),
+            _ => Err(Error::Start(format!(
+                "{} exited with {}:\n{}{}\nrun `make cluster-up` to see the failure in full",
+                up.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr),
+                stdout
+            ))),
+        }
+    }
+
+    /// A control plane whose admin kubeconfig is at `admin_kubeconfig`.
+    fn at(admin_kubeconfig: &Path) -> ControlPlane {
+        let dir = admin_kubeconfig.parent().unwrap_or(Path::new("."));
+        ControlPlane {
+            admin_kubeconfig: admin_kubeconfig.to_path_buf(),
+            restricted_kubeconfig: dir.join("restricted.kubeconfig"),
+        }
+    }
+
+    /// Path of the admin kubeconfig, for child processes (`KUBECONFIG=...`).
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.admin_kubeconfig
+    }
+
+    /// Path of the restricted user's kubeconfig.
+    pub fn restricted_kubeconfig(&self) -> &Path {
+        &self.restricted_kubeconfig
+    }
+
+    /// A client with full rights (`system:masters`).
+    pub async fn admin_client(&self) -> Result<Client, Error> {
+        client_from(&self.admin_kubeconfig).await
+    }
+
+    /// A client that is authenticated but has no RBAC permissions at all.
+    pub async fn restricted_client(&self) -> Result<Client, Error> {
+        client_from(&self.restricted_kubeconfig).await
+    }
+}
+
+/// Builds a client from one kubeconfig file, ignoring `KUBECONFIG` and in-cluster config.
+async fn client_from(path: &Path) -> Result<Client, Error> {
+    let wrap = |source: Box<dyn std::error::Error + Send + Sync>| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| wrap(e.into()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| wrap(e.into()))?;
+    Client::try_from(config).map_err(|e| wrap(e.into()))
+}

@@ -1,0 +1,114 @@
+//! A namespace of its own for one test, deleted with everything the test labelled.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+use crate::{ControlPlane, Error};
+
+/// Label put on every object a test creates outside its namespace (Nodes, ...), so the
+/// cleanup finds them; its value is the test namespace's name.
+pub const TEST_LABEL: &str = "wcm.test/namespace";
+
+/// One test's namespace on the shared control plane, plus an admin client.
+///
+/// Dropping it deletes the Pods in it (with no grace period: there is no kubelet), the
+/// namespace, and every cluster-scoped Node carrying [`TestNamespace::labels`].
+pub struct TestNamespace {
+    /// Unique namespace name: `<prefix>-<nanoseconds>`.
+    name: String,
+    /// Admin client bound to the test's own runtime.
+    client: Client,
+}
+
+impl TestNamespace {
+    /// Creates a namespace named after `prefix` on the shared control plane.
+    pub async fn create(prefix: &str) -> Result<TestNamespace, Error> {
+        let client = ControlPlane::shared()?.admin_client().await?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let name = format!("{prefix}-{:x}", nanos & 0xffff_ffff_ffff);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await?;
+        Ok(TestNamespace { name, client })
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// An admin client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Labels to put on cluster-scoped objects this test creates, so cleanup finds them.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(TEST_LABEL.to_string(), self.name.clone())])
+    }
+
+    /// Deletes the test's objects; runs on a thread of its own so `Drop` can call it.
+    fn cleanup(&self) {
+        let name = self.name.clone();
+        let Ok(cp) = ControlPlane::shared() else {
+            return;
+        };
+        let cp = cp.clone();
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let client = cp.admin_client().await.ok()?;
+                delete_test_objects(client, &name).await.ok()
+            })
+        });
+        if cleanup.join().ok().flatten().is_none() {
+            tracing::warn!(namespace = %self.name, "test cleanup incomplete");
+        }
+    }
+}
+
+impl std::fmt::Debug for TestNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestNamespace")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+async fn delete_test_objects(client: Client, name: &str) -> Result<(), kube::Error> {
+    let now = DeleteParams::default().grace_period(0);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), name);
+    pods.delete_collection(&now, &ListParams::default()).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = format!("{TEST_LABEL}={name}");
+    nodes
+        .delete_collection(&now, &ListParams::default().labels(&selector))
+        .await?;
+    Api::<Namespace>::all(client)
+        .delete(name, &DeleteParams::default())
+        .await?;
+    Ok(())
+}

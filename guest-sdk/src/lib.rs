@@ -1,0 +1,1 @@
+//! The Rust SDK for writing wasm-controller-manager controllers.

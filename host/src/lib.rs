@@ -1,0 +1,1 @@
+//! wasm-controller-manager host library.

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks for building and testing: Debian tools the
+# control-plane scripts use, the wasm32-wasip2 Rust target, and the pinned control
+# plane (built once into the cache). Idempotent and quick when everything is there.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+missing=()
+for tool in openssl curl jq python3 flock setsid; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages for: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openssl curl jq python3 util-linux >/dev/null
+fi
+
+command -v go >/dev/null || { echo "setup: Go is required (go.dev/doc/install)" >&2; exit 1; }
+command -v rustup >/dev/null || { echo "setup: rustup is required (rustup.rs)" >&2; exit 1; }
+rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+control-plane/scripts/build.sh
