@@ -3,32 +3,38 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 CARGO ?= cargo
 # The control plane `make test` starts for itself, apart from the one `make cluster-up` runs.
+PLUGIN_PACKAGES = $(foreach d,$(wildcard plugins/*/Cargo.toml host/tests/plugins/*/Cargo.toml),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(d) | head -n1))
 TEST_CLUSTER_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/wasm-controller-manager/test-cluster
 
-.PHONY: setup build plugins run test lint unit-and-integration cluster-up cluster-down
+.PHONY: setup build plugins run test lint cluster-up cluster-down bench
 
 ## setup: install the Rust target and Debian tools, build the pinned control plane (cached)
 setup:
 	scripts/setup.sh
 
 ## build: the host binary and every plugin component (target/plugins/<name>.wasm)
-build: setup
+build: setup plugins
 	$(CARGO) build -p wasm-controller-manager
+
+## plugins: example plugins to target/plugins/, test plugins to target/test-plugins/
+plugins:
+	scripts/build-plugins.sh
 
 ## run: build, start a local control plane unless a cluster is configured, run the host
 run: build
 	scripts/run.sh
 
 ## test: formatting, clippy, unit and integration tests against a real control plane
-test: setup lint
+test: setup lint plugins
 	export WCM_CLUSTER_DIR="$(TEST_CLUSTER_DIR)"; \
 	trap 'control-plane/scripts/down.sh' EXIT; \
 	control-plane/scripts/up.sh; \
-	$(CARGO) test --workspace
+	$(CARGO) test
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 -p wasm-controller-sdk $(PLUGIN_PACKAGES) -- -D warnings
 
 ## cluster-up: start etcd + kube-apiserver on loopback; prints `export KUBECONFIG=...`
 cluster-up:

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
@@ -15,8 +15,10 @@ pub const TEST_LABEL: &str = "wcm.test/namespace";
 
 /// One test's namespace on the shared control plane, plus an admin client.
 ///
-/// Dropping it deletes the Pods in it (with no grace period: there is no kubelet), the
-/// namespace, and every cluster-scoped Node carrying [`TestNamespace::labels`].
+/// Dropping it deletes the Pods (with no grace period: there is no kubelet) and
+/// ConfigMaps in it, the namespace, and every Node carrying [`TestNamespace::labels`].
+/// The local control plane runs no namespace controller, so objects of other kinds
+/// stay behind in the `Terminating` namespace.
 pub struct TestNamespace {
     /// Unique namespace name: `<prefix>-<nanoseconds>`.
     name: String,
@@ -102,6 +104,10 @@ async fn delete_test_objects(client: Client, name: &str) -> Result<(), kube::Err
     let now = DeleteParams::default().grace_period(0);
     let pods: Api<Pod> = Api::namespaced(client.clone(), name);
     pods.delete_collection(&now, &ListParams::default()).await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), name);
+    config_maps
+        .delete_collection(&now, &ListParams::default())
+        .await?;
     let nodes: Api<Node> = Api::all(client.clone());
     let selector = format!("{TEST_LABEL}={name}");
     nodes

@@ -1,1 +1,108 @@
 //! The Rust SDK for writing wasm-controller-manager controllers.
+//!
+//! A controller is a type implementing [`Controller`], exported with
+//! [`export_controller!`] from a `cdylib` crate built for `wasm32-wasip2`. The host
+//! calls [`Controller::registration`] once, then [`Controller::reconcile`] with one
+//! key at a time, each time in a fresh instance: keep no state between calls, read
+//! the current state through [`cluster`].
+//!
+//! # Example
+//!
+//! A controller that labels every Pod with its node's name:
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use wasm_controller_sdk::{
+//!     cluster, export_controller, Action, Controller, Error, ObjectRef, Registration,
+//!     Request, Verb, Watch,
+//! };
+//!
+//! struct NodeLabeller;
+//!
+//! impl Controller for NodeLabeller {
+//!     fn registration() -> Registration {
+//!         Registration::new("node-labeller", env!("CARGO_PKG_VERSION"))
+//!             .watch(Watch::all::<Pod>())
+//!             .permit::<Pod>(&[Verb::Patch])
+//!     }
+//!
+//!     fn reconcile(req: Request) -> Result<Action, Error> {
+//!         let pod: Pod = match cluster::get(req.namespace.as_deref(), &req.name) {
+//!             Ok(pod) => pod,
+//!             Err(Error::NotFound(_)) => return Ok(Action::Done), // deleted meanwhile
+//!             Err(e) => return Err(e),
+//!         };
+//!         let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
+//!         let target = ObjectRef::new::<Pod>(req.namespace.as_deref(), &req.name);
+//!         cluster::patch_labels(&target, &[("example.com/node", &node)], &[])?;
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! export_controller!(NodeLabeller);
+//! ```
+
+#![warn(missing_docs)]
+
+// Lets the generated bindings name this crate by its public path, which is also the
+// path the `export_controller!` expansion uses inside plugin crates.
+extern crate self as wasm_controller_sdk;
+
+pub mod cluster;
+mod error;
+pub mod log;
+mod types;
+
+/// The raw bindings of the WIT contract; use the items re-exported at the crate root.
+#[doc(hidden)]
+#[allow(missing_docs, clippy::all)]
+pub mod wit {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "controller",
+        pub_export_macro: true,
+        default_bindings_module: "wasm_controller_sdk::wit",
+        runtime_path: "wasm_controller_sdk::wit::__rt",
+        generate_all,
+        additional_derives: [PartialEq, Eq, Hash],
+    });
+
+    #[doc(hidden)]
+    pub use wit_bindgen::rt as __rt;
+}
+
+pub use wit::exports::wcm::controller::reconciler::{
+    Action, KeyMapping, Permission, Registration, Request, Verb, Watch,
+};
+pub use wit::wcm::controller::types::{Error, EventType, Gvk, ObjectRef};
+
+/// A controller: what it watches and how it reconciles one key.
+pub trait Controller {
+    /// The plugin's name, version, watches and permissions; called once at load.
+    fn registration() -> Registration;
+
+    /// Brings the cluster in line with the desired state for `request`. Runs in a
+    /// fresh instance each time and may run again for the same key at any time, so it
+    /// must be idempotent. Errors are logged by the host and retried with backoff.
+    fn reconcile(request: Request) -> Result<Action, Error>;
+}
+
+/// Exports a [`Controller`] implementation as the plugin's `reconciler`.
+///
+/// Use it once, at the crate root of a `cdylib`, with the type's name.
+#[macro_export]
+macro_rules! export_controller {
+    ($controller:ident) => {
+        impl $crate::wit::exports::wcm::controller::reconciler::Guest for $controller {
+            fn register() -> $crate::Registration {
+                <$controller as $crate::Controller>::registration()
+            }
+
+            fn reconcile(req: $crate::Request) -> ::core::result::Result<$crate::Action, $crate::Error> {
+                <$controller as $crate::Controller>::reconcile(req)
+            }
+        }
+
+        $crate::wit::export!($controller with_types_in $crate::wit);
+    };
+}

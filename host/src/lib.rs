@@ -1,1 +1,17 @@
-//! wasm-controller-manager host library.
+//! wasm-controller-manager: runs Kubernetes controllers that are WebAssembly components.
+//!
+//! The daemon watches the kinds each plugin registers through shared informers, maps
+//! every change to a reconcile key, queues the keys per plugin, and calls the plugin's
+//! `reconcile` export in a fresh, resource-limited Wasm instance. Plugins reach the
+//! cluster only through the capabilities in [`capabilities`], each checked against the
+//! permissions the plugin declared.
+
+pub mod bindings;
+pub mod capabilities;
+pub mod config;
+pub mod controller;
+pub mod keys;
+pub mod kube;
+pub mod manager;
+pub mod queue;
+pub mod runtime;

@@ -1,13 +1,107 @@
 //! The `wasm-controller-manager` daemon: runs Kubernetes controllers that are Wasm components.
 
-use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+use wcm_host::config::{Limits, ManagerConfig};
+use wcm_host::manager::Manager;
 
 /// Command-line interface of the daemon.
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Load the plugins of a directory and run them against the cluster
+    /// (KUBECONFIG, ~/.kube/config, then in-cluster configuration).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Directory holding plugin components (`*.wasm`).
+    #[arg(long, env = "WCM_PLUGINS_DIR")]
+    plugins_dir: PathBuf,
+    /// Deadline of one reconcile, host calls included (e.g. `30s`, `500ms`).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    reconcile_timeout: Duration,
+    /// Maximum linear memory of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    max_memory_mib: usize,
+    /// Upper bound on the concurrent reconciles a plugin may declare.
+    #[arg(long, default_value_t = 4)]
+    max_concurrent_reconciles: u32,
+    /// Allocate instances on demand instead of from wasmtime's pooling allocator.
+    #[arg(long)]
+    no_pooling: bool,
+    /// How long in-flight reconciles may run after SIGTERM or Ctrl-C.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match Cli::parse().command {
+        Command::Run(args) => run(args).await,
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("no Kubernetes configuration: set KUBECONFIG or run in a cluster")?;
+    let config = ManagerConfig {
+        plugins_dir: args.plugins_dir,
+        limits: Limits {
+            reconcile_timeout: args.reconcile_timeout,
+            max_memory_bytes: args.max_memory_mib << 20,
+            max_concurrent_reconciles: args.max_concurrent_reconciles,
+            pooling: !args.no_pooling,
+        },
+        shutdown_grace: args.shutdown_grace,
+        instance: instance_name(),
+    };
+    let manager = Manager::start(config, client).await?;
+    tracing::info!(
+        running = manager.running().len(),
+        failed = manager.failed().len(),
+        "manager started"
+    );
+    shutdown_signal().await?;
+    tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
+    manager.shutdown().await;
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+/// This replica's name in Events: the pod name in a cluster, else the hostname.
+fn instance_name() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "wasm-controller-manager".into())
 }

@@ -1,0 +1,207 @@
+//! Constructors and builders on the contract's types, so plugins never spell out
+//! raw records.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, Resource};
+
+use crate::{Gvk, KeyMapping, ObjectRef, Permission, Registration, Request, Verb, Watch};
+
+impl Gvk {
+    /// The kind of a `k8s-openapi` type: `Gvk::of::<Pod>()`.
+    pub fn of<K: Resource>() -> Gvk {
+        Gvk::new(K::GROUP, K::VERSION, K::KIND)
+    }
+
+    /// Any kind, including custom resources: `Gvk::new("apps", "v1", "Deployment")`.
+    pub fn new(group: &str, version: &str, kind: &str) -> Gvk {
+        Gvk {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: kind.to_string(),
+        }
+    }
+}
+
+impl ObjectRef {
+    /// A reference to a `K` by namespace (none if cluster-scoped) and name.
+    pub fn new<K: Resource>(namespace: Option<&str>, name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: Gvk::of::<K>(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+
+    /// A reference to an object already read.
+    pub fn of<K: Resource + Metadata<Ty = ObjectMeta>>(obj: &K) -> ObjectRef {
+        let meta = obj.metadata();
+        ObjectRef::new::<K>(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+impl Request {
+    /// The object this request names, if it is not a fixed key.
+    pub fn object(&self) -> Option<ObjectRef> {
+        self.kind.clone().map(|kind| ObjectRef {
+            kind,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        })
+    }
+}
+
+impl Watch {
+    /// Every object of `K` in all namespaces, each mapped to its own key.
+    pub fn all<K: Resource>() -> Watch {
+        Watch {
+            kind: Gvk::of::<K>(),
+            namespace: None,
+            label_selector: None,
+            maps_to: KeyMapping::Object,
+        }
+    }
+
+    /// A watch of any kind given as a [`Gvk`] (custom resources).
+    pub fn kind(kind: Gvk) -> Watch {
+        Watch {
+            kind,
+            namespace: None,
+            label_selector: None,
+            maps_to: KeyMapping::Object,
+        }
+    }
+
+    /// Only objects in `namespace`.
+    pub fn in_namespace(mut self, namespace: &str) -> Watch {
+        self.namespace = Some(namespace.to_string());
+        self
+    }
+
+    /// Only objects matching a label selector such as `app=web,tier in (a,b)`.
+    pub fn labels(mut self, selector: &str) -> Watch {
+        self.label_selector = Some(selector.to_string());
+        self
+    }
+
+    /// Every change wakes the one key `key` (for aggregates such as counts).
+    pub fn fixed_key(mut self, key: &str) -> Watch {
+        self.maps_to = KeyMapping::Fixed(key.to_string());
+        self
+    }
+
+    /// A change wakes the object's controller owner of kind `O`.
+    pub fn owned_by<O: Resource>(self) -> Watch {
+        self.owned_by_kind(Gvk::of::<O>())
+    }
+
+    /// A change wakes the object's controller owner of the given kind.
+    pub fn owned_by_kind(mut self, owner: Gvk) -> Watch {
+        self.maps_to = KeyMapping::ControllerOwner(owner);
+        self
+    }
+}
+
+impl Registration {
+    /// A registration with no watches yet; `name` must be a DNS-1123 label.
+    pub fn new(name: &str, version: &str) -> Registration {
+        Registration {
+            name: name.to_string(),
+            version: version.to_string(),
+            watches: Vec::new(),
+            permissions: Vec::new(),
+            max_concurrent_reconciles: 0,
+        }
+    }
+
+    /// Adds a watch.
+    pub fn watch(mut self, watch: Watch) -> Registration {
+        self.watches.push(watch);
+        self
+    }
+
+    /// Declares verbs on `K` beyond reading what is watched.
+    pub fn permit<K: Resource>(self, verbs: &[Verb]) -> Registration {
+        self.permit_kind(Gvk::of::<K>(), verbs)
+    }
+
+    /// Declares verbs on any kind.
+    pub fn permit_kind(mut self, kind: Gvk, verbs: &[Verb]) -> Registration {
+        self.permissions.push(Permission {
+            kind,
+            verbs: verbs.to_vec(),
+        });
+        self
+    }
+
+    /// How many keys may be reconciled at once (the host caps it).
+    pub fn max_concurrent_reconciles(mut self, n: u32) -> Registration {
+        self.max_concurrent_reconciles = n;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+
+    use super::*;
+
+    #[test]
+    fn gvk_comes_from_the_k8s_openapi_type() {
+        assert_eq!(Gvk::of::<Pod>(), Gvk::new("", "v1", "Pod"));
+        assert_eq!(
+            Gvk::of::<Deployment>(),
+            Gvk::new("apps", "v1", "Deployment")
+        );
+    }
+
+    #[test]
+    fn the_registration_builder_fills_every_field() {
+        let reg = Registration::new("pod-counter", "1.0.0")
+            .watch(Watch::all::<Pod>().fixed_key("count"))
+            .watch(
+                Watch::all::<Pod>()
+                    .in_namespace("a")
+                    .labels("x=y")
+                    .owned_by::<Deployment>(),
+            )
+            .permit::<Node>(&[Verb::Patch])
+            .max_concurrent_reconciles(2);
+        assert_eq!(reg.watches[0].maps_to, KeyMapping::Fixed("count".into()));
+        assert_eq!(reg.watches[1].namespace.as_deref(), Some("a"));
+        assert_eq!(reg.watches[1].label_selector.as_deref(), Some("x=y"));
+        assert_eq!(
+            reg.watches[1].maps_to,
+            KeyMapping::ControllerOwner(Gvk::of::<Deployment>())
+        );
+        assert_eq!(reg.permissions[0].kind, Gvk::of::<Node>());
+        assert_eq!(reg.max_concurrent_reconciles, 2);
+    }
+
+    #[test]
+    fn object_refs_are_built_from_objects_and_requests() {
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("ns".into());
+        pod.metadata.name = Some("web".into());
+        assert_eq!(
+            ObjectRef::of(&pod),
+            ObjectRef::new::<Pod>(Some("ns"), "web")
+        );
+        let req = Request {
+            kind: Some(Gvk::of::<Pod>()),
+            namespace: Some("ns".into()),
+            name: "web".into(),
+        };
+        assert_eq!(req.object(), Some(ObjectRef::of(&pod)));
+        let fixed = Request {
+            kind: None,
+            namespace: None,
+            name: "count".into(),
+        };
+        assert_eq!(fixed.object(), None);
+    }
+}

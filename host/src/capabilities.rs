@@ -1,0 +1,289 @@
+//! What a plugin may do in the cluster: the logic behind the WIT `cluster` imports.
+//!
+//! Each capability checks the plugin's declared permissions, validates its input, and
+//! delegates to [`crate::kube`]. Reads come from the plugin's informer caches; writes go
+//! to the API server under the plugin's own field manager. Failures are returned as
+//! [`CapabilityError`], which the plugin receives as the WIT `error`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::core::{GroupVersionKind, SelectorExt};
+
+use crate::bindings::{Verb, WitError};
+use crate::kube::discovery::display_gvk;
+use crate::kube::events::{EventError, PluginRecorder};
+use crate::kube::informer::{Informer, InformerRegistry};
+use crate::kube::selector;
+use crate::kube::writes::{self, PatchLabelsError};
+
+/// A failed capability call; the message names the operation, the object and the cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CapabilityError {
+    /// The object does not exist in the cache or the cluster.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Not declared by the plugin, or denied by the API server.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A write conflicted with someone else's.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Malformed input: label, selector, reason, unwatched kind.
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// The API server could not be reached or is overloaded.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<CapabilityError> for WitError {
+    fn from(e: CapabilityError) -> WitError {
+        match e {
+            CapabilityError::NotFound(m) => WitError::NotFound(m),
+            CapabilityError::Forbidden(m) => WitError::Forbidden(m),
+            CapabilityError::Conflict(m) => WitError::Conflict(m),
+            CapabilityError::Invalid(m) => WitError::Invalid(m),
+            CapabilityError::Unavailable(m) => WitError::Unavailable(m),
+            CapabilityError::Other(m) => WitError::Other(m),
+        }
+    }
+}
+
+/// Maps an API error to the case a plugin can act on, prefixed with what was attempted.
+fn from_kube(what: &str, e: &kube::Error) -> CapabilityError {
+    let msg = format!("{what}: {e}");
+    match e {
+        kube::Error::Api(status) => match status.code {
+            404 => CapabilityError::NotFound(msg),
+            401 | 403 => CapabilityError::Forbidden(msg),
+            409 => CapabilityError::Conflict(msg),
+            400 | 422 => CapabilityError::Invalid(msg),
+            429 | 500..=599 => CapabilityError::Unavailable(msg),
+            _ => CapabilityError::Other(msg),
+        },
+        _ => CapabilityError::Unavailable(msg),
+    }
+}
+
+/// One object as capabilities address it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Its kind.
+    pub gvk: GroupVersionKind,
+    /// Its namespace, if namespaced.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", display_gvk(&self.gvk), self.name),
+            None => write!(f, "{} {}", display_gvk(&self.gvk), self.name),
+        }
+    }
+}
+
+/// The cluster as one plugin sees it: its caches, its permissions, its identity.
+pub struct ClusterAccess {
+    /// Plugin name: field manager and Event reporting controller.
+    plugin: String,
+    client: Client,
+    registry: Arc<InformerRegistry>,
+    /// Verbs the plugin declared per kind, beyond reading what it watches.
+    grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+    /// The informers of the plugin's watches; `get` and `list` read their caches.
+    informers: Vec<Arc<Informer>>,
+    recorder: PluginRecorder,
+}
+
+impl std::fmt::Debug for ClusterAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAccess")
+            .field("plugin", &self.plugin)
+            .finish()
+    }
+}
+
+impl ClusterAccess {
+    /// Access for `plugin` with its informers and declared grants.
+    pub fn new(
+        plugin: &str,
+        instance: &str,
+        registry: Arc<InformerRegistry>,
+        client: Client,
+        informers: Vec<Arc<Informer>>,
+        grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+    ) -> ClusterAccess {
+        ClusterAccess {
+            plugin: plugin.to_string(),
+            recorder: PluginRecorder::new(client.clone(), plugin, instance),
+            client,
+            registry,
+            grants,
+            informers,
+        }
+    }
+
+    /// The plugin this access belongs to.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none).
+    fn caches_of<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<Informer>> + 'a {
+        self.informers.iter().filter(move |i| {
+            let scope = i.scope();
+            scope.gvk == *gvk
+                && match (&scope.namespace, namespace) {
+                    (Some(watched), Some(ns)) => watched == ns,
+                    _ => true,
+                }
+        })
+    }
+
+    fn not_watched(&self, op: &str, what: &str, gvk: &GroupVersionKind) -> CapabilityError {
+        CapabilityError::Invalid(format!(
+            "{op} {what}: plugin {} does not watch {} (only watched kinds are cached)",
+            self.plugin,
+            display_gvk(gvk)
+        ))
+    }
+
+    /// One object's JSON from the cache.
+    pub fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
+        let mut caches = self
+            .caches_of(&target.gvk, target.namespace.as_deref())
+            .peekable();
+        if caches.peek().is_none() {
+            return Err(self.not_watched("get", &target.to_string(), &target.gvk));
+        }
+        caches
+            .find_map(|i| i.cache().get(target.namespace.as_deref(), &target.name))
+            .map(|o| o.json.clone())
+            .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))
+    }
+
+    /// JSON of every cached object of `gvk` in `namespace` (all if none) matching
+    /// `label_selector`.
+    pub fn list(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<str>>, CapabilityError> {
+        let what = format!(
+            "{} in {}",
+            display_gvk(gvk),
+            namespace.unwrap_or("all namespaces")
+        );
+        let selector = selector::parse(label_selector.unwrap_or(""))
+            .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
+        let mut caches = self.caches_of(gvk, namespace).peekable();
+        if caches.peek().is_none() {
+            return Err(self.not_watched("list", &what, gvk));
+        }
+        let mut found = BTreeMap::new();
+        for informer in caches {
+            let matching = informer.cache().list(|o| {
+                namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns))
+                    && selector.matches(&o.labels)
+            });
+            for o in matching {
+                found.entry(o.key()).or_insert_with(|| o.json.clone());
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    fn require(&self, verb: Verb, op: &str, target: &Target) -> Result<(), CapabilityError> {
+        let granted = self
+            .grants
+            .get(&target.gvk)
+            .is_some_and(|verbs| verbs.contains(&verb));
+        if granted {
+            return Ok(());
+        }
+        Err(CapabilityError::Forbidden(format!(
+            "{op} {target}: plugin {} did not declare the {verb:?} permission on {}",
+            self.plugin,
+            display_gvk(&target.gvk)
+        )))
+    }
+
+    /// Sets and removes labels on any object the plugin may patch.
+    pub async fn patch_labels(
+        &self,
+        target: &Target,
+        set: &[(String, String)],
+        remove: &[String],
+    ) -> Result<(), CapabilityError> {
+        let op = format!("patch-labels {target}");
+        self.require(Verb::Patch, "patch-labels", target)?;
+        let kind = self
+            .registry
+            .resolver()
+            .resolve(&target.gvk)
+            .await
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let ns = target.namespace.as_deref();
+        writes::patch_labels(
+            &self.client,
+            &kind,
+            ns,
+            &target.name,
+            &self.plugin,
+            set,
+            remove,
+        )
+        .await
+        .map_err(|e| match e {
+            PatchLabelsError::Api(e) => from_kube(&op, &e),
+            other => CapabilityError::Invalid(format!("{op}: {other}")),
+        })
+    }
+
+    /// Records an Event about `regarding`, as the plugin.
+    pub async fn record_event(
+        &self,
+        regarding: &Target,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), CapabilityError> {
+        let op = format!("record-event {reason} on {regarding}");
+        let uid = self
+            .caches_of(&regarding.gvk, regarding.namespace.as_deref())
+            .find_map(|i| {
+                i.cache()
+                    .get(regarding.namespace.as_deref(), &regarding.name)
+            })
+            .and_then(|o| o.uid.clone());
+        let reference = ObjectReference {
+            api_version: Some(regarding.gvk.api_version()),
+            kind: Some(regarding.gvk.kind.clone()),
+            namespace: regarding.namespace.clone(),
+            name: Some(regarding.name.clone()),
+            uid,
+            ..Default::default()
+        };
+        self.recorder
+            .record(&reference, warning, reason, note)
+            .await
+            .map_err(|e| match e {
+                EventError::Api(e) => from_kube(&op, &e),
+                other => CapabilityError::Invalid(format!("{op}: {other}")),
+            })
+    }
+}

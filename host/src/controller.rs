@@ -1,0 +1,235 @@
+//! One running plugin: its watches feed its queue, its workers reconcile the keys.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use kube::Client;
+use kube::core::GroupVersionKind;
+use tokio::task::JoinSet;
+
+use crate::bindings::{Action, KeyMapping as WitMapping, Registration, Verb};
+use crate::capabilities::ClusterAccess;
+use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
+use crate::kube::cache::Change;
+use crate::kube::discovery::DiscoveryError;
+use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
+use crate::queue::{Backoff, WorkQueue};
+use crate::runtime::PluginCode;
+
+/// Why a registered plugin could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The registration breaks a rule (name, empty watches, ...).
+    #[error("invalid registration: {0}")]
+    Registration(String),
+    /// A watched or owner kind is not served by the API server.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+}
+
+/// Counters of one plugin's reconciles, for logs, status and tests.
+#[derive(Debug, Default)]
+pub struct ReconcileStats {
+    /// Reconciles that returned `done` or `requeue-after`.
+    pub succeeded: AtomicU64,
+    /// Reconciles that trapped, timed out, hit the memory limit or returned an error.
+    pub failed: AtomicU64,
+}
+
+/// Shared parts every plugin controller is started with.
+#[derive(Clone)]
+pub struct ControllerContext {
+    /// API client for writes and Events.
+    pub client: Client,
+    /// Shared informers.
+    pub registry: Arc<InformerRegistry>,
+    /// This host's identity, the `reportingInstance` of Events.
+    pub instance: String,
+    /// Host cap on concurrent reconciles per plugin.
+    pub max_concurrent_reconciles: u32,
+}
+
+/// A plugin whose watches and workers are running.
+pub struct PluginController {
+    /// The plugin's registration.
+    pub registration: Registration,
+    /// Reconcile counters.
+    pub stats: Arc<ReconcileStats>,
+    queue: WorkQueue<ReconcileKey>,
+    subscriptions: Vec<(Arc<Informer>, u64)>,
+    workers: JoinSet<()>,
+}
+
+impl PluginController {
+    /// Starts the plugin's informers (shared where possible), subscribes its key
+    /// mappings, and starts its workers once every informer has synced.
+    pub async fn start(
+        code: PluginCode,
+        registration: Registration,
+        ctx: &ControllerContext,
+    ) -> Result<PluginController, StartError> {
+        validate(&registration)?;
+        let queue = WorkQueue::new(Backoff::default());
+        let mut subscriptions = Vec::new();
+        let mut grants: HashMap<GroupVersionKind, HashSet<Verb>> = HashMap::new();
+        for watch in &registration.watches {
+            let gvk = from_wit_gvk(&watch.kind);
+            let mapping = resolve_mapping(&watch.maps_to, &gvk, &ctx.registry).await?;
+            let scope = WatchScope {
+                gvk: gvk.clone(),
+                namespace: watch.namespace.clone(),
+                label_selector: watch.label_selector.clone(),
+            };
+            let informer = ctx.registry.acquire(scope).await?;
+            let q = queue.clone();
+            let id = informer.subscribe(Arc::new(move |change: &Change| {
+                let obj = match change {
+                    Change::Applied(o) | Change::Deleted(o) => o,
+                };
+                if let Some(key) = mapping.key_for(obj) {
+                    q.add(key);
+                }
+            }));
+            subscriptions.push((informer, id));
+            grants
+                .entry(gvk)
+                .or_default()
+                .extend([Verb::Get, Verb::List]);
+        }
+        for p in &registration.permissions {
+            grants
+                .entry(from_wit_gvk(&p.kind))
+                .or_default()
+                .extend(p.verbs.iter().copied());
+        }
+        let informers = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        let access = Arc::new(ClusterAccess::new(
+            &registration.name,
+            &ctx.instance,
+            ctx.registry.clone(),
+            ctx.client.clone(),
+            informers,
+            grants,
+        ));
+        let concurrency = match registration.max_concurrent_reconciles {
+            0 => ctx.max_concurrent_reconciles,
+            n => n.min(ctx.max_concurrent_reconciles),
+        };
+        let stats = Arc::new(ReconcileStats::default());
+        let mut workers = JoinSet::new();
+        let synced: Vec<_> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        for _ in 0..concurrency.max(1) {
+            let worker = Worker {
+                code: code.clone(),
+                access: access.clone(),
+                queue: queue.clone(),
+                stats: stats.clone(),
+            };
+            let synced = synced.clone();
+            workers.spawn(async move {
+                for informer in &synced {
+                    informer.wait_synced().await;
+                }
+                worker.run().await;
+            });
+        }
+        Ok(PluginController {
+            registration,
+            stats,
+            queue,
+            subscriptions,
+            workers,
+        })
+    }
+
+    /// Stops taking work, waits up to `grace` for in-flight reconciles, then
+    /// releases the plugin's informers.
+    pub async fn stop(mut self, grace: Duration) {
+        for (informer, id) in &self.subscriptions {
+            informer.unsubscribe(*id);
+        }
+        self.queue.shut_down();
+        let drained = tokio::time::timeout(grace, async {
+            while self.workers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(plugin = %self.registration.name, ?grace,
+                "in-flight reconciles did not finish within the grace period; abandoned");
+            self.workers.abort_all();
+        }
+    }
+}
+
+/// One worker: takes keys and reconciles them until the queue shuts down.
+struct Worker {
+    code: PluginCode,
+    access: Arc<ClusterAccess>,
+    queue: WorkQueue<ReconcileKey>,
+    stats: Arc<ReconcileStats>,
+}
+
+impl Worker {
+    async fn run(self) {
+        let plugin = self.access.plugin().to_string();
+        while let Some(key) = self.queue.next().await {
+            match self.code.reconcile(self.access.clone(), &key).await {
+                Ok(action) => {
+                    self.stats.succeeded.fetch_add(1, Ordering::Relaxed);
+                    self.queue.forget(&key);
+                    if let Action::RequeueAfter(ms) = action {
+                        self.queue.add_after(key.clone(), Duration::from_millis(ms));
+                    }
+                    tracing::debug!(plugin, key = %key, ?action, "reconciled");
+                }
+                Err(error) => {
+                    self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    let retry_in = self.queue.add_rate_limited(key.clone());
+                    tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+}
+
+/// Plugin names become field managers and Event reporters: DNS-1123 labels.
+fn validate(reg: &Registration) -> Result<(), StartError> {
+    let name = &reg.name;
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !ok {
+        return Err(StartError::Registration(format!(
+            "name {name:?} must be a DNS-1123 label (lower-case alphanumeric or '-', at most 63)"
+        )));
+    }
+    if reg.watches.is_empty() {
+        return Err(StartError::Registration(
+            "no watches: nothing would ever be reconciled".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn resolve_mapping(
+    mapping: &WitMapping,
+    watched: &GroupVersionKind,
+    registry: &InformerRegistry,
+) -> Result<KeyMapping, StartError> {
+    Ok(match mapping {
+        WitMapping::Object => KeyMapping::Object(watched.clone()),
+        WitMapping::Fixed(key) => KeyMapping::Fixed(key.clone()),
+        WitMapping::ControllerOwner(owner) => {
+            let owner = from_wit_gvk(owner);
+            let namespaced = registry.resolver().resolve(&owner).await?.namespaced;
+            KeyMapping::ControllerOwner { owner, namespaced }
+        }
+    })
+}

@@ -1,0 +1,266 @@
+//! Shared informers: one watch and cache per (kind, namespace, label selector), shared
+//! by every plugin that asks for it and stopped when the last one lets go.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
+use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
+
+/// What one informer watches; two plugins asking for the same scope share one watch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchScope {
+    /// The kind.
+    pub gvk: GroupVersionKind,
+    /// One namespace, or all.
+    pub namespace: Option<String>,
+    /// Server-side label selector, if any.
+    pub label_selector: Option<String>,
+}
+
+/// Called for every change an informer sees; must be quick (it only enqueues keys).
+pub type Subscriber = Arc<dyn Fn(&Change) + Send + Sync>;
+
+/// A running watch with its cache.
+pub struct Informer {
+    scope: WatchScope,
+    kind: ResolvedKind,
+    cache: ObjectCache,
+    /// True once the first full list is in the cache.
+    synced: watch::Sender<bool>,
+    subscribers: RwLock<Vec<(u64, Subscriber)>>,
+    next_subscriber: AtomicU64,
+    /// Number of (re)lists started: 1 after start-up, more after watch expiry.
+    lists: AtomicU64,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Informer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informer")
+            .field("scope", &self.scope)
+            .field("objects", &self.cache.len())
+            .finish()
+    }
+}
+
+impl Informer {
+    fn start(client: Client, kind: ResolvedKind, scope: WatchScope) -> Arc<Informer> {
+        let api: Api<DynamicObject> = match &scope.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &kind.resource),
+            None => Api::all_with(client, &kind.resource),
+        };
+        let mut config = watcher::Config::default();
+        if let Some(sel) = &scope.label_selector {
+            config = config.labels(sel);
+        }
+        let informer = Arc::new(Informer {
+            scope,
+            kind,
+            cache: ObjectCache::default(),
+            synced: watch::channel(false).0,
+            subscribers: RwLock::new(Vec::new()),
+            next_subscriber: AtomicU64::new(0),
+            lists: AtomicU64::new(0),
+            task: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&informer);
+        let task = tokio::spawn(run_watch(api, config, weak));
+        *informer.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        informer
+    }
+
+    /// What this informer watches.
+    pub fn scope(&self) -> &WatchScope {
+        &self.scope
+    }
+
+    /// The resolved kind (resource name, scope).
+    pub fn kind(&self) -> &ResolvedKind {
+        &self.kind
+    }
+
+    /// The cache this informer keeps.
+    pub fn cache(&self) -> &ObjectCache {
+        &self.cache
+    }
+
+    /// How many lists this informer has started (1 + relists).
+    pub fn lists(&self) -> u64 {
+        self.lists.load(Ordering::Relaxed)
+    }
+
+    /// Whether the first full list has completed.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first full list is in the cache.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Adds a subscriber; it first receives every object already cached.
+    pub fn subscribe(&self, subscriber: Subscriber) -> u64 {
+        let id = self.next_subscriber.fetch_add(1, Ordering::Relaxed);
+        let mut subs = self.subscribers.write().unwrap_or_else(|p| p.into_inner());
+        for obj in self.cache.list(|_| true) {
+            subscriber(&Change::Applied(obj));
+        }
+        subs.push((id, subscriber));
+        id
+    }
+
+    /// Removes a subscriber.
+    pub fn unsubscribe(&self, id: u64) {
+        let mut subs = self.subscribers.write().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|(i, _)| *i != id);
+    }
+
+    fn publish(&self, changes: &[Change]) {
+        let subs = self.subscribers.read().unwrap_or_else(|p| p.into_inner());
+        for change in changes {
+            for (_, s) in subs.iter() {
+                s(change);
+            }
+        }
+    }
+
+    fn on_event(
+        &self,
+        event: Event<DynamicObject>,
+        relist: &mut Option<HashMap<ObjectKey, Arc<CachedObject>>>,
+    ) {
+        let convert = |obj: DynamicObject| match CachedObject::from_dynamic(obj) {
+            Ok(o) => Some(Arc::new(o)),
+            Err(e) => {
+                tracing::warn!(kind = %display_gvk(&self.scope.gvk), error = %e, "unserialisable object skipped");
+                None
+            }
+        };
+        match event {
+            Event::Init => {
+                self.lists.fetch_add(1, Ordering::Relaxed);
+                *relist = Some(HashMap::new());
+            }
+            Event::InitApply(obj) => {
+                if let (Some(buf), Some(o)) = (relist.as_mut(), convert(obj)) {
+                    buf.insert(o.key(), o);
+                }
+            }
+            Event::InitDone => {
+                let changes = self.cache.replace(relist.take().unwrap_or_default());
+                self.synced.send_replace(true);
+                self.publish(&changes);
+            }
+            Event::Apply(obj) => {
+                if let Some(o) = convert(obj) {
+                    self.publish(&[self.cache.apply(o)]);
+                }
+            }
+            Event::Delete(obj) => {
+                if let Some(o) = convert(obj) {
+                    let change = self.cache.delete(&o.key()).unwrap_or(Change::Deleted(o));
+                    self.publish(&[change]);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .task
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+        tracing::info!(kind = %display_gvk(&self.scope.gvk), namespace = ?self.scope.namespace, "informer stopped");
+    }
+}
+
+/// Feeds watch events into the informer until it is dropped. Errors (expired watches,
+/// an unreachable API server) are logged and retried with kube's default backoff; a
+/// relist swaps the cache whole, so no reader sees a half-rebuilt one.
+async fn run_watch(api: Api<DynamicObject>, config: watcher::Config, informer: Weak<Informer>) {
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist = None;
+    while let Some(item) = stream.next().await {
+        let Some(informer) = informer.upgrade() else {
+            return;
+        };
+        match item {
+            Ok(event) => informer.on_event(event, &mut relist),
+            Err(e) => tracing::warn!(
+                kind = %display_gvk(&informer.scope.gvk), error = %e, "watch failed; retrying"
+            ),
+        }
+    }
+}
+
+/// Hands out shared informers, starting one on first use.
+pub struct InformerRegistry {
+    client: Client,
+    resolver: KindResolver,
+    live: Mutex<HashMap<WatchScope, Weak<Informer>>>,
+}
+
+impl InformerRegistry {
+    /// A registry whose informers use `client`.
+    pub fn new(client: Client) -> InformerRegistry {
+        InformerRegistry {
+            resolver: KindResolver::new(client.clone()),
+            client,
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The kind resolver informers are started with.
+    pub fn resolver(&self) -> &KindResolver {
+        &self.resolver
+    }
+
+    /// The informer for `scope`: the running one, or a new one.
+    pub async fn acquire(&self, scope: WatchScope) -> Result<Arc<Informer>, DiscoveryError> {
+        if let Some(running) = self.lock().get(&scope).and_then(Weak::upgrade) {
+            return Ok(running);
+        }
+        let kind = self.resolver.resolve(&scope.gvk).await?;
+        let mut live = self.lock();
+        if let Some(running) = live.get(&scope).and_then(Weak::upgrade) {
+            return Ok(running);
+        }
+        live.retain(|_, w| w.strong_count() > 0);
+        tracing::info!(kind = %display_gvk(&scope.gvk), namespace = ?scope.namespace,
+            selector = ?scope.label_selector, "informer started");
+        let informer = Informer::start(self.client.clone(), kind, scope.clone());
+        live.insert(scope, Arc::downgrade(&informer));
+        Ok(informer)
+    }
+
+    /// Number of informers running now.
+    pub fn running(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WatchScope, Weak<Informer>>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

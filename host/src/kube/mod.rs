@@ -1,0 +1,10 @@
+//! Everything the host does with the Kubernetes API: discovery, informers and their
+//! cache, label rules and selectors, writes and Events.
+
+pub mod cache;
+pub mod discovery;
+pub mod events;
+pub mod informer;
+pub mod labels;
+pub mod selector;
+pub mod writes;

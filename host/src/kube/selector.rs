@@ -1,0 +1,160 @@
+//! Parses Kubernetes label selector strings (`a=b,c!=d,e in (f,g),!h`) into kube's
+//! [`Selector`], so the informer cache can answer `list` calls with a selector.
+//!
+//! Written here because kube-core can match a `Selector` but has no parser for the
+//! string form that plugins (and `kubectl -l`) use.
+
+use std::collections::BTreeSet;
+
+use kube::core::{Expression, Selector};
+
+use super::labels::validate_key;
+
+/// A selector string the API server would reject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid label selector {selector:?}: {reason}")]
+pub struct SelectorError {
+    /// The whole selector as given.
+    pub selector: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Parses a selector; the empty string selects everything.
+pub fn parse(selector: &str) -> Result<Selector, SelectorError> {
+    let err = |reason: String| SelectorError {
+        selector: selector.to_string(),
+        reason,
+    };
+    let mut exprs = Vec::new();
+    for term in split_terms(selector) {
+        let term = term.trim();
+        if term.is_empty() {
+            if selector.trim().is_empty() {
+                continue;
+            }
+            return Err(err("empty requirement".into()));
+        }
+        exprs.push(parse_term(term).map_err(err)?);
+    }
+    Ok(exprs.into_iter().collect())
+}
+
+/// Splits on commas that are not inside a `(...)` value set.
+fn split_terms(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn parse_term(term: &str) -> Result<Expression, String> {
+    if let Some(key) = term.strip_prefix('!') {
+        return Ok(Expression::DoesNotExist(key_of(key)?));
+    }
+    for (op, make) in [
+        (
+            "!=",
+            Expression::NotEqual as fn(String, String) -> Expression,
+        ),
+        ("==", Expression::Equal),
+        ("=", Expression::Equal),
+    ] {
+        if let Some((k, v)) = term.split_once(op) {
+            return Ok(make(key_of(k)?, value_of(k, v)?));
+        }
+    }
+    for (op, make) in [
+        (
+            " notin ",
+            Expression::NotIn as fn(String, BTreeSet<String>) -> Expression,
+        ),
+        (" in ", Expression::In),
+    ] {
+        if let Some((k, set)) = term.split_once(op) {
+            return Ok(make(key_of(k)?, value_set(k, set)?));
+        }
+    }
+    Ok(Expression::Exists(key_of(term)?))
+}
+
+fn key_of(k: &str) -> Result<String, String> {
+    let k = k.trim();
+    validate_key(k).map_err(|e| e.to_string())?;
+    Ok(k.to_string())
+}
+
+fn value_of(key: &str, v: &str) -> Result<String, String> {
+    let v = v.trim();
+    super::labels::validate_value(key.trim(), v).map_err(|e| e.to_string())?;
+    Ok(v.to_string())
+}
+
+fn value_set(key: &str, set: &str) -> Result<BTreeSet<String>, String> {
+    let inner = set
+        .trim()
+        .strip_prefix('(')
+        .and_then(|s| s.strip_suffix(')'))
+        .ok_or_else(|| format!("values for {:?} must be in parentheses", key.trim()))?;
+    inner.split(',').map(|v| value_of(key, v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kube::core::SelectorExt;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_operator_matches_like_the_api_server() {
+        let l = labels(&[
+            ("app", "web"),
+            ("tier", "front"),
+            ("node-role.kubernetes.io/master", ""),
+        ]);
+        for (sel, want) in [
+            ("", true),
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app in (web, api)", true),
+            ("tier notin (front)", false),
+            ("node-role.kubernetes.io/master", true),
+            ("!node-role.kubernetes.io/control-plane", true),
+            ("app=web,tier in (back,front)", true),
+            ("app=web,missing", false),
+        ] {
+            let parsed = parse(sel).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(parsed.matches(&l), want, "{sel}");
+        }
+    }
+
+    #[test]
+    fn malformed_selectors_say_what_is_wrong() {
+        for sel in ["a b=c", "app in web", "x,,y", "bad key!", "app=two words"] {
+            let e = parse(sel).expect_err(sel);
+            assert!(e.to_string().starts_with("invalid label selector"), "{e}");
+        }
+        // An empty value is a valid value, as in Kubernetes.
+        assert!(parse("app=").is_ok());
+    }
+}

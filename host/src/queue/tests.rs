@@ -1,0 +1,121 @@
+//! Unit tests of the work queue contract, with paused time (no cluster).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::*;
+
+fn queue() -> WorkQueue<String> {
+    WorkQueue::new(Backoff::default())
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_adds_before_processing_are_processed_once() {
+    let q = queue();
+    for _ in 0..100 {
+        q.add("a".to_string());
+    }
+    q.add("b".to_string());
+    assert_eq!(q.next().await.as_deref(), Some("a"));
+    assert_eq!(q.next().await.as_deref(), Some("b"));
+    assert_eq!(q.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_while_processing_runs_once_more_afterwards() {
+    let q = queue();
+    q.add("a".to_string());
+    let key = q.next().await.expect("key");
+    q.add("a".to_string());
+    q.add("a".to_string());
+    assert!(
+        q.is_empty(),
+        "a key being processed must not be handed out again"
+    );
+    q.done(&key);
+    assert_eq!(q.next().await.as_deref(), Some("a"));
+    q.done(&key);
+    assert!(q.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_key_is_never_processed_by_two_workers() {
+    let q = queue();
+    let busy = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (q, busy, overlaps) = (q.clone(), busy.clone(), overlaps.clone());
+        workers.push(tokio::spawn(async move {
+            while let Some(k) = q.next().await {
+                if busy.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                busy.fetch_sub(1, Ordering::SeqCst);
+                q.done(&k);
+            }
+        }));
+    }
+    for _ in 0..1000 {
+        q.add("same".to_string());
+        tokio::time::sleep(Duration::from_micros(300)).await;
+    }
+    q.shut_down();
+    for w in workers {
+        w.await.expect("worker");
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn backoff_doubles_from_5ms_and_caps_at_1000s() {
+    let b = Backoff::default();
+    assert_eq!(b.delay(0), Duration::from_millis(5));
+    assert_eq!(b.delay(1), Duration::from_millis(10));
+    assert_eq!(b.delay(4), Duration::from_millis(80));
+    assert_eq!(b.delay(40), Duration::from_secs(1000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_back_off_and_forget_resets() {
+    let q = queue();
+    assert_eq!(q.add_rate_limited("a".into()), Duration::from_millis(5));
+    assert_eq!(q.add_rate_limited("a".into()), Duration::from_millis(10));
+    assert_eq!(q.add_rate_limited("a".into()), Duration::from_millis(20));
+    q.forget(&"a".to_string());
+    assert_eq!(q.add_rate_limited("a".into()), Duration::from_millis(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_waits_and_an_earlier_add_wins() {
+    let q = queue();
+    q.add_after("a".to_string(), Duration::from_secs(60));
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert!(q.is_empty());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(q.next().await.as_deref(), Some("a"));
+
+    q.add_after("b".to_string(), Duration::from_secs(60));
+    q.add("b".to_string());
+    assert_eq!(q.next().await.as_deref(), Some("b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_stops_intake_and_wakes_idle_workers() {
+    let q = queue();
+    let idle = {
+        let q = q.clone();
+        tokio::spawn(async move { q.next().await })
+    };
+    tokio::task::yield_now().await;
+    q.add("a".to_string());
+    let in_flight = idle.await.expect("worker").expect("key a");
+    q.add("b".to_string());
+    q.shut_down();
+    q.add("c".to_string());
+    assert_eq!(q.next().await, None, "no new work after shutdown");
+    q.done(&in_flight); // the in-flight key still completes normally
+    assert_eq!(q.next().await, None);
+}

@@ -1,0 +1,192 @@
+//! One compiled, pre-linked plugin, and the sandboxed calls into it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Store, Trap};
+
+use super::engine::EpochTicker;
+use super::state::HostState;
+use super::{Runtime, chain};
+use crate::bindings::{Action, ControllerPre, Registration, WitError};
+use crate::capabilities::ClusterAccess;
+use crate::keys::ReconcileKey;
+
+/// Why a plugin file could not be loaded; the file name is added by the caller.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read the file: {0}")]
+    Read(#[source] std::io::Error),
+    /// No Wasm magic number.
+    #[error("not a WebAssembly file")]
+    NotWasm,
+    /// A core module, not a component.
+    #[error(
+        "a core WebAssembly module, not a component: build for wasm32-wasip2 \
+         (or wrap it with `wasm-tools component new`)"
+    )]
+    CoreModule,
+    /// A Wasm binary of a version this host does not know.
+    #[error("unsupported WebAssembly binary version")]
+    UnknownVersion,
+    /// Cranelift rejected the component (truncated, malformed, unsupported feature).
+    #[error("invalid component: {0}")]
+    Compile(String),
+    /// The component does not export the reconciler of this host's WIT version.
+    #[error("does not export {expected} (exports: {found:?}); rebuild against this host's wit/")]
+    WrongContract {
+        /// The export this host needs.
+        expected: String,
+        /// What the component exports instead.
+        found: Vec<String>,
+    },
+    /// It needs imports this host does not provide.
+    #[error("cannot be linked: {0}")]
+    Link(String),
+    /// `register` failed.
+    #[error("register() failed: {0}")]
+    Register(CallError),
+}
+
+/// Why one call into a plugin failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The instance could not be created.
+    #[error("could not instantiate: {0}")]
+    Instantiate(String),
+    /// The guest trapped (panic, unreachable, out-of-bounds access, ...).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The call ran past its deadline.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The guest tried to grow its memory past the limit.
+    #[error("exceeded its memory limit of {0} bytes")]
+    MemoryLimit(usize),
+    /// The guest returned an error from `reconcile`.
+    #[error("returned an error: {0:?}")]
+    Guest(WitError),
+}
+
+/// A plugin ready to run: pre-linked once, instantiated fresh for every call.
+#[derive(Clone)]
+pub struct PluginCode {
+    pre: ControllerPre<HostState>,
+    runtime: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for PluginCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PluginCode")
+    }
+}
+
+impl PluginCode {
+    pub(super) fn new(pre: ControllerPre<HostState>, runtime: Arc<Runtime>) -> PluginCode {
+        PluginCode { pre, runtime }
+    }
+
+    fn store(&self, state: HostState) -> Store<HostState> {
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        let timeout = self.runtime.limits().reconcile_timeout;
+        store.set_epoch_deadline(EpochTicker::ticks_for(timeout));
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Asks a fresh instance for its registration. `label` names the plugin in logs.
+    pub async fn register(&self, label: &str) -> Result<Registration, CallError> {
+        let limits = self.runtime.limits();
+        let state = HostState::new(label.into(), None, None, limits.max_memory_bytes);
+        let mut store = self.store(state);
+        let pre = &self.pre;
+        let result = self
+            .bounded(async {
+                let instance = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(|e| CallError::Instantiate(chain(&e)))?;
+                let reconciler = instance.wcm_controller_reconciler();
+                reconciler
+                    .call_register(&mut store)
+                    .await
+                    .map_err(|e| self.classify(e))
+            })
+            .await;
+        result.map_err(|e| with_stderr(e, store.data()))
+    }
+
+    /// Reconciles `key` in a fresh instance with the plugin's cluster access.
+    pub async fn reconcile(
+        &self,
+        access: Arc<ClusterAccess>,
+        key: &ReconcileKey,
+    ) -> Result<Action, CallError> {
+        let limits = self.runtime.limits();
+        let plugin: Arc<str> = access.plugin().into();
+        let state = HostState::new(
+            plugin,
+            Some(key.to_string()),
+            Some(access),
+            limits.max_memory_bytes,
+        );
+        let mut store = self.store(state);
+        let request = key.to_request();
+        let pre = &self.pre;
+        let result = self
+            .bounded(async {
+                let instance = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(|e| CallError::Instantiate(chain(&e)))?;
+                let reconciler = instance.wcm_controller_reconciler();
+                reconciler
+                    .call_reconcile(&mut store, &request)
+                    .await
+                    .map_err(|e| self.classify(e))?
+                    .map_err(CallError::Guest)
+            })
+            .await;
+        result.map_err(|e| with_stderr(e, store.data()))
+    }
+
+    /// Bounds a whole call, host calls included, by the deadline. Epoch interruption
+    /// stops guest code that never yields; this timer stops a call waiting in a host
+    /// import. The margin lets the epoch trap win when both would fire.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let timeout = self.runtime.limits().reconcile_timeout;
+        tokio::time::timeout(timeout + Duration::from_millis(100), call)
+            .await
+            .unwrap_or(Err(CallError::Timeout(timeout)))
+    }
+
+    fn classify(&self, e: wasmtime::Error) -> CallError {
+        let limits = self.runtime.limits();
+        if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+            return CallError::Timeout(limits.reconcile_timeout);
+        }
+        let text = chain(&e);
+        if text.contains("growing memory") {
+            return CallError::MemoryLimit(limits.max_memory_bytes);
+        }
+        match e.downcast_ref::<Trap>() {
+            Some(trap) => CallError::Trap(trap.to_string()),
+            None => CallError::Trap(text.replace('\n', " ")),
+        }
+    }
+}
+
+/// Adds the guest's last stderr line (its panic message) to a trap.
+fn with_stderr(error: CallError, state: &HostState) -> CallError {
+    match (error, state.stderr_tail()) {
+        (CallError::Trap(msg), Some(line)) => {
+            CallError::Trap(format!("{msg}; guest stderr: {line}"))
+        }
+        (error, _) => error,
+    }
+}

@@ -1,0 +1,139 @@
+//! Shared fixtures of the host's integration tests: plugin files, the host as a child
+//! process with captured logs, and polling for an expected cluster state.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use wcm_control_plane::ControlPlane;
+
+pub mod objects;
+
+/// The component of an example (`target/plugins`) or test (`target/test-plugins`) plugin.
+pub fn plugin_file(name: &str) -> PathBuf {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let candidates = [
+        target.join("plugins").join(format!("{name}.wasm")),
+        target.join("test-plugins").join(format!("{name}.wasm")),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .cloned()
+        .unwrap_or_else(|| panic!("plugin {name} is not built: run `make plugins` first"))
+}
+
+/// A fresh plugins directory.
+pub fn plugins_dir(files: &[(&str, Vec<u8>)]) -> Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    for (name, bytes) in files {
+        std::fs::write(dir.path().join(name), bytes)?;
+    }
+    Ok(dir)
+}
+
+/// The bytes of a built plugin.
+pub fn plugin_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(plugin_file(name)).expect("plugin file readable")
+}
+
+/// `wasm-controller-manager run` as a child process against the test control plane,
+/// with its log lines collected.
+pub struct HostProcess {
+    child: Child,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl HostProcess {
+    /// Starts the host on `dir` with extra flags.
+    pub fn start(dir: &Path, flags: &[&str]) -> Result<HostProcess> {
+        let cp = ControlPlane::shared()?;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+            .arg("run")
+            .arg("--plugins-dir")
+            .arg(dir)
+            .args(flags)
+            .env("KUBECONFIG", cp.admin_kubeconfig())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting wasm-controller-manager")?;
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().context("stderr")?;
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().expect("log lock").push(line);
+            }
+        });
+        Ok(HostProcess { child, logs })
+    }
+
+    /// Every log line so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().expect("log lock").clone()
+    }
+
+    /// Log lines containing every one of `needles`.
+    pub fn lines_with(&self, needles: &[&str]) -> Vec<String> {
+        self.logs()
+            .into_iter()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .collect()
+    }
+
+    /// Waits until a log line contains all of `needles`.
+    pub async fn wait_for_log(&self, needles: &[&str], timeout: Duration) -> Result<String> {
+        let found = eventually(timeout, || async {
+            self.lines_with(needles).into_iter().next()
+        })
+        .await;
+        found.with_context(|| {
+            format!(
+                "no log line with {needles:?}; log:\n{}",
+                self.logs().join("\n")
+            )
+        })
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> Result<ExitStatus> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()?;
+        if !status.success() {
+            bail!("kill -TERM failed");
+        }
+        Ok(self.child.wait()?)
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `probe` every 200 ms until it returns `Some`, or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

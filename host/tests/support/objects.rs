@@ -1,0 +1,81 @@
+//! Building and reading the Kubernetes objects the host tests use.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+/// Creates a Node; `control_plane` adds the control-plane role label.
+pub async fn create_node(
+    client: &Client,
+    name: &str,
+    control_plane: bool,
+    mut labels: BTreeMap<String, String>,
+) -> Result<Node> {
+    if control_plane {
+        labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        );
+    }
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))?;
+    Ok(Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await?)
+}
+
+/// Creates a Pod with one container (no kubelet runs it).
+pub async fn create_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    Ok(pods.create(&PostParams::default(), &pod).await?)
+}
+
+/// Deletes a Pod at once (grace period 0: there is no kubelet to wait for).
+pub async fn delete_pod(client: &Client, namespace: &str, name: &str) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.delete(name, &DeleteParams::default().grace_period(0))
+        .await?;
+    Ok(())
+}
+
+/// Every Pod in the cluster.
+pub async fn all_pods(client: &Client) -> Result<Vec<Pod>> {
+    Ok(Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items)
+}
+
+/// A label of a Node, if set.
+pub async fn node_label(client: &Client, node: &str, key: &str) -> Result<Option<String>> {
+    let node = Api::<Node>::all(client.clone()).get(node).await?;
+    Ok(node.metadata.labels.and_then(|mut l| l.remove(key)))
+}
+
+/// events.k8s.io Events with `reason` about the object named `name` in `namespace`.
+pub async fn events_about(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Result<Vec<Event>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect())
+}

@@ -1,0 +1,88 @@
+//! pod-counter: the classic pod controller as a Wasm plugin.
+//!
+//! It counts every Pod in the cluster, writes the total as the label
+//! `pod-counter.example.com/count` on every control-plane Node, and records one
+//! `Counted` Event on each Pod it counted. All Pod and Node changes map to one fixed
+//! key, so a burst of events is one recount, not one per event.
+//!
+//! "Once per Pod" must survive restarts and fresh instances, so the plugin marks a
+//! counted Pod with the label `pod-counter.example.com/counted=true` right after
+//! recording its Event, and skips marked Pods afterwards.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use wasm_controller_sdk::{
+    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Verb, Watch, cluster,
+    export_controller, log,
+};
+
+/// The label holding the count on control-plane Nodes.
+pub const COUNT_LABEL: &str = "pod-counter.example.com/count";
+/// The label marking a Pod whose `Counted` Event was recorded.
+pub const COUNTED_LABEL: &str = "pod-counter.example.com/counted";
+/// Role labels of control-plane Nodes: current, then the pre-1.20 name.
+pub const CONTROL_PLANE_ROLES: [&str; 2] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+];
+/// The one key every change maps to.
+const KEY: &str = "pod-count";
+
+/// The controller.
+pub struct PodCounter;
+
+impl Controller for PodCounter {
+    fn registration() -> Registration {
+        Registration::new("pod-counter", env!("CARGO_PKG_VERSION"))
+            .watch(Watch::all::<Pod>().fixed_key(KEY))
+            .watch(Watch::all::<Node>().fixed_key(KEY))
+            .permit::<Node>(&[Verb::Patch])
+            .permit::<Pod>(&[Verb::Patch])
+            .max_concurrent_reconciles(1)
+    }
+
+    fn reconcile(_request: Request) -> Result<Action, Error> {
+        let pods: Vec<Pod> = cluster::list(None, None)?;
+        let count = pods.len().to_string();
+        for node in control_plane_nodes()? {
+            let current = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(COUNT_LABEL));
+            if current != Some(&count) {
+                cluster::patch_labels(&ObjectRef::of(&node), &[(COUNT_LABEL, &count)], &[])?;
+            }
+        }
+        for pod in pods.iter().filter(|p| !is_counted(p)) {
+            let target = ObjectRef::of(pod);
+            let note = format!("counted; the cluster has {count} Pods");
+            cluster::record_event(&target, EventType::Normal, "Counted", &note)?;
+            match cluster::patch_labels(&target, &[(COUNTED_LABEL, "true")], &[]) {
+                Err(e) if e.is_not_found() => {} // deleted since it was listed
+                other => other?,
+            }
+        }
+        log::debug(&format!("{count} Pods"));
+        Ok(Action::Done)
+    }
+}
+
+/// Nodes with the control-plane role label, or else the older master role label.
+fn control_plane_nodes() -> Result<Vec<Node>, Error> {
+    for role in CONTROL_PLANE_ROLES {
+        let nodes: Vec<Node> = cluster::list(None, Some(role))?;
+        if !nodes.is_empty() {
+            return Ok(nodes);
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn is_counted(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(COUNTED_LABEL))
+}
+
+export_controller!(PodCounter);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds every plugin crate for wasm32-wasip2 and copies the components to
+# target/plugins/<name>.wasm (examples) and target/test-plugins/<name>.wasm (test-only).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+package_name() { sed -n 's/^name = "\(.*\)"/\1/p' "$1/Cargo.toml" | head -n1; }
+
+declare -A dest=()
+args=()
+for dir in plugins/*/ host/tests/plugins/*/; do
+  [ -f "$dir/Cargo.toml" ] || continue
+  name="$(package_name "$dir")"
+  args+=(-p "$name")
+  case "$dir" in plugins/*) dest[$name]=target/plugins ;; *) dest[$name]=target/test-plugins ;; esac
+done
+
+cargo build --target wasm32-wasip2 --profile plugin "${args[@]}"
+mkdir -p target/plugins target/test-plugins
+for name in "${!dest[@]}"; do
+  cp "target/wasm32-wasip2/plugin/${name//-/_}.wasm" "${dest[$name]}/$name.wasm"
+done
+echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2
