@@ -71,6 +71,15 @@ fn from_kube(what: &str, e: &kube::Error) -> CapabilityError {
     }
 }
 
+/// A verb as the WIT contract spells it.
+fn verb_name(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "get",
+        Verb::List => "list",
+        Verb::Patch => "patch",
+    }
+}
+
 /// One object as capabilities address it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -216,8 +225,9 @@ impl ClusterAccess {
             return Ok(());
         }
         Err(CapabilityError::Forbidden(format!(
-            "{op} {target}: plugin {} did not declare the {verb:?} permission on {}",
+            "{op} {target}: plugin {} did not declare the {} permission on {}",
             self.plugin,
+            verb_name(verb),
             display_gvk(&target.gvk)
         )))
     }

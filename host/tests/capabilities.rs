@@ -1,0 +1,285 @@
+//! The host side of each WIT capability, called directly on a `HostState` (no Wasm)
+//! against the real control plane: cache reads, label patches, Events, and the typed
+//! errors a plugin receives.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Api, Client};
+use serde_json::json;
+use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::bindings::wcm::controller::cluster::Host;
+use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
+use wcm_host::capabilities::ClusterAccess;
+use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::runtime::HostState;
+
+const PLUGIN: &str = "capability-test";
+
+fn config_map_kind() -> Gvk {
+    Gvk {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+    }
+}
+
+fn config_map(ns: &str, name: &str) -> ObjectRef {
+    ObjectRef {
+        kind: config_map_kind(),
+        namespace: Some(ns.into()),
+        name: name.into(),
+    }
+}
+
+async fn create_config_map(client: &Client, ns: &str, name: &str, app: &str) -> Result<ConfigMap> {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": app}}, "data": {"k": "v"},
+    }))?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    Ok(api.create(&PostParams::default(), &cm).await?)
+}
+
+/// A plugin's host state that watches ConfigMaps in `ns` and may patch them.
+async fn state_for(ns: &str, client: Client) -> Result<HostState> {
+    let registry = Arc::new(InformerRegistry::new(client.clone()));
+    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+    let scope = WatchScope {
+        gvk: gvk.clone(),
+        namespace: Some(ns.into()),
+        label_selector: None,
+    };
+    let informer = registry.acquire(scope).await?;
+    informer.wait_synced().await;
+    let grants = HashMap::from([(gvk, HashSet::from([Verb::Get, Verb::List, Verb::Patch]))]);
+    let access = ClusterAccess::new(
+        PLUGIN,
+        "test-host",
+        registry,
+        client,
+        vec![informer],
+        grants,
+    );
+    Ok(HostState::new(
+        PLUGIN.into(),
+        Some("key".into()),
+        Some(Arc::new(access)),
+        64 << 20,
+    ))
+}
+
+#[tokio::test]
+async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result<()> {
+    let ns = TestNamespace::create("cap-read").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    create_config_map(&ns.client(), ns.name(), "api", "api").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+
+    let json = state
+        .get(config_map(ns.name(), "web"))
+        .await
+        .map_err(anyhow_wit)?;
+    let cm: ConfigMap = serde_json::from_str(&json)?;
+    assert_eq!(
+        cm.data.context("data")?.get("k").map(String::as_str),
+        Some("v")
+    );
+    assert!(
+        !json.contains("managedFields"),
+        "cache must strip managedFields"
+    );
+
+    let web = state
+        .list(
+            config_map_kind(),
+            Some(ns.name().into()),
+            Some("app=web".into()),
+        )
+        .await;
+    assert_eq!(web.map_err(anyhow_wit)?.len(), 1);
+    let both = state
+        .list(config_map_kind(), None, Some("app in (web,api)".into()))
+        .await;
+    assert_eq!(both.map_err(anyhow_wit)?.len(), 2);
+
+    match state.get(config_map(ns.name(), "missing")).await {
+        Err(WitError::NotFound(m)) => assert!(m.contains("missing"), "{m}"),
+        other => panic!("expected not-found, got {other:?}"),
+    }
+    let secret = ObjectRef {
+        kind: Gvk {
+            kind: "Secret".into(),
+            ..config_map_kind()
+        },
+        ..config_map(ns.name(), "x")
+    };
+    match state.get(secret).await {
+        Err(WitError::Invalid(m)) => assert!(m.contains("does not watch v1/Secret"), "{m}"),
+        other => panic!("expected invalid, got {other:?}"),
+    }
+    match state
+        .list(config_map_kind(), None, Some("app in web".into()))
+        .await
+    {
+        Err(WitError::Invalid(m)) => assert!(m.contains("invalid label selector"), "{m}"),
+        other => panic!("expected invalid selector, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<()> {
+    let ns = TestNamespace::create("cap-patch").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+    let set = vec![("team".to_string(), "blue".to_string())];
+    state
+        .patch_labels(config_map(ns.name(), "web"), set, vec!["app".into()])
+        .await
+        .map_err(anyhow_wit)?;
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let cm = api.get("web").await?;
+    let labels = cm.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("blue"));
+    assert!(
+        !labels.contains_key("app"),
+        "removed label still there: {labels:?}"
+    );
+    let managers: Vec<_> = cm
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.iter().any(|m| m == PLUGIN),
+        "field managers: {managers:?}"
+    );
+
+    let bad = vec![("team".to_string(), "not valid!".to_string())];
+    match state
+        .patch_labels(config_map(ns.name(), "web"), bad, vec![])
+        .await
+    {
+        Err(WitError::Invalid(m)) => assert!(
+            m.contains("invalid value \"not valid!\" for label \"team\""),
+            "{m}"
+        ),
+        other => panic!("expected invalid, got {other:?}"),
+    }
+    assert_eq!(
+        api.get("web").await?.metadata.resource_version,
+        cm.metadata.resource_version
+    );
+
+    let pod = ObjectRef {
+        kind: Gvk {
+            kind: "Pod".into(),
+            ..config_map_kind()
+        },
+        ..config_map(ns.name(), "p")
+    };
+    match state
+        .patch_labels(pod, vec![("a".into(), "b".into())], vec![])
+        .await
+    {
+        Err(WitError::Forbidden(m)) => assert!(
+            m.contains("did not declare the patch permission on v1/Pod"),
+            "{m}"
+        ),
+        other => panic!("expected forbidden, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
+    let ns = TestNamespace::create("cap-rbac").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    // The plugin declared the permission, but its writes go out with an identity that
+    // RBAC grants nothing: the API server's 403 reaches the plugin as `forbidden`.
+    let restricted = ControlPlane::shared()?.restricted_client().await?;
+    let registry = Arc::new(InformerRegistry::new(restricted.clone()));
+    let grants = HashMap::from([(
+        GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        HashSet::from([Verb::Patch]),
+    )]);
+    let access = ClusterAccess::new(PLUGIN, "test-host", registry, restricted, vec![], grants);
+    let mut state = HostState::new(PLUGIN.into(), None, Some(Arc::new(access)), 64 << 20);
+    match state
+        .patch_labels(
+            config_map(ns.name(), "web"),
+            vec![("a".into(), "b".into())],
+            vec![],
+        )
+        .await
+    {
+        Err(WitError::Forbidden(m)) => assert!(m.contains("wcm-restricted"), "{m}"),
+        other => panic!("expected forbidden from RBAC, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -> Result<()> {
+    let ns = TestNamespace::create("cap-event").await?;
+    let cm = create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+    for _ in 0..2 {
+        state
+            .record_event(
+                config_map(ns.name(), "web"),
+                EventType::Warning,
+                "Checked".into(),
+                "looked at it".into(),
+            )
+            .await
+            .map_err(anyhow_wit)?;
+    }
+    let events: Api<Event> = Api::namespaced(ns.client(), ns.name());
+    let found = events.list(&ListParams::default()).await?.items;
+    assert_eq!(found.len(), 1, "repeats must be folded: {found:?}");
+    let event = &found[0];
+    assert_eq!(event.reporting_controller.as_deref(), Some(PLUGIN));
+    assert_eq!(event.reporting_instance.as_deref(), Some("test-host"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.note.as_deref(), Some("looked at it"));
+    assert_eq!(event.series.as_ref().map(|s| s.count), Some(2));
+    let regarding = event.regarding.as_ref().context("regarding")?;
+    assert_eq!(regarding.uid, cm.metadata.uid, "the cache supplies the uid");
+
+    let long_reason = "R".repeat(129);
+    match state
+        .record_event(
+            config_map(ns.name(), "web"),
+            EventType::Normal,
+            long_reason,
+            String::new(),
+        )
+        .await
+    {
+        Err(WitError::Invalid(m)) => assert!(m.contains("1 to 128 characters"), "{m}"),
+        other => panic!("expected invalid, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_cluster_is_unavailable_during_register() -> Result<()> {
+    let mut state = HostState::new(PLUGIN.into(), None, None, 64 << 20);
+    match state.get(config_map("ns", "x")).await {
+        Err(WitError::Unavailable(m)) => assert!(m.contains("register()"), "{m}"),
+        other => panic!("expected unavailable, got {other:?}"),
+    }
+    Ok(())
+}
+
+fn anyhow_wit(e: WitError) -> anyhow::Error {
+    anyhow::anyhow!("{e:?}")
+}
