@@ -1,0 +1,155 @@
+//! Cost of one reconcile through the whole path — queue → fresh instance → reconcile
+//! with one cached `get` → return — against the same logic as a native Rust closure,
+//! with wasmtime's pooling allocator on and off. Run with `make bench`.
+//!
+//! Reports medians (and p90) of per-reconcile wall time over many iterations, and the
+//! ratio to the native baseline measured in the same process on the same machine.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::PostParams;
+use kube::core::GroupVersionKind;
+use kube::{Api, Client};
+use serde_json::json;
+use wcm_control_plane::TestNamespace;
+use wcm_host::capabilities::{ClusterAccess, Target};
+use wcm_host::config::Limits;
+use wcm_host::keys::ReconcileKey;
+use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::queue::{Backoff, WorkQueue};
+use wcm_host::runtime::{PluginCode, Runtime};
+
+const ITERATIONS: usize = 3000;
+const WARMUP: usize = 200;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let ns = TestNamespace::create("bench").await?;
+    let (access, key) = setup(ns.name(), ns.client()).await?;
+    let target = Target {
+        gvk: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+    };
+    let native = measure(&key, |k| {
+        let access = access.clone();
+        let target = target.clone();
+        async move {
+            let json = access.get(&target).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let _cm: ConfigMap = serde_json::from_str(&json)?;
+            let _ = k;
+            Ok(())
+        }
+    })
+    .await?;
+    report("native closure", &native, None);
+    for pooling in [true, false] {
+        let code = load(pooling).await?;
+        let wasm = measure(&key, |k| {
+            let (code, access) = (code.clone(), access.clone());
+            async move {
+                code.reconcile(access, &k)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(())
+            }
+        })
+        .await?;
+        let name = if pooling {
+            "wasm, pooling allocator"
+        } else {
+            "wasm, on-demand allocator"
+        };
+        report(name, &wasm, Some(&native));
+    }
+    Ok(())
+}
+
+async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, ReconcileKey)> {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "target", "labels": {"wcm.bench/target": ""}},
+        "data": {"payload": "x".repeat(4096)},
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await?;
+    let registry = Arc::new(InformerRegistry::new(client.clone()));
+    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+    let scope = WatchScope {
+        gvk: gvk.clone(),
+        namespace: Some(ns.into()),
+        label_selector: None,
+    };
+    let informer = registry.acquire(scope).await?;
+    informer.wait_synced().await;
+    let access = ClusterAccess::new(
+        "bench-get",
+        "bench",
+        registry,
+        client,
+        vec![informer],
+        Default::default(),
+    );
+    let key = ReconcileKey {
+        kind: Some(gvk),
+        namespace: Some(ns.into()),
+        name: "target".into(),
+    };
+    Ok((Arc::new(access), key))
+}
+
+async fn load(pooling: bool) -> Result<PluginCode> {
+    let runtime = Arc::new(
+        Runtime::new(Limits {
+            pooling,
+            ..Limits::default()
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))?,
+    );
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/bench-get.wasm");
+    runtime
+        .load(&file)
+        .await
+        .with_context(|| format!("{} (run `make plugins`)", file.display()))
+}
+
+/// Times `ITERATIONS` rounds of add → next → reconcile → done on one queue.
+async fn measure<F, Fut>(key: &ReconcileKey, reconcile: F) -> Result<Vec<Duration>>
+where
+    F: Fn(ReconcileKey) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let queue = WorkQueue::new(Backoff::default());
+    let mut times = Vec::with_capacity(ITERATIONS);
+    for i in 0..WARMUP + ITERATIONS {
+        let start = Instant::now();
+        queue.add(key.clone());
+        let k = queue.next().await.context("queue closed")?;
+        reconcile(k.clone()).await?;
+        queue.forget(&k);
+        queue.done(&k);
+        if i >= WARMUP {
+            times.push(start.elapsed());
+        }
+    }
+    times.sort();
+    Ok(times)
+}
+
+fn report(name: &str, sorted: &[Duration], baseline: Option<&[Duration]>) {
+    let at = |q: f64, v: &[Duration]| v[((v.len() - 1) as f64 * q) as usize];
+    let median = at(0.5, sorted);
+    let ratio = baseline.map(|b| median.as_secs_f64() / at(0.5, b).as_secs_f64());
+    println!(
+        "{name:28} median {:>9.1} µs   p90 {:>9.1} µs{}",
+        median.as_secs_f64() * 1e6,
+        at(0.9, sorted).as_secs_f64() * 1e6,
+        ratio
+            .map(|r| format!("   {r:.1}× native"))
+            .unwrap_or_default()
+    );
+}
