@@ -8,7 +8,7 @@ use wasmtime::{Store, Trap};
 use super::engine::EpochTicker;
 use super::state::HostState;
 use super::{Runtime, chain};
-use crate::bindings::{Action, ControllerPre, Registration, WitError};
+use crate::bindings::{Action, Controller, ControllerPre, Registration, WitError};
 use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 
@@ -100,22 +100,14 @@ impl PluginCode {
     pub async fn register(&self, label: &str) -> Result<Registration, CallError> {
         let limits = self.runtime.limits();
         let state = HostState::new(label.into(), None, None, limits.max_memory_bytes);
-        let mut store = self.store(state);
-        let pre = &self.pre;
-        let result = self
-            .bounded(async {
-                let instance = pre
-                    .instantiate_async(&mut store)
-                    .await
-                    .map_err(|e| CallError::Instantiate(chain(&e)))?;
-                let reconciler = instance.wcm_controller_reconciler();
-                reconciler
-                    .call_register(&mut store)
-                    .await
-                    .map_err(|e| self.classify(e))
-            })
-            .await;
-        result.map_err(|e| with_stderr(e, store.data()))
+        self.call(state, async |controller, store| {
+            let reconciler = controller.wcm_controller_reconciler();
+            reconciler
+                .call_register(store)
+                .await
+                .map_err(|e| self.classify(e))
+        })
+        .await
     }
 
     /// Reconciles `key` in a fresh instance with the plugin's cluster access.
@@ -132,21 +124,34 @@ impl PluginCode {
             Some(access),
             limits.max_memory_bytes,
         );
-        let mut store = self.store(state);
         let request = key.to_request();
+        self.call(state, async |controller, store| {
+            let reconciler = controller.wcm_controller_reconciler();
+            reconciler
+                .call_reconcile(store, &request)
+                .await
+                .map_err(|e| self.classify(e))?
+                .map_err(CallError::Guest)
+        })
+        .await
+    }
+
+    /// Instantiates the plugin in a new Store holding `state` and runs `export` on it,
+    /// within the deadline; a trap's message gets the guest's stderr appended.
+    async fn call<T>(
+        &self,
+        state: HostState,
+        export: impl AsyncFnOnce(Controller, &mut Store<HostState>) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let mut store = self.store(state);
         let pre = &self.pre;
         let result = self
             .bounded(async {
-                let instance = pre
+                let controller = pre
                     .instantiate_async(&mut store)
                     .await
                     .map_err(|e| CallError::Instantiate(chain(&e)))?;
-                let reconciler = instance.wcm_controller_reconciler();
-                reconciler
-                    .call_reconcile(&mut store, &request)
-                    .await
-                    .map_err(|e| self.classify(e))?
-                    .map_err(CallError::Guest)
+                export(controller, &mut store).await
             })
             .await;
         result.map_err(|e| with_stderr(e, store.data()))
