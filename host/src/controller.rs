@@ -72,46 +72,15 @@ impl PluginController {
     ) -> Result<PluginController, StartError> {
         validate(&registration)?;
         let queue = WorkQueue::new(Backoff::default());
-        let mut subscriptions = Vec::new();
-        let mut grants: HashMap<GroupVersionKind, HashSet<Verb>> = HashMap::new();
-        for watch in &registration.watches {
-            let gvk = from_wit_gvk(&watch.kind);
-            let mapping = resolve_mapping(&watch.maps_to, &gvk, &ctx.registry).await?;
-            let scope = WatchScope {
-                gvk: gvk.clone(),
-                namespace: watch.namespace.clone(),
-                label_selector: watch.label_selector.clone(),
-            };
-            let informer = ctx.registry.acquire(scope).await?;
-            let q = queue.clone();
-            let id = informer.subscribe(Arc::new(move |change: &Change| {
-                let obj = match change {
-                    Change::Applied(o) | Change::Deleted(o) => o,
-                };
-                if let Some(key) = mapping.key_for(obj) {
-                    q.add(key);
-                }
-            }));
-            subscriptions.push((informer, id));
-            grants
-                .entry(gvk)
-                .or_default()
-                .extend([Verb::Get, Verb::List]);
-        }
-        for p in &registration.permissions {
-            grants
-                .entry(from_wit_gvk(&p.kind))
-                .or_default()
-                .extend(p.verbs.iter().copied());
-        }
-        let informers = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        let subscriptions = subscribe(&registration, &queue, ctx).await?;
+        let informers: Vec<_> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
         let access = Arc::new(ClusterAccess::new(
             &registration.name,
             &ctx.instance,
             ctx.registry.clone(),
             ctx.client.clone(),
-            informers,
-            grants,
+            informers.clone(),
+            grants(&registration),
         ));
         let concurrency = match registration.max_concurrent_reconciles {
             0 => ctx.max_concurrent_reconciles,
@@ -119,7 +88,6 @@ impl PluginController {
         };
         let stats = Arc::new(ReconcileStats::default());
         let mut workers = JoinSet::new();
-        let synced: Vec<_> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
         for _ in 0..concurrency.max(1) {
             let worker = Worker {
                 code: code.clone(),
@@ -127,13 +95,7 @@ impl PluginController {
                 queue: queue.clone(),
                 stats: stats.clone(),
             };
-            let synced = synced.clone();
-            workers.spawn(async move {
-                for informer in &synced {
-                    informer.wait_synced().await;
-                }
-                worker.run().await;
-            });
+            workers.spawn(worker.run_after_sync(informers.clone()));
         }
         Ok(PluginController {
             registration,
@@ -172,6 +134,14 @@ struct Worker {
 }
 
 impl Worker {
+    /// Dispatch waits until every informer the plugin needs has its first full list.
+    async fn run_after_sync(self, informers: Vec<Arc<Informer>>) {
+        for informer in &informers {
+            informer.wait_synced().await;
+        }
+        self.run().await;
+    }
+
     async fn run(self) {
         let plugin = self.access.plugin().to_string();
         while let Some(key) = self.queue.next().await {
@@ -193,6 +163,48 @@ impl Worker {
             self.queue.done(&key);
         }
     }
+}
+
+/// Acquires an informer per watch and subscribes the watch's key mapping to it.
+async fn subscribe(
+    registration: &Registration,
+    queue: &WorkQueue<ReconcileKey>,
+    ctx: &ControllerContext,
+) -> Result<Vec<(Arc<Informer>, u64)>, StartError> {
+    let mut subscriptions = Vec::new();
+    for watch in &registration.watches {
+        let gvk = from_wit_gvk(&watch.kind);
+        let mapping = resolve_mapping(&watch.maps_to, &gvk, &ctx.registry).await?;
+        let scope = WatchScope {
+            gvk,
+            namespace: watch.namespace.clone(),
+            label_selector: watch.label_selector.clone(),
+        };
+        let informer = ctx.registry.acquire(scope).await?;
+        let q = queue.clone();
+        let id = informer.subscribe(Arc::new(move |change: &Change| {
+            let (Change::Applied(obj) | Change::Deleted(obj)) = change;
+            if let Some(key) = mapping.key_for(obj) {
+                q.add(key);
+            }
+        }));
+        subscriptions.push((informer, id));
+    }
+    Ok(subscriptions)
+}
+
+/// Declared verbs per kind; watched kinds are always readable.
+fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<Verb>> {
+    let mut grants: HashMap<GroupVersionKind, HashSet<Verb>> = HashMap::new();
+    for watch in &registration.watches {
+        let verbs = grants.entry(from_wit_gvk(&watch.kind)).or_default();
+        verbs.extend([Verb::Get, Verb::List]);
+    }
+    for p in &registration.permissions {
+        let verbs = grants.entry(from_wit_gvk(&p.kind)).or_default();
+        verbs.extend(p.verbs.iter().copied());
+    }
+    grants
 }
 
 /// Plugin names become field managers and Event reporters: DNS-1123 labels.
