@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::queue::Backoff;
+
 /// Limits applied to every plugin instance.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -34,6 +36,8 @@ pub struct ManagerConfig {
     pub plugins_dir: PathBuf,
     /// Limits per plugin instance.
     pub limits: Limits,
+    /// How failed reconciles are retried.
+    pub retry: Backoff,
     /// How long in-flight reconciles may run on shutdown before they are abandoned.
     pub shutdown_grace: Duration,
     /// Identity of this host in Events (`reportingInstance`): pod name or hostname.

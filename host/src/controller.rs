@@ -49,6 +49,8 @@ pub struct ControllerContext {
     pub instance: String,
     /// Host cap on concurrent reconciles per plugin.
     pub max_concurrent_reconciles: u32,
+    /// Retry policy of every plugin's queue.
+    pub retry: Backoff,
 }
 
 /// A plugin whose watches and workers are running.
@@ -71,7 +73,7 @@ impl PluginController {
         ctx: &ControllerContext,
     ) -> Result<PluginController, StartError> {
         validate(&registration)?;
-        let queue = WorkQueue::new(Backoff::default());
+        let queue = WorkQueue::new(ctx.retry);
         let subscriptions = subscribe(&registration, &queue, ctx).await?;
         let informers: Vec<_> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
         let access = Arc::new(ClusterAccess::new(

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig};
 use wcm_host::manager::Manager;
+use wcm_host::queue::Backoff;
 
 /// Command-line interface of the daemon.
 #[derive(Debug, Parser)]
@@ -41,6 +42,18 @@ struct RunArgs {
     /// Allocate instances on demand instead of from wasmtime's pooling allocator.
     #[arg(long)]
     no_pooling: bool,
+    /// Delay before the first retry of a failed key; doubles with each failure.
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+    retry_base_delay: Duration,
+    /// Longest delay between retries of one key.
+    #[arg(long, default_value = "1000s", value_parser = humantime::parse_duration)]
+    retry_max_delay: Duration,
+    /// Retries per second over all keys of a plugin (token bucket rate).
+    #[arg(long, default_value_t = 10.0)]
+    retry_rate: f64,
+    /// Retries allowed in a burst before --retry-rate applies.
+    #[arg(long, default_value_t = 100)]
+    retry_burst: u32,
     /// How long in-flight reconciles may run after SIGTERM or Ctrl-C.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -69,6 +82,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             max_memory_bytes: args.max_memory_mib << 20,
             max_concurrent_reconciles: args.max_concurrent_reconciles,
             pooling: !args.no_pooling,
+        },
+        retry: Backoff {
+            base: args.retry_base_delay,
+            max: args.retry_max_delay,
+            retry_rate: args.retry_rate,
+            retry_burst: args.retry_burst,
         },
         shutdown_grace: args.shutdown_grace,
         instance: instance_name(),

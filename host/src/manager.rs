@@ -69,6 +69,7 @@ impl Manager {
             client,
             instance: config.instance.clone(),
             max_concurrent_reconciles: config.limits.max_concurrent_reconciles,
+            retry: config.retry,
         };
         let mut manager = Manager {
             runtime: Arc::new(runtime),

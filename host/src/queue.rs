@@ -8,7 +8,9 @@
 //! - adding a key many times before it is processed processes it once;
 //! - adding a key while it is processed processes it exactly once more, afterwards;
 //! - [`WorkQueue::add_rate_limited`] delays a failing key with per-key exponential
-//!   backoff, which [`WorkQueue::forget`] resets after a success;
+//!   backoff, which [`WorkQueue::forget`] resets after a success, and by an overall
+//!   token bucket on retries (the larger delay wins, as in client-go's default
+//!   controller rate limiter);
 //! - [`WorkQueue::add_after`] schedules a key; an earlier `add` still runs it earlier;
 //! - [`WorkQueue::shut_down`] stops intake and hands out nothing more; keys being
 //!   processed finish, and the caller bounds how long it waits for them.
@@ -19,14 +21,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-/// Per-key exponential backoff for failed reconciles (client-go's defaults).
+/// How failed reconciles are retried (client-go's defaults).
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {
-    /// Delay after the first failure.
+    /// Per-key delay after the first failure.
     pub base: Duration,
-    /// Upper bound of the delay.
+    /// Upper bound of the per-key delay.
     pub max: Duration,
+    /// Retries per second allowed over all keys, in the long run.
+    pub retry_rate: f64,
+    /// Retries allowed in a burst before `retry_rate` applies.
+    pub retry_burst: u32,
 }
 
 impl Default for Backoff {
@@ -34,6 +41,8 @@ impl Default for Backoff {
         Backoff {
             base: Duration::from_millis(5),
             max: Duration::from_secs(1000),
+            retry_rate: 10.0,
+            retry_burst: 100,
         }
     }
 }
@@ -79,7 +88,33 @@ struct State<K> {
     processing: HashSet<K>,
     /// Consecutive failures per key, for backoff.
     failures: HashMap<K, u32>,
+    /// The overall retry budget.
+    bucket: TokenBucket,
     shutting_down: bool,
+}
+
+/// A token bucket that hands out reservations: when empty, a retry is not refused but
+/// scheduled for when its token will have been refilled.
+#[derive(Debug)]
+struct TokenBucket {
+    /// Tokens available now; negative when future tokens are already reserved.
+    tokens: f64,
+    /// When `tokens` was last brought up to date.
+    updated: Instant,
+}
+
+impl TokenBucket {
+    /// Reserves one token; returns how long to wait until it exists.
+    fn reserve(&mut self, rate: f64, burst: u32, now: Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(f64::from(burst));
+        self.updated = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 || rate <= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(-self.tokens / rate)
+    }
 }
 
 impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
@@ -90,6 +125,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             dirty: HashSet::new(),
             processing: HashSet::new(),
             failures: HashMap::new(),
+            bucket: TokenBucket {
+                tokens: f64::from(backoff.retry_burst),
+                updated: Instant::now(),
+            },
             shutting_down: false,
         };
         WorkQueue {
@@ -138,14 +177,20 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         });
     }
 
-    /// Re-adds a key whose reconcile failed, after its backoff; returns that delay.
+    /// Re-adds a key whose reconcile failed, after the longer of its own backoff and
+    /// the overall retry budget's wait; returns that delay.
     pub fn add_rate_limited(&self, key: K) -> Duration {
+        let backoff = &self.inner.backoff;
         let delay = {
             let mut s = self.state();
             let failures = s.failures.entry(key.clone()).or_insert(0);
-            let delay = self.inner.backoff.delay(*failures);
+            let per_key = backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            delay
+            let now = Instant::now();
+            let overall = s
+                .bucket
+                .reserve(backoff.retry_rate, backoff.retry_burst, now);
+            per_key.max(overall)
         };
         self.add_after(key, delay);
         delay

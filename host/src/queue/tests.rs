@@ -1,7 +1,8 @@
 //! Unit tests of the work queue contract, with paused time (no cluster).
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
@@ -40,33 +41,48 @@ async fn an_add_while_processing_runs_once_more_afterwards() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn one_key_is_never_processed_by_two_workers() {
+async fn a_key_is_never_processed_by_two_workers_at_once() {
     let q = queue();
-    let busy = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
+    let in_progress = Arc::new(Mutex::new(HashSet::new()));
+    let (overlaps, processed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut workers = Vec::new();
     for _ in 0..8 {
-        let (q, busy, overlaps) = (q.clone(), busy.clone(), overlaps.clone());
+        let (q, busy) = (q.clone(), in_progress.clone());
+        let (overlaps, processed) = (overlaps.clone(), processed.clone());
         workers.push(tokio::spawn(async move {
             while let Some(k) = q.next().await {
-                if busy.fetch_add(1, Ordering::SeqCst) != 0 {
+                if !busy.lock().expect("lock").insert(k.clone()) {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                busy.fetch_sub(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                busy.lock().expect("lock").remove(&k);
+                processed.fetch_add(1, Ordering::SeqCst);
                 q.done(&k);
             }
         }));
     }
-    for _ in 0..1000 {
-        q.add("same".to_string());
-        tokio::time::sleep(Duration::from_micros(300)).await;
+    // 10,000 adds of 20 keys in a pseudo-random order (a fixed LCG: reproducible).
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..10_000 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        q.add(format!("key-{}", (seed >> 33) % 20));
+        if i % 4 == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     q.shut_down();
     for w in workers {
         w.await.expect("worker");
     }
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "a key ran on two workers at once"
+    );
+    let n = processed.load(Ordering::SeqCst);
+    assert!(n < 10_000, "adds were not collapsed: {n} reconciles");
+    assert!(n >= 20, "every key must run: {n} reconciles");
 }
 
 #[test]
@@ -118,4 +134,32 @@ async fn shutdown_stops_intake_and_wakes_idle_workers() {
     assert_eq!(q.next().await, None, "no new work after shutdown");
     q.done(&in_flight); // the in-flight key still completes normally
     assert_eq!(q.next().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_beyond_the_burst_are_spread_at_the_overall_rate() {
+    let q = WorkQueue::new(Backoff {
+        retry_rate: 10.0,
+        retry_burst: 100,
+        ..Backoff::default()
+    });
+    // 100 different keys fail once each: the burst absorbs them at their own backoff.
+    for i in 0..100 {
+        assert_eq!(
+            q.add_rate_limited(format!("k{i}")),
+            Duration::from_millis(5)
+        );
+    }
+    // The next ones wait for refilled tokens: 100 ms apart at 10 per second.
+    assert_eq!(
+        q.add_rate_limited("k100".into()),
+        Duration::from_millis(100)
+    );
+    assert_eq!(
+        q.add_rate_limited("k101".into()),
+        Duration::from_millis(200)
+    );
+    // Time refills the bucket.
+    tokio::time::advance(Duration::from_secs(60)).await;
+    assert_eq!(q.add_rate_limited("k102".into()), Duration::from_millis(5));
 }
