@@ -53,10 +53,12 @@ impl Runtime {
         let bytes = tokio::fs::read(path).await.map_err(LoadError::Read)?;
         check_header(&bytes)?;
         let engine = self.engine.clone();
+        let started = std::time::Instant::now();
         let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
             .await
             .map_err(|e| LoadError::Compile(e.to_string()))?
             .map_err(|e| LoadError::Compile(chain(&e)))?;
+        tracing::debug!(file = %path.display(), elapsed = ?started.elapsed(), "compiled");
         check_exports(&component, &self.engine)?;
         let pre = self
             .linker

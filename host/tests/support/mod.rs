@@ -58,7 +58,7 @@ impl HostProcess {
             .arg(dir)
             .args(flags)
             .env("KUBECONFIG", cp.admin_kubeconfig())
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,wcm_host::controller=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
