@@ -60,6 +60,23 @@ pub async fn node_label(client: &Client, node: &str, key: &str) -> Result<Option
     Ok(node.metadata.labels.and_then(|mut l| l.remove(key)))
 }
 
+/// Watch requests on Pods across all namespaces that the API server is serving now,
+/// from its `apiserver_longrunning_requests` metric.
+pub async fn pod_watch_requests(client: &Client) -> Result<u64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let metrics = client.request_text(request).await?;
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_longrunning_requests{")
+                && l.contains("resource=\"pods\"")
+                && l.contains("scope=\"cluster\"")
+                && l.contains("verb=\"WATCH\"")
+        })
+        .unwrap_or("0 0");
+    Ok(line.rsplit(' ').next().unwrap_or("0").parse()?)
+}
+
 /// events.k8s.io Events with `reason` about the object named `name` in `namespace`.
 pub async fn events_about(
     client: &Client,

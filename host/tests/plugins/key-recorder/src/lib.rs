@@ -1,0 +1,31 @@
+//! Test plugin: for every Pod key it reconciles, records an Event about that Pod —
+//! `Seen` while the Pod exists, `Gone` once `get` says it is not found — so tests can
+//! observe which keys were delivered, deletions included.
+
+use k8s_openapi::api::core::v1::Pod;
+use wasm_controller_sdk::{
+    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Watch, cluster,
+    export_controller,
+};
+
+/// The plugin.
+pub struct KeyRecorder;
+
+impl Controller for KeyRecorder {
+    fn registration() -> Registration {
+        Registration::new("key-recorder", "0.1.0").watch(Watch::all::<Pod>())
+    }
+
+    fn reconcile(req: Request) -> Result<Action, Error> {
+        let target = ObjectRef::new::<Pod>(req.namespace.as_deref(), &req.name);
+        let reason = match cluster::get::<Pod>(req.namespace.as_deref(), &req.name) {
+            Ok(_) => "Seen",
+            Err(e) if e.is_not_found() => "Gone",
+            Err(e) => return Err(e),
+        };
+        cluster::record_event(&target, EventType::Normal, reason, "key delivered")?;
+        Ok(Action::Done)
+    }
+}
+
+export_controller!(KeyRecorder);
