@@ -113,6 +113,7 @@ impl Registration {
             watches: Vec::new(),
             permissions: Vec::new(),
             max_concurrent_reconciles: 0,
+            resync_period_ms: None,
         }
     }
 
@@ -133,6 +134,12 @@ impl Registration {
             kind,
             verbs: verbs.to_vec(),
         });
+        self
+    }
+
+    /// Re-queues every watched object's key every `period`, changed or not.
+    pub fn resync_every(mut self, period: std::time::Duration) -> Registration {
+        self.resync_period_ms = Some(u64::try_from(period.as_millis()).unwrap_or(u64::MAX));
         self
     }
 
@@ -170,7 +177,8 @@ mod tests {
                     .owned_by::<Deployment>(),
             )
             .permit::<Node>(&[Verb::Patch])
-            .max_concurrent_reconciles(2);
+            .max_concurrent_reconciles(2)
+            .resync_every(std::time::Duration::from_secs(90));
         assert_eq!(reg.watches[0].maps_to, KeyMapping::Fixed("count".into()));
         assert_eq!(reg.watches[1].namespace.as_deref(), Some("a"));
         assert_eq!(reg.watches[1].label_selector.as_deref(), Some("x=y"));
@@ -180,6 +188,7 @@ mod tests {
         );
         assert_eq!(reg.permissions[0].kind, Gvk::of::<Node>());
         assert_eq!(reg.max_concurrent_reconciles, 2);
+        assert_eq!(reg.resync_period_ms, Some(90_000));
     }
 
     #[test]

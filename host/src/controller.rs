@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::core::GroupVersionKind;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::bindings::{Action, KeyMapping as WitMapping, Registration, Verb};
 use crate::capabilities::ClusterAccess;
@@ -60,8 +60,17 @@ pub struct PluginController {
     /// Reconcile counters.
     pub stats: Arc<ReconcileStats>,
     queue: WorkQueue<ReconcileKey>,
-    subscriptions: Vec<(Arc<Informer>, u64)>,
+    subscriptions: Vec<Subscription>,
     workers: JoinSet<()>,
+    /// The periodic resync task, if the plugin asked for one.
+    resync: Option<JoinHandle<()>>,
+}
+
+/// One watch of a plugin: its (shared) informer, the subscription id, the mapping.
+struct Subscription {
+    informer: Arc<Informer>,
+    id: u64,
+    mapping: KeyMapping,
 }
 
 impl PluginController {
@@ -75,7 +84,7 @@ impl PluginController {
         validate(&registration)?;
         let queue = WorkQueue::new(ctx.retry);
         let subscriptions = subscribe(&registration, &queue, ctx).await?;
-        let informers: Vec<_> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        let informers: Vec<_> = subscriptions.iter().map(|s| s.informer.clone()).collect();
         let access = Arc::new(ClusterAccess::new(
             &registration.name,
             &ctx.instance,
@@ -99,20 +108,35 @@ impl PluginController {
             };
             workers.spawn(worker.run_after_sync(informers.clone()));
         }
+        let resync = registration.resync_period_ms.map(|ms| {
+            let watches = subscriptions
+                .iter()
+                .map(|s| (s.informer.clone(), s.mapping.clone()))
+                .collect();
+            tokio::spawn(resync(
+                Duration::from_millis(ms.max(1)),
+                watches,
+                queue.clone(),
+            ))
+        });
         Ok(PluginController {
             registration,
             stats,
             queue,
             subscriptions,
             workers,
+            resync,
         })
     }
 
     /// Stops taking work, waits up to `grace` for in-flight reconciles, then
     /// releases the plugin's informers.
     pub async fn stop(mut self, grace: Duration) {
-        for (informer, id) in &self.subscriptions {
-            informer.unsubscribe(*id);
+        for s in &self.subscriptions {
+            s.informer.unsubscribe(s.id);
+        }
+        if let Some(resync) = self.resync.take() {
+            resync.abort();
         }
         self.queue.shut_down();
         let drained = tokio::time::timeout(grace, async {
@@ -172,7 +196,7 @@ async fn subscribe(
     registration: &Registration,
     queue: &WorkQueue<ReconcileKey>,
     ctx: &ControllerContext,
-) -> Result<Vec<(Arc<Informer>, u64)>, StartError> {
+) -> Result<Vec<Subscription>, StartError> {
     let mut subscriptions = Vec::new();
     for watch in &registration.watches {
         let gvk = from_wit_gvk(&watch.kind);
@@ -183,16 +207,40 @@ async fn subscribe(
             label_selector: watch.label_selector.clone(),
         };
         let informer = ctx.registry.acquire(scope).await?;
-        let q = queue.clone();
+        let (q, m) = (queue.clone(), mapping.clone());
         let id = informer.subscribe(Arc::new(move |change: &Change| {
             let (Change::Applied(obj) | Change::Deleted(obj)) = change;
-            if let Some(key) = mapping.key_for(obj) {
+            if let Some(key) = m.key_for(obj) {
                 q.add(key);
             }
         }));
-        subscriptions.push((informer, id));
+        subscriptions.push(Subscription {
+            informer,
+            id,
+            mapping,
+        });
     }
     Ok(subscriptions)
+}
+
+/// Every `period`, queues the key of every object in the plugin's caches (the queue
+/// collapses them with pending work), until the queue shuts down.
+async fn resync(
+    period: Duration,
+    watches: Vec<(Arc<Informer>, KeyMapping)>,
+    queue: WorkQueue<ReconcileKey>,
+) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    while !queue.is_shut_down() {
+        ticks.tick().await;
+        for (informer, mapping) in &watches {
+            for obj in informer.cache().list(|_| true) {
+                if let Some(key) = mapping.key_for(&obj) {
+                    queue.add(key);
+                }
+            }
+        }
+    }
 }
 
 /// Declared verbs per kind; watched kinds are always readable.

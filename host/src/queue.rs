@@ -244,6 +244,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.inner.ready.notify_one();
     }
 
+    /// Whether [`WorkQueue::shut_down`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.state().shutting_down
+    }
+
     /// Number of keys waiting to be processed.
     pub fn len(&self) -> usize {
         self.state().ready.len()

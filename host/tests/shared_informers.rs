@@ -1,5 +1,5 @@
-//! Informers are shared between plugins, and deletions reach the plugin as a key whose
-//! object is gone.
+//! Informers are shared between plugins, a periodic resync reconciles unchanged
+//! objects, and deletions reach the plugin as a key whose object is gone.
 
 mod support;
 
@@ -49,6 +49,17 @@ async fn two_plugins_watching_pods_share_one_watch_and_deletions_are_delivered()
     })
     .await;
     seen.context("key-recorder never reconciled the new Pod")?;
+
+    // Nothing changes the Pod, yet the periodic resync reconciles it again.
+    let resynced = eventually(WAIT, || async {
+        let events = events_about(&client, ns.name(), "short-lived", "Seen")
+            .await
+            .ok()?;
+        let count = events.first()?.series.as_ref()?.count;
+        (count >= 3).then_some(count)
+    })
+    .await;
+    resynced.context("the unchanged Pod was not reconciled again by the resync")?;
 
     delete_pod(&client, ns.name(), "short-lived").await?;
     let gone = eventually(WAIT, || async {

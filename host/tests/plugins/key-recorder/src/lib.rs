@@ -1,6 +1,9 @@
 //! Test plugin: for every Pod key it reconciles, records an Event about that Pod —
 //! `Seen` while the Pod exists, `Gone` once `get` says it is not found — so tests can
-//! observe which keys were delivered, deletions included.
+//! observe which keys were delivered, deletions included. It resyncs every second, so
+//! an unchanged Pod is reconciled again and its `Seen` Event's series count grows.
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use wasm_controller_sdk::{
@@ -13,7 +16,9 @@ pub struct KeyRecorder;
 
 impl Controller for KeyRecorder {
     fn registration() -> Registration {
-        Registration::new("key-recorder", "0.1.0").watch(Watch::all::<Pod>())
+        Registration::new("key-recorder", "0.1.0")
+            .watch(Watch::all::<Pod>())
+            .resync_every(Duration::from_secs(1))
     }
 
     fn reconcile(req: Request) -> Result<Action, Error> {
