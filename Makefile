@@ -29,7 +29,8 @@ test: setup lint plugins
 	export WCM_CLUSTER_DIR="$(TEST_CLUSTER_DIR)"; \
 	trap 'control-plane/scripts/down.sh' EXIT; \
 	control-plane/scripts/up.sh; \
-	$(CARGO) test
+	$(CARGO) test; \
+	$(CARGO) test $(PLUGIN_PACKAGES)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -69,13 +69,28 @@ impl Controller for PodCounter {
 
 /// Nodes with the control-plane role label, or else the older master role label.
 fn control_plane_nodes() -> Result<Vec<Node>, Error> {
-    for role in CONTROL_PLANE_ROLES {
-        let nodes: Vec<Node> = cluster::list(None, Some(role))?;
-        if !nodes.is_empty() {
-            return Ok(nodes);
-        }
-    }
-    Ok(Vec::new())
+    Ok(control_plane_of(cluster::list(None, None)?))
+}
+
+/// The Nodes that get the count: those with the first role label any Node carries.
+pub fn control_plane_of(nodes: Vec<Node>) -> Vec<Node> {
+    let has = |node: &Node, role: &str| {
+        node.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(role))
+    };
+    CONTROL_PLANE_ROLES
+        .iter()
+        .map(|role| {
+            nodes
+                .iter()
+                .filter(|n| has(n, role))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .find(|found| !found.is_empty())
+        .unwrap_or_default()
 }
 
 fn is_counted(pod: &Pod) -> bool {
@@ -86,3 +101,44 @@ fn is_counted(pod: &Pod) -> bool {
 }
 
 export_controller!(PodCounter);
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Node;
+
+    use super::*;
+
+    fn node(name: &str, role: Option<&str>) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.labels = role.map(|r| [(r.to_string(), String::new())].into());
+        n
+    }
+
+    fn names(nodes: &[Node]) -> Vec<&str> {
+        nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect()
+    }
+
+    #[test]
+    fn control_plane_role_wins_over_the_master_role() {
+        let nodes = vec![
+            node("cp", Some("node-role.kubernetes.io/control-plane")),
+            node("old", Some("node-role.kubernetes.io/master")),
+            node("worker", None),
+        ];
+        assert_eq!(names(&control_plane_of(nodes)), ["cp"]);
+    }
+
+    #[test]
+    fn the_master_role_is_the_fallback() {
+        let nodes = vec![
+            node("old", Some("node-role.kubernetes.io/master")),
+            node("worker", None),
+        ];
+        assert_eq!(names(&control_plane_of(nodes)), ["old"]);
+        assert!(control_plane_of(vec![node("worker", None)]).is_empty());
+    }
+}
