@@ -162,7 +162,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
-    /// Adds `key` after `delay` (immediately if zero).
+    /// Adds `key` after `delay` (immediately if zero). The pending timer holds the
+    /// queue weakly: a plugin removed meanwhile frees its queue at once instead of
+    /// when its longest backoff (up to 1000 s) runs out.
     pub fn add_after(&self, key: K, delay: Duration) {
         if delay.is_zero() {
             return self.add(key);
@@ -170,10 +172,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         if self.state().shutting_down {
             return;
         }
-        let queue = self.clone();
+        let inner = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            queue.add(key);
+            if let Some(inner) = inner.upgrade() {
+                WorkQueue { inner }.add(key);
+            }
         });
     }
 

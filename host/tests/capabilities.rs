@@ -107,10 +107,11 @@ async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result
         .await;
     assert_eq!(both.map_err(anyhow_wit)?.len(), 2);
 
-    match state.get(config_map(ns.name(), "missing")).await {
-        Err(WitError::NotFound(m)) => assert!(m.contains("missing"), "{m}"),
-        other => panic!("expected not-found, got {other:?}"),
-    }
+    assert_wit_error(
+        state.get(config_map(ns.name(), "missing")).await,
+        "not-found",
+        "missing",
+    );
     let secret = ObjectRef {
         kind: Gvk {
             kind: "Secret".into(),
@@ -118,17 +119,18 @@ async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result
         },
         ..config_map(ns.name(), "x")
     };
-    match state.get(secret).await {
-        Err(WitError::Invalid(m)) => assert!(m.contains("does not watch v1/Secret"), "{m}"),
-        other => panic!("expected invalid, got {other:?}"),
-    }
-    match state
-        .list(config_map_kind(), None, Some("app in web".into()))
-        .await
-    {
-        Err(WitError::Invalid(m)) => assert!(m.contains("invalid label selector"), "{m}"),
-        other => panic!("expected invalid selector, got {other:?}"),
-    }
+    assert_wit_error(
+        state.get(secret).await,
+        "invalid",
+        "does not watch v1/Secret",
+    );
+    assert_wit_error(
+        state
+            .list(config_map_kind(), None, Some("app in web".into()))
+            .await,
+        "invalid",
+        "invalid label selector",
+    );
     Ok(())
 }
 
@@ -163,16 +165,13 @@ async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<
     );
 
     let bad = vec![("team".to_string(), "not valid!".to_string())];
-    match state
-        .patch_labels(config_map(ns.name(), "web"), bad, vec![])
-        .await
-    {
-        Err(WitError::Invalid(m)) => assert!(
-            m.contains("invalid value \"not valid!\" for label \"team\""),
-            "{m}"
-        ),
-        other => panic!("expected invalid, got {other:?}"),
-    }
+    assert_wit_error(
+        state
+            .patch_labels(config_map(ns.name(), "web"), bad, vec![])
+            .await,
+        "invalid",
+        "invalid value \"not valid!\" for label \"team\"",
+    );
     assert_eq!(
         api.get("web").await?.metadata.resource_version,
         cm.metadata.resource_version
@@ -185,16 +184,13 @@ async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<
         },
         ..config_map(ns.name(), "p")
     };
-    match state
-        .patch_labels(pod, vec![("a".into(), "b".into())], vec![])
-        .await
-    {
-        Err(WitError::Forbidden(m)) => assert!(
-            m.contains("did not declare the patch permission on v1/Pod"),
-            "{m}"
-        ),
-        other => panic!("expected forbidden, got {other:?}"),
-    }
+    assert_wit_error(
+        state
+            .patch_labels(pod, vec![("a".into(), "b".into())], vec![])
+            .await,
+        "forbidden",
+        "did not declare the patch permission on v1/Pod",
+    );
     Ok(())
 }
 
@@ -212,17 +208,17 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
     )]);
     let access = ClusterAccess::new(PLUGIN, "test-host", registry, restricted, vec![], grants);
     let mut state = HostState::new(PLUGIN.into(), None, Some(Arc::new(access)), 64 << 20);
-    match state
-        .patch_labels(
-            config_map(ns.name(), "web"),
-            vec![("a".into(), "b".into())],
-            vec![],
-        )
-        .await
-    {
-        Err(WitError::Forbidden(m)) => assert!(m.contains("wcm-restricted"), "{m}"),
-        other => panic!("expected forbidden from RBAC, got {other:?}"),
-    }
+    assert_wit_error(
+        state
+            .patch_labels(
+                config_map(ns.name(), "web"),
+                vec![("a".into(), "b".into())],
+                vec![],
+            )
+            .await,
+        "forbidden",
+        "wcm-restricted",
+    );
     Ok(())
 }
 
@@ -255,29 +251,45 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
     assert_eq!(regarding.uid, cm.metadata.uid, "the cache supplies the uid");
 
     let long_reason = "R".repeat(129);
-    match state
-        .record_event(
-            config_map(ns.name(), "web"),
-            EventType::Normal,
-            long_reason,
-            String::new(),
-        )
-        .await
-    {
-        Err(WitError::Invalid(m)) => assert!(m.contains("1 to 128 characters"), "{m}"),
-        other => panic!("expected invalid, got {other:?}"),
-    }
+    assert_wit_error(
+        state
+            .record_event(
+                config_map(ns.name(), "web"),
+                EventType::Normal,
+                long_reason,
+                String::new(),
+            )
+            .await,
+        "invalid",
+        "1 to 128 characters",
+    );
     Ok(())
 }
 
 #[tokio::test]
 async fn the_cluster_is_unavailable_during_register() -> Result<()> {
     let mut state = HostState::new(PLUGIN.into(), None, None, 64 << 20);
-    match state.get(config_map("ns", "x")).await {
-        Err(WitError::Unavailable(m)) => assert!(m.contains("register()"), "{m}"),
-        other => panic!("expected unavailable, got {other:?}"),
-    }
+    assert_wit_error(
+        state.get(config_map("ns", "x")).await,
+        "unavailable",
+        "register()",
+    );
     Ok(())
+}
+
+/// Asserts that `result` failed with the WIT error `case` and a message holding `needle`.
+fn assert_wit_error<T: std::fmt::Debug>(result: Result<T, WitError>, case: &str, needle: &str) {
+    let (found, message) = match &result {
+        Err(WitError::NotFound(m)) => ("not-found", m),
+        Err(WitError::Forbidden(m)) => ("forbidden", m),
+        Err(WitError::Conflict(m)) => ("conflict", m),
+        Err(WitError::Invalid(m)) => ("invalid", m),
+        Err(WitError::Unavailable(m)) => ("unavailable", m),
+        Err(WitError::Other(m)) => ("other", m),
+        Ok(_) => panic!("expected {case}, got {result:?}"),
+    };
+    assert_eq!(found, case, "expected {case}, got {result:?}");
+    assert!(message.contains(needle), "{message}");
 }
 
 fn anyhow_wit(e: WitError) -> anyhow::Error {

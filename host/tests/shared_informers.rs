@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use kube::Client;
 use support::objects::{create_pod, delete_pod, events_about, pod_watch_requests};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::TestNamespace;
@@ -41,34 +42,27 @@ async fn two_plugins_watching_pods_share_one_watch_and_deletions_are_delivered()
     assert_eq!(opened, Some(1), "watch requests the host opened on Pods");
 
     create_pod(&client, ns.name(), "short-lived").await?;
-    let seen = eventually(WAIT, || async {
-        let events = events_about(&client, ns.name(), "short-lived", "Seen")
-            .await
-            .ok()?;
-        (!events.is_empty()).then_some(())
-    })
-    .await;
+    let seen = times_recorded(&client, ns.name(), "Seen", 1).await;
     seen.context("key-recorder never reconciled the new Pod")?;
 
     // Nothing changes the Pod, yet the periodic resync reconciles it again.
-    let resynced = eventually(WAIT, || async {
-        let events = events_about(&client, ns.name(), "short-lived", "Seen")
-            .await
-            .ok()?;
-        let count = events.first()?.series.as_ref()?.count;
-        (count >= 3).then_some(count)
-    })
-    .await;
+    let resynced = times_recorded(&client, ns.name(), "Seen", 3).await;
     resynced.context("the unchanged Pod was not reconciled again by the resync")?;
 
     delete_pod(&client, ns.name(), "short-lived").await?;
-    let gone = eventually(WAIT, || async {
-        let events = events_about(&client, ns.name(), "short-lived", "Gone")
-            .await
-            .ok()?;
-        (!events.is_empty()).then_some(())
-    })
-    .await;
+    let gone = times_recorded(&client, ns.name(), "Gone", 1).await;
     gone.context("the deletion was not delivered as a key whose get is not-found")?;
     Ok(())
+}
+
+/// Waits until key-recorder's `reason` Event about the Pod `short-lived` has been
+/// recorded at least `times` times (1 + its series count), and returns that number.
+async fn times_recorded(client: &Client, ns: &str, reason: &str, times: i32) -> Option<i32> {
+    eventually(WAIT, || async {
+        let events = events_about(client, ns, "short-lived", reason).await.ok()?;
+        let event = events.first()?;
+        let recorded = event.series.as_ref().map_or(1, |s| s.count);
+        (recorded >= times).then_some(recorded)
+    })
+    .await
 }

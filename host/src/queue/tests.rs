@@ -163,3 +163,13 @@ async fn retries_beyond_the_burst_are_spread_at_the_overall_rate() {
     tokio::time::advance(Duration::from_secs(60)).await;
     assert_eq!(q.add_rate_limited("k102".into()), Duration::from_millis(5));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_delayed_add_does_not_keep_a_dropped_queue_alive() {
+    let q = queue();
+    q.add_after("a".to_string(), Duration::from_secs(1000));
+    let inner = Arc::downgrade(&q.inner);
+    drop(q);
+    tokio::task::yield_now().await;
+    assert!(inner.upgrade().is_none(), "the timer keeps the queue alive");
+}
