@@ -37,10 +37,10 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 -p wasm-controller-sdk $(PLUGIN_PACKAGES) -- -D warnings
 
-## bench: reconcile cost through the Wasm path vs a native closure (release build)
+## bench: reconcile cost (Wasm vs native), queue throughput, cache memory (release build)
 bench: setup plugins
 	control-plane/scripts/up.sh >/dev/null
-	$(CARGO) bench -p wasm-controller-manager --bench reconcile
+	$(CARGO) bench -p wasm-controller-manager
 
 ## cluster-up: start etcd + kube-apiserver on loopback; prints `export KUBECONFIG=...`
 cluster-up:

@@ -9,7 +9,7 @@ pid_file() { echo "$STATE_DIR/$1.pid"; }
 spawn() {
   local name="$1"; shift
   # fd 9 is the state lock: the daemon must not keep holding it.
-  setsid "$@" </dev/null >"$STATE_DIR/logs/$name.log" 2>&1 9>&- &
+  setsid "$@" </dev/null >>"$STATE_DIR/logs/$name.log" 2>&1 9>&- &
   echo $! >"$(pid_file "$name")"
 }
 
@@ -27,14 +27,20 @@ pid_alive() { owned_pid "$1" >/dev/null; }
 
 cluster_running() { pid_alive etcd && pid_alive kube-apiserver; }
 
-# Stops the apiserver first (it depends on etcd), each with TERM then KILL after 10 s.
+# stop_component NAME: TERM, then KILL after 10 s; a no-op if it is not running.
+stop_component() {
+  local pid
+  pid="$(owned_pid "$1")" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$(pid_file "$1")"
+}
+
+# Stops dependants first: the controller manager, the apiserver, then etcd.
 stop_all() {
-  local name pid
+  local name
   for name in kube-controller-manager kube-apiserver etcd; do
-    pid="$(owned_pid "$name")" || continue
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$(pid_file "$name")"
+    stop_component "$name"
   done
 }

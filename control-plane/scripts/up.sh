@@ -5,8 +5,7 @@
 # State (certs, kubeconfigs, data, logs, pids) lives in $STATE_DIR; stop with down.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$CONTROL_PLANE_DIR/process.sh"
-
-READY_TIMEOUT_SECS="${WCM_CLUSTER_READY_TIMEOUT:-120}"
+source "$CONTROL_PLANE_DIR/components.sh"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -59,50 +58,6 @@ current-context: $user@wcm-local
 KUBECONFIG
 }
 
-start_etcd() {
-  local client_port="$1" peer_port="$2"
-  spawn etcd "$ETCD_BIN_DIR/etcd" --name=wcm --data-dir="$STATE_DIR/etcd" \
-    --listen-client-urls="http://127.0.0.1:$client_port" \
-    --advertise-client-urls="http://127.0.0.1:$client_port" \
-    --listen-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-cluster="wcm=http://127.0.0.1:$peer_port" \
-    --unsafe-no-fsync --quota-backend-bytes=4294967296 --log-level=warn
-}
-
-# RBAC is on; the ServiceAccount admission plugin is off because no controller creates
-# the per-namespace "default" ServiceAccount that Pods would otherwise need.
-start_apiserver() {
-  local port="$1" etcd_port="$2" d="$STATE_DIR/pki"
-  spawn kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
-    --cert-dir="$STATE_DIR/apiserver-certs" \
-    --tls-cert-file="$d/apiserver.crt" --tls-private-key-file="$d/apiserver.key" \
-    --client-ca-file="$d/ca.crt" --authorization-mode=RBAC \
-    --service-account-key-file="$d/sa.pub" --service-account-signing-key-file="$d/sa.key" \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
-    --disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none \
-    --v="${WCM_APISERVER_VERBOSITY:-1}"
-}
-
-wait_ready() {
-  local port="$1" d="$STATE_DIR/pki" deadline=$((SECONDS + READY_TIMEOUT_SECS))
-  until curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" \
-      "https://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
-    for c in etcd kube-apiserver; do
-      pid_alive "$c" || { show_logs; stop_all; die "$c exited during start-up (logs above)"; }
-    done
-    if [ $SECONDS -ge $deadline ]; then
-      show_logs; stop_all; die "kube-apiserver not ready after ${READY_TIMEOUT_SECS}s (logs above)"
-    fi
-    sleep 0.5
-  done
-}
-
-show_logs() { for f in "$STATE_DIR"/logs/*.log; do echo "--- $f" >&2; tail -n 20 "$f" >&2; done; }
-
 start_cluster() {
   "$CONTROL_PLANE_DIR/build.sh" etcd kube-apiserver
   rm -rf "$STATE_DIR" && mkdir -p "$STATE_DIR/logs"
@@ -112,6 +67,7 @@ start_cluster() {
   write_kubeconfig admin "$api_port"
   write_kubeconfig restricted "$api_port"
   echo "$api_port" >"$STATE_DIR/apiserver.port"
+  echo "$etcd_port" >"$STATE_DIR/etcd.port"
   start_etcd "$etcd_port" "$peer_port"
   start_apiserver "$api_port" "$etcd_port"
   wait_ready "$api_port"

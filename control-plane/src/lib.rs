@@ -10,8 +10,10 @@
 //! label for the cluster-scoped objects it creates, all deleted when it is dropped.
 
 mod namespace;
+mod private;
 
 pub use namespace::TestNamespace;
+pub use private::PrivateControlPlane;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,9 +70,18 @@ impl ControlPlane {
 
     /// Runs `up.sh` and reads the kubeconfig paths from its last line.
     pub fn start() -> Result<ControlPlane, Error> {
+        Self::up(None)
+    }
+
+    /// Runs `up.sh`, in state directory `state_dir` if given.
+    fn up(state_dir: Option<&Path>) -> Result<ControlPlane, Error> {
         let up = script("up.sh");
-        let out = Command::new("bash")
-            .arg(&up)
+        let mut command = Command::new("bash");
+        command.arg(&up);
+        if let Some(dir) = state_dir {
+            command.env("WCM_CLUSTER_DIR", dir);
+        }
+        let out = command
             .output()
             .map_err(|e| Error::Start(format!("running {}: {e}", up.display())))?;
         let stdout = String::from_utf8_lossy(&out.stdout);

@@ -77,7 +77,7 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &cm)
         .await?;
-    let registry = Arc::new(InformerRegistry::new(client.clone()));
+    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
     let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
     let scope = WatchScope {
         gvk: gvk.clone(),

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::core::GroupVersionKind;
@@ -15,6 +15,7 @@ use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
 use crate::kube::discovery::DiscoveryError;
 use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
+use crate::metrics::{Metrics, Outcome, PluginLabels};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::PluginCode;
 
@@ -51,6 +52,8 @@ pub struct ControllerContext {
     pub max_concurrent_reconciles: u32,
     /// Retry policy of every plugin's queue.
     pub retry: Backoff,
+    /// Where reconcile, queue and informer counters go.
+    pub metrics: Arc<Metrics>,
 }
 
 /// A plugin whose watches and workers are running.
@@ -64,6 +67,7 @@ pub struct PluginController {
     workers: JoinSet<()>,
     /// The periodic resync task, if the plugin asked for one.
     resync: Option<JoinHandle<()>>,
+    metrics: Arc<Metrics>,
 }
 
 /// One watch of a plugin: its (shared) informer, the subscription id, the mapping.
@@ -105,6 +109,10 @@ impl PluginController {
                 access: access.clone(),
                 queue: queue.clone(),
                 stats: stats.clone(),
+                metrics: ctx.metrics.clone(),
+                labels: PluginLabels {
+                    plugin: registration.name.clone(),
+                },
             };
             workers.spawn(worker.run_after_sync(informers.clone()));
         }
@@ -126,6 +134,7 @@ impl PluginController {
             subscriptions,
             workers,
             resync,
+            metrics: ctx.metrics.clone(),
         })
     }
 
@@ -148,6 +157,7 @@ impl PluginController {
                 "in-flight reconciles did not finish within the grace period; abandoned");
             self.workers.abort_all();
         }
+        self.metrics.forget_plugin(&self.registration.name);
     }
 }
 
@@ -157,6 +167,8 @@ struct Worker {
     access: Arc<ClusterAccess>,
     queue: WorkQueue<ReconcileKey>,
     stats: Arc<ReconcileStats>,
+    metrics: Arc<Metrics>,
+    labels: PluginLabels,
 }
 
 impl Worker {
@@ -169,9 +181,13 @@ impl Worker {
     }
 
     async fn run(self) {
-        let plugin = self.access.plugin().to_string();
+        let plugin = self.labels.plugin.as_str();
+        let depth = self.metrics.queue_depth.get_or_create(&self.labels).clone();
         while let Some(key) = self.queue.next().await {
-            match self.code.reconcile(self.access.clone(), &key).await {
+            depth.set(self.queue.len() as i64);
+            let started = Instant::now();
+            let result = self.code.reconcile(self.access.clone(), &key).await;
+            let outcome = match result {
                 Ok(action) => {
                     self.stats.succeeded.fetch_add(1, Ordering::Relaxed);
                     self.queue.forget(&key);
@@ -179,13 +195,17 @@ impl Worker {
                         self.queue.add_after(key.clone(), Duration::from_millis(ms));
                     }
                     tracing::debug!(plugin, key = %key, ?action, "reconciled");
+                    Outcome::success
                 }
                 Err(error) => {
                     self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.queue_retries.get_or_create(&self.labels).inc();
                     let retry_in = self.queue.add_rate_limited(key.clone());
                     tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
+                    Outcome::error
                 }
-            }
+            };
+            self.metrics.reconciled(plugin, outcome, started.elapsed());
             self.queue.done(&key);
         }
     }
@@ -208,10 +228,17 @@ async fn subscribe(
         };
         let informer = ctx.registry.acquire(scope).await?;
         let (q, m) = (queue.clone(), mapping.clone());
+        let labels = PluginLabels {
+            plugin: registration.name.clone(),
+        };
+        let events = ctx.metrics.plugin_events.get_or_create(&labels).clone();
+        let depth = ctx.metrics.queue_depth.get_or_create(&labels).clone();
         let id = informer.subscribe(Arc::new(move |change: &Change| {
+            events.inc();
             let (Change::Applied(obj) | Change::Deleted(obj)) = change;
             if let Some(key) = m.key_for(obj) {
                 q.add(key);
+                depth.set(q.len() as i64);
             }
         }));
         subscriptions.push(Subscription {

@@ -13,5 +13,7 @@ pub mod controller;
 pub mod keys;
 pub mod kube;
 pub mod manager;
+pub mod metrics;
 pub mod queue;
 pub mod runtime;
+pub mod server;

@@ -1,6 +1,8 @@
 //! The `wasm-controller-manager` daemon: runs Kubernetes controllers that are Wasm components.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -8,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig};
 use wcm_host::manager::Manager;
+use wcm_host::metrics::Metrics;
 use wcm_host::queue::Backoff;
 
 /// Command-line interface of the daemon.
@@ -57,6 +60,26 @@ struct RunArgs {
     /// How long in-flight reconciles may run after SIGTERM or Ctrl-C.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// Address of the `/metrics` and `/healthz` endpoint; `0` turns it off.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_bind_address: BindAddress,
+}
+
+/// `host:port`, or `0` for "do not serve" (as controller-runtime's flag).
+#[derive(Debug, Clone, PartialEq)]
+struct BindAddress(Option<SocketAddr>);
+
+impl std::str::FromStr for BindAddress {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<BindAddress, String> {
+        if s == "0" {
+            return Ok(BindAddress(None));
+        }
+        s.parse()
+            .map(|a| BindAddress(Some(a)))
+            .map_err(|e| format!("{s:?} is not host:port or 0: {e}"))
+    }
 }
 
 #[tokio::main]
@@ -92,7 +115,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         instance: instance_name(),
     };
-    let manager = Manager::start(config, client).await?;
+    let metrics = Arc::new(Metrics::new());
+    let _server = match args.metrics_bind_address.0 {
+        Some(addr) => Some(wcm_host::server::serve(addr, metrics.clone()).await?),
+        None => None,
+    };
+    let manager = Manager::start(config, client, metrics).await?;
     tracing::info!(
         running = manager.running().len(),
         failed = manager.failed().len(),
@@ -123,4 +151,26 @@ fn instance_name() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "wasm-controller-manager".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let base = ["wasm-controller-manager", "run", "--plugins-dir", "p"];
+        let cli = Cli::try_parse_from(base.iter().chain(extra))?;
+        let Command::Run(args) = cli.command;
+        Ok(args)
+    }
+
+    #[test]
+    fn metrics_are_served_on_8080_unless_turned_off() {
+        let default = run_args(&[]).expect("defaults parse");
+        assert_eq!(default.metrics_bind_address.0, "0.0.0.0:8080".parse().ok());
+        let off = run_args(&["--metrics-bind-address", "0"]).expect("0 parses");
+        assert_eq!(off.metrics_bind_address, BindAddress(None));
+        let err = run_args(&["--metrics-bind-address", "localhost"]).expect_err("no port");
+        assert!(err.to_string().contains("is not host:port or 0"), "{err}");
+    }
 }

@@ -10,6 +10,7 @@ use kube::Client;
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
+use crate::metrics::Metrics;
 use crate::runtime::{LoadError, Runtime};
 
 /// Why the manager itself could not start (a plugin failing is not such a reason).
@@ -61,11 +62,16 @@ pub struct Manager {
 
 impl Manager {
     /// Sets up the runtime and loads every `*.wasm` file in the plugins directory.
-    pub async fn start(config: ManagerConfig, client: Client) -> Result<Manager, ManagerError> {
+    pub async fn start(
+        config: ManagerConfig,
+        client: Client,
+        metrics: Arc<Metrics>,
+    ) -> Result<Manager, ManagerError> {
         let runtime = Runtime::new(config.limits.clone())
             .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
         let ctx = ControllerContext {
-            registry: Arc::new(InformerRegistry::new(client.clone())),
+            registry: Arc::new(InformerRegistry::new(client.clone(), metrics.clone())),
+            metrics,
             client,
             instance: config.instance.clone(),
             max_concurrent_reconciles: config.limits.max_concurrent_reconciles,

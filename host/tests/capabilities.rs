@@ -47,7 +47,7 @@ async fn create_config_map(client: &Client, ns: &str, name: &str, app: &str) -> 
 
 /// A plugin's host state that watches ConfigMaps in `ns` and may patch them.
 async fn state_for(ns: &str, client: Client) -> Result<HostState> {
-    let registry = Arc::new(InformerRegistry::new(client.clone()));
+    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
     let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
     let scope = WatchScope {
         gvk: gvk.clone(),
@@ -201,7 +201,10 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
     // The plugin declared the permission, but its writes go out with an identity that
     // RBAC grants nothing: the API server's 403 reaches the plugin as `forbidden`.
     let restricted = ControlPlane::shared()?.restricted_client().await?;
-    let registry = Arc::new(InformerRegistry::new(restricted.clone()));
+    let registry = Arc::new(InformerRegistry::new(
+        restricted.clone(),
+        Default::default(),
+    ));
     let grants = HashMap::from([(
         GroupVersionKind::gvk("", "v1", "ConfigMap"),
         HashSet::from([Verb::Patch]),

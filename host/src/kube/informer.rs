@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
 use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
+use crate::metrics::{InformerLabels, Metrics};
 
 /// What one informer watches; two plugins asking for the same scope share one watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -26,6 +27,17 @@ pub struct WatchScope {
     pub namespace: Option<String>,
     /// Server-side label selector, if any.
     pub label_selector: Option<String>,
+}
+
+impl WatchScope {
+    /// The metric labels of this scope.
+    fn metric_labels(&self) -> InformerLabels {
+        InformerLabels {
+            kind: display_gvk(&self.gvk),
+            namespace: self.namespace.clone().unwrap_or_default(),
+            selector: self.label_selector.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// Called for every change an informer sees; must be quick (it only enqueues keys).
@@ -42,6 +54,8 @@ pub struct Informer {
     next_subscriber: AtomicU64,
     /// Number of (re)lists started: 1 after start-up, more after watch expiry.
     lists: AtomicU64,
+    metrics: Arc<Metrics>,
+    labels: InformerLabels,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -55,7 +69,12 @@ impl std::fmt::Debug for Informer {
 }
 
 impl Informer {
-    fn start(client: Client, kind: ResolvedKind, scope: WatchScope) -> Arc<Informer> {
+    fn start(
+        client: Client,
+        kind: ResolvedKind,
+        scope: WatchScope,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Informer> {
         let api: Api<DynamicObject> = match &scope.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &kind.resource),
             None => Api::all_with(client, &kind.resource),
@@ -65,6 +84,8 @@ impl Informer {
             config = config.labels(sel);
         }
         let informer = Arc::new(Informer {
+            labels: scope.metric_labels(),
+            metrics,
             scope,
             kind,
             cache: ObjectCache::default(),
@@ -149,6 +170,15 @@ impl Informer {
                 None
             }
         };
+        if matches!(
+            event,
+            Event::InitApply(_) | Event::Apply(_) | Event::Delete(_)
+        ) {
+            self.metrics
+                .informer_events
+                .get_or_create(&self.labels)
+                .inc();
+        }
         match event {
             Event::Init => {
                 self.lists.fetch_add(1, Ordering::Relaxed);
@@ -161,7 +191,14 @@ impl Informer {
             }
             Event::InitDone => {
                 let changes = self.cache.replace(relist.take().unwrap_or_default());
-                self.synced.send_replace(true);
+                self.metrics
+                    .informer_lists
+                    .get_or_create(&self.labels)
+                    .inc();
+                if self.synced.send_replace(true) {
+                    tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
+                        objects = self.cache.len(), "informer relisted; cache replaced whole");
+                }
                 self.publish(&changes);
             }
             Event::Apply(obj) => {
@@ -176,6 +213,11 @@ impl Informer {
                 }
             }
         }
+        let objects = self.cache.len() as i64;
+        self.metrics
+            .informer_objects
+            .get_or_create(&self.labels)
+            .set(objects);
     }
 }
 
@@ -189,6 +231,9 @@ impl Drop for Informer {
         {
             task.abort();
         }
+        self.metrics.informer_events.remove(&self.labels);
+        self.metrics.informer_lists.remove(&self.labels);
+        self.metrics.informer_objects.remove(&self.labels);
         tracing::info!(kind = %display_gvk(&self.scope.gvk), namespace = ?self.scope.namespace, "informer stopped");
     }
 }
@@ -215,16 +260,18 @@ async fn run_watch(api: Api<DynamicObject>, config: watcher::Config, informer: W
 /// Hands out shared informers, starting one on first use.
 pub struct InformerRegistry {
     client: Client,
+    metrics: Arc<Metrics>,
     resolver: KindResolver,
     live: Mutex<HashMap<WatchScope, Weak<Informer>>>,
 }
 
 impl InformerRegistry {
-    /// A registry whose informers use `client`.
-    pub fn new(client: Client) -> InformerRegistry {
+    /// A registry whose informers use `client` and report to `metrics`.
+    pub fn new(client: Client, metrics: Arc<Metrics>) -> InformerRegistry {
         InformerRegistry {
             resolver: KindResolver::new(client.clone()),
             client,
+            metrics,
             live: Mutex::new(HashMap::new()),
         }
     }
@@ -247,7 +294,12 @@ impl InformerRegistry {
         live.retain(|_, w| w.strong_count() > 0);
         tracing::info!(kind = %display_gvk(&scope.gvk), namespace = ?scope.namespace,
             selector = ?scope.label_selector, "informer started");
-        let informer = Informer::start(self.client.clone(), kind, scope.clone());
+        let informer = Informer::start(
+            self.client.clone(),
+            kind,
+            scope.clone(),
+            self.metrics.clone(),
+        );
         live.insert(scope, Arc::downgrade(&informer));
         Ok(informer)
     }

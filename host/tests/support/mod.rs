@@ -49,13 +49,19 @@ pub struct HostProcess {
 }
 
 impl HostProcess {
-    /// Starts the host on `dir` with extra flags.
+    /// Starts the host on `dir` with extra flags, against the shared control plane.
     pub fn start(dir: &Path, flags: &[&str]) -> Result<HostProcess> {
-        let cp = ControlPlane::shared()?;
+        Self::start_on(ControlPlane::shared()?, dir, flags)
+    }
+
+    /// Starts the host on `dir` with extra flags against `cp`. Its metrics endpoint
+    /// listens on a free loopback port (see [`HostProcess::metrics`]).
+    pub fn start_on(cp: &ControlPlane, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
             .arg("run")
             .arg("--plugins-dir")
             .arg(dir)
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
             .args(flags)
             .env("KUBECONFIG", cp.admin_kubeconfig())
             .env("RUST_LOG", "info,wcm_host::controller=debug")
@@ -101,6 +107,41 @@ impl HostProcess {
         })
     }
 
+    /// Whether the process is still running (it has not exited or crashed).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The text of the host's `/metrics` endpoint.
+    pub async fn metrics(&self) -> Result<String> {
+        let line = self
+            .wait_for_log(&["serving /metrics"], Duration::from_secs(30))
+            .await?;
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("address="))
+            .context("no address in the metrics log line")?;
+        http_get(addr, "/metrics").await
+    }
+
+    /// The sum of every sample of `name` whose labels include all of `labels`
+    /// (`[("plugin", "pod-counter")]`); 0 when there is none.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Result<f64> {
+        let text = self.metrics().await?;
+        let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        let mut sum = 0.0;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let series_name = series.split('{').next().unwrap_or(series);
+            if series_name == name && wanted.iter().all(|w| series.contains(w.as_str())) {
+                sum += value.parse::<f64>().context("metric value")?;
+            }
+        }
+        Ok(sum)
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self) -> Result<ExitStatus> {
         let status = Command::new("kill")
@@ -118,6 +159,23 @@ impl Drop for HostProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A plain HTTP/1.0 GET (the host's endpoint serves it); returns the body.
+async fn http_get(addr: &str, path: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        bail!("GET {path}: {head}");
+    }
+    Ok(body.to_string())
 }
 
 /// Polls `probe` every 200 ms until it returns `Some`, or `timeout` passes.

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -30,8 +30,37 @@ pub async fn create_node(
 
 /// Creates a Pod with one container (no kubelet runs it).
 pub async fn create_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
+    create_labelled_pod(client, namespace, name, &[]).await
+}
+
+/// Creates a Pod with one container and `labels`.
+pub async fn create_labelled_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Result<Pod> {
+    let labels: BTreeMap<_, _> = labels.iter().copied().collect();
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    Ok(pods.create(&PostParams::default(), &pod).await?)
+}
+
+/// Creates a Pod whose owner is the ConfigMap `owner` (its controller if `controller`).
+pub async fn create_owned_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    owner: &ConfigMap,
+    controller: bool,
+) -> Result<Pod> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "controller": controller,
+            "name": owner.metadata.name, "uid": owner.metadata.uid}]},
         "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
     }))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -95,4 +124,49 @@ pub async fn events_about(
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
         })
         .collect())
+}
+
+/// Creates a ConfigMap with `labels` and no data.
+pub async fn create_config_map(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Result<ConfigMap> {
+    let labels: BTreeMap<_, _> = labels.iter().copied().collect();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    Ok(api.create(&PostParams::default(), &cm).await?)
+}
+
+/// Sets one label of a ConfigMap (merge patch).
+pub async fn set_config_map_label(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// A label of a ConfigMap, if set.
+pub async fn config_map_label(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> Result<Option<String>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .get(name)
+        .await?
+        .metadata
+        .labels
+        .and_then(|mut l| l.remove(key)))
 }

@@ -1,0 +1,223 @@
+//! Prometheus metrics of the host: reconciles, queues and informers, per plugin.
+//!
+//! Names follow controller-runtime and client-go where a counterpart exists
+//! (`controller_runtime_reconcile_total`, `workqueue_depth`, ...), prefixed `wcm_`, so
+//! existing dashboards translate. Scraped from `/metrics` (see [`crate::server`]).
+
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of per-plugin series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+}
+
+/// How a reconcile ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case on the wire
+pub enum Outcome {
+    /// `done` or `requeue-after`.
+    success,
+    /// Trap, timeout, memory limit or an error returned by the plugin.
+    error,
+}
+
+/// Labels of the reconcile counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// How the reconcile ended.
+    pub result: Outcome,
+}
+
+/// Labels of per-informer series: what the watch covers.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InformerLabels {
+    /// `group/version/Kind` (`v1/Pod` for the core group).
+    pub kind: String,
+    /// The namespace, or empty for all.
+    pub namespace: String,
+    /// The label selector, or empty for none.
+    pub selector: String,
+}
+
+/// Every metric the host exports. One instance per process, shared by reference.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Reconciles by plugin and outcome.
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Reconcile wall time by plugin, host calls included.
+    pub reconcile_seconds: Family<PluginLabels, Histogram>,
+    /// Informer changes delivered to a plugin's key mappings (before de-duplication).
+    pub plugin_events: Family<PluginLabels, Counter>,
+    /// Keys waiting in a plugin's queue (ready or delayed).
+    pub queue_depth: Family<PluginLabels, Gauge>,
+    /// Failed keys put back with backoff.
+    pub queue_retries: Family<PluginLabels, Counter>,
+    /// Watch events (list items included) an informer received.
+    pub informer_events: Family<InformerLabels, Counter>,
+    /// Full lists an informer completed: 1 at start, one more per relist.
+    pub informer_lists: Family<InformerLabels, Counter>,
+    /// Objects an informer's cache holds.
+    pub informer_objects: Family<InformerLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh set of metrics, all registered under the `wcm` prefix.
+    pub fn new() -> Metrics {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("wcm");
+        let reconciles = Family::default();
+        registry.register(
+            "reconcile",
+            "Reconciles by plugin and result",
+            reconciles.clone(),
+        );
+        let reconcile_seconds = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        });
+        let help = "Reconcile wall time, host calls included";
+        registry.register(
+            "reconcile_duration_seconds",
+            help,
+            reconcile_seconds.clone(),
+        );
+        let plugin_events = Family::default();
+        let help = "Informer changes delivered to a plugin's key mappings, before de-duplication";
+        registry.register("plugin_events", help, plugin_events.clone());
+        let queue_depth = Family::default();
+        registry.register(
+            "workqueue_depth",
+            "Keys waiting in a plugin's queue",
+            queue_depth.clone(),
+        );
+        let queue_retries = Family::default();
+        registry.register(
+            "workqueue_retries",
+            "Failed keys queued again with backoff",
+            queue_retries.clone(),
+        );
+        let informer_events = Family::default();
+        registry.register(
+            "informer_events",
+            "Watch events received, list items included",
+            informer_events.clone(),
+        );
+        let informer_lists = Family::default();
+        registry.register(
+            "informer_lists",
+            "Full lists completed: 1 at start plus relists",
+            informer_lists.clone(),
+        );
+        let informer_objects = Family::default();
+        registry.register(
+            "informer_objects",
+            "Objects held in an informer's cache",
+            informer_objects.clone(),
+        );
+        Metrics {
+            registry: root,
+            reconciles,
+            reconcile_seconds,
+            plugin_events,
+            queue_depth,
+            queue_retries,
+            informer_events,
+            informer_lists,
+            informer_objects,
+        }
+    }
+
+    /// Counts one finished reconcile of `plugin`.
+    pub fn reconciled(&self, plugin: &str, result: Outcome, took: Duration) {
+        let plugin = plugin.to_string();
+        self.reconcile_seconds
+            .get_or_create(&PluginLabels {
+                plugin: plugin.clone(),
+            })
+            .observe(took.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ReconcileLabels { plugin, result })
+            .inc();
+    }
+
+    /// Drops every per-plugin series of `plugin`, once it is unloaded.
+    pub fn forget_plugin(&self, plugin: &str) {
+        let labels = PluginLabels {
+            plugin: plugin.to_string(),
+        };
+        self.reconcile_seconds.remove(&labels);
+        self.plugin_events.remove(&labels);
+        self.queue_depth.remove(&labels);
+        self.queue_retries.remove(&labels);
+        for result in [Outcome::success, Outcome::error] {
+            self.reconciles.remove(&ReconcileLabels {
+                plugin: plugin.to_string(),
+                result,
+            });
+        }
+    }
+
+    /// The OpenMetrics text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconciles_are_counted_per_plugin_and_result() {
+        let m = Metrics::new();
+        m.reconciled("pod-counter", Outcome::success, Duration::from_millis(3));
+        m.reconciled("pod-counter", Outcome::success, Duration::from_millis(3));
+        m.reconciled("pod-counter", Outcome::error, Duration::from_millis(3));
+        let text = m.encode();
+        assert!(
+            text.contains(r#"wcm_reconcile_total{plugin="pod-counter",result="success"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"wcm_reconcile_total{plugin="pod-counter",result="error"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("wcm_reconcile_duration_seconds_count"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_unloaded_plugin_leaves_no_series() {
+        let m = Metrics::new();
+        m.reconciled("gone", Outcome::success, Duration::ZERO);
+        m.plugin_events
+            .get_or_create(&PluginLabels {
+                plugin: "gone".into(),
+            })
+            .inc();
+        m.forget_plugin("gone");
+        assert!(!m.encode().contains("gone"), "{}", m.encode());
+    }
+}

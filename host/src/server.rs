@@ -1,0 +1,73 @@
+//! The host's HTTP endpoint: Prometheus metrics and a liveness probe.
+//!
+//! One listener, as controller-runtime's manager serves `/metrics` and `/healthz`:
+//! scrapers and kubelet probes reach the daemon without a second port.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::metrics::Metrics;
+
+/// Why the endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr} for metrics: {source}")]
+pub struct ServerError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// The bind error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The running endpoint.
+#[derive(Debug)]
+pub struct Server {
+    /// The address actually bound (a `:0` port resolved).
+    pub local_addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Binds `addr` and serves `/metrics` and `/healthz` until the returned value is dropped.
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<Server, ServerError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError { addr, source })?;
+    let app = Router::new()
+        .route("/metrics", get(scrape))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(metrics);
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
+    tracing::info!(address = %local_addr, "serving /metrics and /healthz");
+    Ok(Server { local_addr, task })
+}
+
+async fn scrape(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+}

@@ -1,0 +1,51 @@
+//! The controller-owner key mapping end to end: changes of owned Pods, deletions
+//! included, wake the ConfigMap that controls them; non-controller owners are not woken.
+//! (Its own binary: it opens a Pod watch, which would disturb the watch count that
+//! `shared_informers.rs` asserts.)
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use kube::Client;
+use support::objects::{config_map_label, create_config_map, create_owned_pod, delete_pod};
+use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use wcm_control_plane::TestNamespace;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn changes_of_owned_pods_wake_their_controller_owner() -> Result<()> {
+    let ns = TestNamespace::create("owners").await?;
+    let (client, n) = (ns.client(), ns.name());
+    let owner = [("wcm.test/owner", "")];
+    let a = create_config_map(&client, n, "owner-a", &owner).await?;
+    let b = create_config_map(&client, n, "owner-b", &owner).await?;
+    let dir = plugins_dir(&[("owner-counter.wasm", plugin_bytes("owner-counter"))])?;
+    let _host = HostProcess::start(dir.path(), &[])?;
+    owned_pods(&client, n, "owner-a", "0").await?;
+
+    for i in 0..3 {
+        create_owned_pod(&client, n, &format!("a-{i}"), &a, true).await?;
+    }
+    create_owned_pod(&client, n, "b-0", &b, true).await?;
+    // Owned, but not by a controller: it maps to no key and is not counted.
+    create_owned_pod(&client, n, "b-not-controller", &b, false).await?;
+    owned_pods(&client, n, "owner-a", "3").await?;
+    owned_pods(&client, n, "owner-b", "1").await?;
+
+    delete_pod(&client, n, "a-1").await?;
+    owned_pods(&client, n, "owner-a", "2").await
+}
+
+/// Waits until owner-counter has written `count` on the ConfigMap `owner`.
+async fn owned_pods(client: &Client, ns: &str, owner: &str, count: &str) -> Result<()> {
+    let label = || config_map_label(client, ns, owner, "wcm.test/owned-pods");
+    let reached = eventually(WAIT, || async {
+        (label().await.ok()?? == count).then_some(())
+    })
+    .await;
+    let last = label().await?;
+    reached.with_context(|| format!("{owner}: owned-pods label is {last:?}, wanted {count}"))
+}

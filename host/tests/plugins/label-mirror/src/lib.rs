@@ -1,0 +1,48 @@
+//! Test plugin: for every Pod and ConfigMap carrying the label `wcm.test/source`, sets
+//! the label `wcm.test/mirrored` to the same value. Its end state is checkable object
+//! by object, so tests can tell a lost or stale update from a correct one under churn,
+//! across host restarts and across watch expiry.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use wasm_controller_sdk::{
+    Action, Controller, Error, Registration, Request, Verb, Watch, cluster, export_controller,
+};
+
+/// The label whose value is copied.
+const SOURCE: &str = "wcm.test/source";
+/// The label the copy is written to.
+const MIRRORED: &str = "wcm.test/mirrored";
+
+/// The plugin.
+pub struct LabelMirror;
+
+impl Controller for LabelMirror {
+    fn registration() -> Registration {
+        Registration::new("label-mirror", "0.1.0")
+            .watch(Watch::all::<Pod>().labels(SOURCE))
+            .watch(Watch::all::<ConfigMap>().labels(SOURCE))
+            .permit::<Pod>(&[Verb::Patch])
+            .permit::<ConfigMap>(&[Verb::Patch])
+    }
+
+    fn reconcile(req: Request) -> Result<Action, Error> {
+        let Some(target) = req.object() else {
+            return Ok(Action::Done);
+        };
+        let object = match cluster::get_json(&target) {
+            Ok(object) => object,
+            Err(e) if e.is_not_found() => return Ok(Action::Done),
+            Err(e) => return Err(e),
+        };
+        let labels = &object["metadata"]["labels"];
+        let (Some(source), mirrored) = (labels[SOURCE].as_str(), labels[MIRRORED].as_str()) else {
+            return Ok(Action::Done); // the label was removed: nothing to mirror
+        };
+        if mirrored != Some(source) {
+            cluster::patch_labels(&target, &[(MIRRORED, source)], &[])?;
+        }
+        Ok(Action::Done)
+    }
+}
+
+export_controller!(LabelMirror);
