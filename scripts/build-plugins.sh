@@ -20,4 +20,9 @@ mkdir -p target/plugins target/test-plugins
 for name in "${!dest[@]}"; do
   cp "target/wasm32-wasip2/plugin/${name//-/_}.wasm" "${dest[$name]}/$name.wasm"
 done
+# The upgrade tests' variant of pod-counter: same name, other label format and version.
+cargo build --target wasm32-wasip2 --profile plugin -p pod-counter --features next-label-format
+cp target/wasm32-wasip2/plugin/pod_counter.wasm target/test-plugins/pod-counter-next.wasm
+cargo build --target wasm32-wasip2 --profile plugin -p pod-counter
+cp target/wasm32-wasip2/plugin/pod_counter.wasm target/plugins/pod-counter.wasm
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

@@ -104,17 +104,21 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
 
 async fn load(pooling: bool) -> Result<PluginCode> {
     let runtime = Arc::new(
-        Runtime::new(Limits {
-            pooling,
-            ..Limits::default()
-        })
+        Runtime::new(
+            Limits {
+                pooling,
+                ..Limits::default()
+            },
+            None,
+        )
         .map_err(|e| anyhow::anyhow!("{e}"))?,
     );
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/bench-get.wasm");
-    runtime
+    let loaded = runtime
         .load(&file)
         .await
-        .with_context(|| format!("{} (run `make plugins`)", file.display()))
+        .with_context(|| format!("{} (run `make plugins`)", file.display()))?;
+    Ok(loaded.code)
 }
 
 /// Times `ITERATIONS` rounds of add → next → reconcile → done on one queue.

@@ -248,7 +248,7 @@ impl ClusterAccess {
             .await
             .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
         let ns = target.namespace.as_deref();
-        writes::patch_labels(
+        let written = writes::patch_labels(
             &self.client,
             &kind,
             ns,
@@ -261,7 +261,13 @@ impl ClusterAccess {
         .map_err(|e| match e {
             PatchLabelsError::Api(e) => from_kube(&op, &e),
             other => CapabilityError::Invalid(format!("{op}: {other}")),
-        })
+        })?;
+        // Read-your-writes: the next reconcile sees this write even if the watch
+        // event has not arrived yet (a stale read would repeat work, like an Event).
+        for informer in self.caches_of(&target.gvk, ns) {
+            informer.refresh(&written);
+        }
+        Ok(())
     }
 
     /// Records an Event about `regarding`, as the plugin.

@@ -42,4 +42,36 @@ pub struct ManagerConfig {
     pub shutdown_grace: Duration,
     /// Identity of this host in Events (`reportingInstance`): pod name or hostname.
     pub instance: String,
+    /// Directory of compiled plugins, keyed by content hash; none to always compile.
+    pub compile_cache: Option<PathBuf>,
+    /// How long a plugin file must stay unchanged before it is loaded.
+    pub settle: Duration,
+    /// How long a new version's informers may take to list before its upgrade fails.
+    pub sync_timeout: Duration,
+}
+
+impl ManagerConfig {
+    /// Defaults for everything but the plugins directory and the instance name.
+    pub fn new(plugins_dir: PathBuf, instance: &str) -> ManagerConfig {
+        ManagerConfig {
+            plugins_dir,
+            limits: Limits::default(),
+            retry: Backoff::default(),
+            shutdown_grace: Duration::from_secs(30),
+            instance: instance.to_string(),
+            compile_cache: None,
+            settle: Duration::from_millis(500),
+            sync_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/wasm-controller-manager/compiled`, else under `~/.cache`, else
+/// under the temporary directory (a container without a home).
+pub fn default_compile_cache() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("wasm-controller-manager").join("compiled")
 }

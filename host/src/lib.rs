@@ -17,3 +17,5 @@ pub mod metrics;
 pub mod queue;
 pub mod runtime;
 pub mod server;
+pub mod status;
+pub mod watcher;

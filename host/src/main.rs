@@ -8,10 +8,11 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
-use wcm_host::config::{Limits, ManagerConfig};
+use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
 use wcm_host::manager::Manager;
 use wcm_host::metrics::Metrics;
 use wcm_host::queue::Backoff;
+use wcm_host::status::{PluginTable, State};
 
 /// Command-line interface of the daemon.
 #[derive(Debug, Parser)]
@@ -24,8 +25,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Load the plugins of a directory and run them against the cluster
-    /// (KUBECONFIG, ~/.kube/config, then in-cluster configuration).
+    /// (KUBECONFIG, ~/.kube/config, then in-cluster configuration); files added,
+    /// replaced or removed later are loaded, upgraded or stopped without a restart.
     Run(RunArgs),
+    /// List the plugins a running host has loaded, with state, version and hash.
+    Plugins(PluginsArgs),
+}
+
+#[derive(Debug, Args)]
+struct PluginsArgs {
+    /// The host's `--metrics-bind-address` (`host:port`).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    address: String,
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +74,16 @@ struct RunArgs {
     /// Address of the `/metrics` and `/healthz` endpoint; `0` turns it off.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_bind_address: BindAddress,
+    /// Where compiled plugins are cached by content hash
+    /// [default: $XDG_CACHE_HOME/wasm-controller-manager/compiled].
+    #[arg(long)]
+    compile_cache_dir: Option<PathBuf>,
+    /// Compile every plugin on every load; keep nothing on disk.
+    #[arg(long, conflicts_with = "compile_cache_dir")]
+    no_compile_cache: bool,
+    /// How long a plugin file must stay unchanged before it is (re)loaded.
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    file_settle: Duration,
 }
 
 /// `host:port`, or `0` for "do not serve" (as controller-runtime's flag).
@@ -91,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Run(args) => run(args).await,
+        Command::Plugins(args) => list_plugins(&args.address).await,
     }
 }
 
@@ -98,49 +120,87 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run in a cluster")?;
-    let config = ManagerConfig {
-        plugins_dir: args.plugins_dir,
-        limits: Limits {
-            reconcile_timeout: args.reconcile_timeout,
-            max_memory_bytes: args.max_memory_mib << 20,
-            max_concurrent_reconciles: args.max_concurrent_reconciles,
-            pooling: !args.no_pooling,
-        },
-        retry: Backoff {
-            base: args.retry_base_delay,
-            max: args.retry_max_delay,
-            retry_rate: args.retry_rate,
-            retry_burst: args.retry_burst,
-        },
-        shutdown_grace: args.shutdown_grace,
-        instance: instance_name(),
-    };
     let metrics = Arc::new(Metrics::new());
+    let table = PluginTable::default();
     let _server = match args.metrics_bind_address.0 {
-        Some(addr) => Some(wcm_host::server::serve(addr, metrics.clone()).await?),
+        Some(addr) => Some(wcm_host::server::serve(addr, metrics.clone(), table.clone()).await?),
         None => None,
     };
-    let manager = Manager::start(config, client, metrics).await?;
+    let manager = Manager::start(config(args), client, metrics, table).await?;
     tracing::info!(
         running = manager.running().len(),
-        failed = manager.failed().len(),
-        "manager started"
+        "manager started; watching the plugins directory"
     );
-    shutdown_signal().await?;
-    tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
-    manager.shutdown().await;
+    manager.run(shutdown_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r?,
-        _ = term.recv() => {}
+fn config(args: RunArgs) -> ManagerConfig {
+    let mut config = ManagerConfig::new(args.plugins_dir, &instance_name());
+    config.limits = Limits {
+        reconcile_timeout: args.reconcile_timeout,
+        max_memory_bytes: args.max_memory_mib << 20,
+        max_concurrent_reconciles: args.max_concurrent_reconciles,
+        pooling: !args.no_pooling,
+    };
+    config.retry = Backoff {
+        base: args.retry_base_delay,
+        max: args.retry_max_delay,
+        retry_rate: args.retry_rate,
+        retry_burst: args.retry_burst,
+    };
+    config.shutdown_grace = args.shutdown_grace;
+    config.settle = args.file_settle;
+    config.compile_cache = match args.no_compile_cache {
+        true => None,
+        false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
+    };
+    config
+}
+
+/// Prints the plugin table of the host listening at `address`.
+async fn list_plugins(address: &str) -> anyhow::Result<()> {
+    let rows = wcm_host::status::fetch(address).await?;
+    println!(
+        "{:<28} {:<8} {:<24} {:<12} {:<14} {:<21} REASON",
+        "FILE", "STATE", "PLUGIN", "VERSION", "HASH", "LOADED"
+    );
+    for row in rows {
+        let state = match row.state {
+            State::Running => "running",
+            State::Failed => "failed",
+        };
+        let hash = row.hash.as_deref().map(|h| &h[..h.len().min(12)]);
+        println!(
+            "{:<28} {:<8} {:<24} {:<12} {:<14} {:<21} {}",
+            row.file,
+            state,
+            row.plugin.as_deref().unwrap_or("-"),
+            row.version.as_deref().unwrap_or("-"),
+            hash.unwrap_or("-"),
+            row.loaded_at.as_deref().unwrap_or("-"),
+            row.reason.as_deref().unwrap_or("")
+        );
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (a failure to listen for them is logged, and the
+/// host then runs until killed).
+async fn shutdown_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let mut term = match term {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 /// This replica's name in Events: the pod name in a cluster, else the hostname.
@@ -159,9 +219,10 @@ mod tests {
 
     fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
         let base = ["wasm-controller-manager", "run", "--plugins-dir", "p"];
-        let cli = Cli::try_parse_from(base.iter().chain(extra))?;
-        let Command::Run(args) = cli.command;
-        Ok(args)
+        match Cli::try_parse_from(base.iter().chain(extra))?.command {
+            Command::Run(args) => Ok(args),
+            Command::Plugins(_) => unreachable!("parsed a run command"),
+        }
     }
 
     #[test]

@@ -1,17 +1,21 @@
-//! The manager: loads every plugin in the plugins directory and runs it, keeping one
-//! bad plugin from affecting the others.
+//! The manager: runs the plugins of one directory and follows the directory as files
+//! are added, replaced and removed, keeping one bad file from affecting the others.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use kube::Client;
 
+use crate::bindings::Registration;
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
 use crate::metrics::Metrics;
-use crate::runtime::{LoadError, Runtime};
+use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
+use crate::status::{PluginStatus, PluginTable};
+use crate::watcher::{DirWatcher, FileChange, WatchError, is_plugin_file};
 
 /// Why the manager itself could not start (a plugin failing is not such a reason).
 #[derive(Debug, thiserror::Error)]
@@ -28,9 +32,12 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
+    /// The plugins directory cannot be watched.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
 }
 
-/// Why one plugin file is not running.
+/// Why one plugin file is not running (or not upgraded).
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     /// It could not be loaded or did not register.
@@ -49,25 +56,31 @@ pub enum PluginError {
     },
 }
 
+/// A file whose plugin runs.
+struct Running {
+    controller: PluginController,
+    hash: String,
+}
+
 /// Runs the plugins of one directory.
 pub struct Manager {
     config: ManagerConfig,
     runtime: Arc<Runtime>,
     ctx: ControllerContext,
-    /// Running plugins by file name.
-    running: BTreeMap<String, PluginController>,
-    /// Files that failed, with the reason, by file name.
-    failed: BTreeMap<String, String>,
+    running: BTreeMap<String, Running>,
+    table: PluginTable,
+    watcher: DirWatcher,
 }
 
 impl Manager {
-    /// Sets up the runtime and loads every `*.wasm` file in the plugins directory.
+    /// Sets up the runtime and loads every plugin file already in the directory.
     pub async fn start(
         config: ManagerConfig,
         client: Client,
         metrics: Arc<Metrics>,
+        table: PluginTable,
     ) -> Result<Manager, ManagerError> {
-        let runtime = Runtime::new(config.limits.clone())
+        let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
             .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
         let ctx = ControllerContext {
             registry: Arc::new(InformerRegistry::new(client.clone(), metrics.clone())),
@@ -76,12 +89,17 @@ impl Manager {
             instance: config.instance.clone(),
             max_concurrent_reconciles: config.limits.max_concurrent_reconciles,
             retry: config.retry,
+            sync_timeout: config.sync_timeout,
         };
+        // Watch first, then scan: a file added meanwhile is loaded twice at worst
+        // (the second time it is found unchanged), never missed.
+        let watcher = DirWatcher::start(&config.plugins_dir, config.settle)?;
         let mut manager = Manager {
             runtime: Arc::new(runtime),
             ctx,
             running: BTreeMap::new(),
-            failed: BTreeMap::new(),
+            table,
+            watcher,
             config,
         };
         for path in plugin_files(&manager.config.plugins_dir)? {
@@ -93,48 +111,183 @@ impl Manager {
         Ok(manager)
     }
 
-    /// Loads one file; a failure is logged with the file name and kept for status.
+    /// Watches the plugins directory and applies every change until `shutdown`
+    /// resolves, then stops every plugin.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                change = self.watcher.next() => match change {
+                    Some(change) => self.apply(change).await,
+                    None => break,
+                },
+            }
+        }
+        tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
+        self.shutdown().await;
+    }
+
+    /// Applies one settled change of the directory.
+    pub async fn apply(&mut self, change: FileChange) {
+        match change {
+            FileChange::Changed(path) => self.load(&path).await,
+            FileChange::Removed(path) => self.remove(&file_name(&path)).await,
+        }
+    }
+
+    /// Loads a file: starts it, or upgrades the version running from it. Failures
+    /// are logged with the file name and recorded; a running version keeps running.
     pub async fn load(&mut self, path: &Path) {
         let file = file_name(path);
-        match self.try_load(path, &file).await {
-            Ok(controller) => {
-                let reg = &controller.registration;
-                tracing::info!(file, plugin = %reg.name, version = %reg.version,
-                    watches = reg.watches.len(), "plugin loaded");
-                self.failed.remove(&file);
-                self.running.insert(file, controller);
-            }
-            Err(error) => {
-                tracing::error!(file, %error, "plugin failed to load");
-                self.failed.insert(file, error.to_string());
+        let started = Instant::now();
+        let read = match PluginFile::read(path).await {
+            Ok(read) => read,
+            Err(e) => return self.failed(&file, &PluginError::Load(e)),
+        };
+        if self.running.get(&file).is_some_and(|r| r.hash == read.hash) {
+            tracing::debug!(file, hash = %short(&read.hash), "unchanged; nothing to do");
+            return;
+        }
+        let loaded = match self.runtime.prepare(read).await {
+            Ok(loaded) => loaded,
+            Err(e) => return self.failed(&file, &PluginError::Load(e)),
+        };
+        let registered = Instant::now();
+        let registration = match loaded.code.register(&file).await {
+            Ok(r) => r,
+            Err(e) => return self.failed(&file, &PluginError::Load(LoadError::Register(e))),
+        };
+        let register = registered.elapsed();
+        let result = match self.running.contains_key(&file) {
+            true => self.upgrade(&file, &loaded, registration.clone()).await,
+            false => self.start_new(&file, &loaded, registration.clone()).await,
+        };
+        match result {
+            Err(e) => self.failed(&file, &e),
+            Ok(previous) => {
+                let origin = format!("{:?}", loaded.origin).to_lowercase();
+                let what = if previous.is_some() {
+                    "plugin upgraded"
+                } else {
+                    "plugin loaded"
+                };
+                tracing::info!(file, plugin = %registration.name, version = %registration.version,
+                    previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash), origin,
+                    read = ?loaded.read, compile = ?loaded.compile, link = ?loaded.link,
+                    register = ?register, total = ?started.elapsed(), "{what}");
+                self.table.set(PluginStatus::running(
+                    &file,
+                    &registration.name,
+                    &registration.version,
+                    &loaded.hash,
+                ));
             }
         }
     }
 
-    async fn try_load(&self, path: &Path, file: &str) -> Result<PluginController, PluginError> {
-        let code = self.runtime.load(path).await?;
-        let registration = code.register(file).await.map_err(LoadError::Register)?;
-        if let Some((other, _)) = self
+    /// Starts a file that runs nothing yet.
+    async fn start_new(
+        &mut self,
+        file: &str,
+        loaded: &Loaded,
+        registration: Registration,
+    ) -> Result<Option<String>, PluginError> {
+        self.check_unique(file, &registration.name)?;
+        let controller =
+            PluginController::start(loaded.code.clone(), registration, &self.ctx).await?;
+        let hash = loaded.hash.clone();
+        self.running
+            .insert(file.into(), Running { controller, hash });
+        Ok(None)
+    }
+
+    /// Hands a running file's queue to its new version; returns the old version.
+    /// A new plugin name is a replacement: the new one starts, then the old one stops.
+    async fn upgrade(
+        &mut self,
+        file: &str,
+        loaded: &Loaded,
+        registration: Registration,
+    ) -> Result<Option<String>, PluginError> {
+        self.check_unique(file, &registration.name)?;
+        let Some(running) = self.running.get_mut(file) else {
+            return self.start_new(file, loaded, registration).await;
+        };
+        let old = running.controller.registration().clone();
+        if old.name == registration.name {
+            running
+                .controller
+                .upgrade(loaded.code.clone(), registration)
+                .await?;
+            running.hash = loaded.hash.clone();
+        } else {
+            let controller =
+                PluginController::start(loaded.code.clone(), registration, &self.ctx).await?;
+            let hash = loaded.hash.clone();
+            let replaced = self
+                .running
+                .insert(file.into(), Running { controller, hash });
+            if let Some(replaced) = replaced {
+                replaced
+                    .controller
+                    .stop(self.config.limits.reconcile_timeout)
+                    .await;
+            }
+        }
+        Ok(Some(format!("{} {}", old.name, old.version)))
+    }
+
+    fn check_unique(&self, file: &str, name: &str) -> Result<(), PluginError> {
+        let other = self
             .running
             .iter()
-            .find(|(f, c)| *f != file && c.registration.name == registration.name)
-        {
-            return Err(PluginError::DuplicateName {
-                name: registration.name,
+            .find(|(f, r)| *f != file && r.controller.registration().name == name);
+        match other {
+            Some((other, _)) => Err(PluginError::DuplicateName {
+                name: name.into(),
                 other: other.clone(),
-            });
+            }),
+            None => Ok(()),
         }
-        Ok(PluginController::start(code, registration, &self.ctx).await?)
     }
 
-    /// Running plugins by file name.
-    pub fn running(&self) -> &BTreeMap<String, PluginController> {
-        &self.running
+    /// Records a failure: a running version keeps running and its row notes the
+    /// refused upgrade; otherwise the file is marked failed.
+    fn failed(&self, file: &str, error: &PluginError) {
+        if self.running.contains_key(file) {
+            tracing::error!(file, %error, "plugin upgrade failed; the running version keeps running");
+            self.table
+                .set_reason(file, Some(format!("upgrade refused: {error}")));
+        } else {
+            tracing::error!(file, %error, "plugin failed to load");
+            self.table
+                .set(PluginStatus::failed(file, &error.to_string()));
+        }
     }
 
-    /// Failed files with their reason.
-    pub fn failed(&self) -> &BTreeMap<String, String> {
-        &self.failed
+    /// Stops the plugin of a removed file: no new reconciles; in-flight ones finish
+    /// or are cut at their deadline; informers no one else uses are released.
+    pub async fn remove(&mut self, file: &str) {
+        self.table.remove(file);
+        let Some(running) = self.running.remove(file) else {
+            return;
+        };
+        let reg = running.controller.registration().clone();
+        running
+            .controller
+            .stop(self.config.limits.reconcile_timeout)
+            .await;
+        tracing::info!(file, plugin = %reg.name, version = %reg.version,
+            hash = %short(&running.hash), "plugin removed");
+    }
+
+    /// Names of running plugins by file name.
+    pub fn running(&self) -> BTreeMap<String, String> {
+        self.running
+            .iter()
+            .map(|(f, r)| (f.clone(), r.controller.registration().name.clone()))
+            .collect()
     }
 
     /// The shared informers.
@@ -145,9 +298,14 @@ impl Manager {
     /// Stops every plugin: no new reconciles, in-flight ones get the grace period.
     pub async fn shutdown(self) {
         let grace = self.config.shutdown_grace;
-        let stops = self.running.into_values().map(|c| c.stop(grace));
+        let stops = self.running.into_values().map(|r| r.controller.stop(grace));
         futures::future::join_all(stops).await;
     }
+}
+
+/// The first 12 hex digits of a content hash, for log lines.
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
 }
 
 fn file_name(path: &Path) -> String {
@@ -156,7 +314,7 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// `*.wasm` files of `dir`, sorted; hidden files are skipped.
+/// Plugin files of `dir`, sorted.
 fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, ManagerError> {
     let err = |source| ManagerError::PluginsDir {
         dir: dir.to_path_buf(),
@@ -165,8 +323,7 @@ fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, ManagerError> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(err)? {
         let path = entry.map_err(err)?.path();
-        let name = file_name(&path);
-        if path.extension().is_some_and(|e| e == "wasm") && !name.starts_with('.') {
+        if is_plugin_file(&path) && path.is_file() {
             files.push(path);
         }
     }

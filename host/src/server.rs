@@ -1,20 +1,29 @@
-//! The host's HTTP endpoint: Prometheus metrics and a liveness probe.
+//! The host's HTTP endpoint: Prometheus metrics, a liveness probe, and the plugin table.
 //!
 //! One listener, as controller-runtime's manager serves `/metrics` and `/healthz`:
-//! scrapers and kubelet probes reach the daemon without a second port.
+//! scrapers, kubelet probes and `wasm-controller-manager plugins` reach the daemon
+//! without a second port.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use axum::{Json, Router};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
+use crate::status::{PluginStatus, PluginTable};
+
+/// What the handlers read.
+#[derive(Clone)]
+struct Shared {
+    metrics: Arc<Metrics>,
+    table: PluginTable,
+}
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -41,8 +50,13 @@ impl Drop for Server {
     }
 }
 
-/// Binds `addr` and serves `/metrics` and `/healthz` until the returned value is dropped.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<Server, ServerError> {
+/// Binds `addr` and serves `/metrics`, `/healthz` and `/plugins` (JSON) until the
+/// returned value is dropped.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    table: PluginTable,
+) -> Result<Server, ServerError> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError { addr, source })?;
@@ -52,17 +66,22 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<Server, Se
     let app = Router::new()
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(metrics);
+        .route("/plugins", get(plugins))
+        .with_state(Shared { metrics, table });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
         }
     });
-    tracing::info!(address = %local_addr, "serving /metrics and /healthz");
+    tracing::info!(address = %local_addr, "serving /metrics, /healthz and /plugins");
     Ok(Server { local_addr, task })
 }
 
-async fn scrape(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+async fn plugins(State(shared): State<Shared>) -> Json<Vec<PluginStatus>> {
+    Json(shared.table.rows())
+}
+
+async fn scrape(State(Shared { metrics, .. }): State<Shared>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,

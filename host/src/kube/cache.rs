@@ -23,6 +23,8 @@ pub struct CachedObject {
     pub name: String,
     /// The object's uid, for Event references.
     pub uid: Option<String>,
+    /// The resource version it was stored with, to tell newer from older copies.
+    pub resource_version: Option<String>,
     /// Labels, for selector matching on `list`.
     pub labels: BTreeMap<String, String>,
     /// Owner references, for owner key mapping.
@@ -41,6 +43,7 @@ impl CachedObject {
             namespace: meta.namespace,
             name: meta.name.unwrap_or_default(),
             uid: meta.uid,
+            resource_version: meta.resource_version,
             labels: meta.labels.unwrap_or_default(),
             owners: meta.owner_references.unwrap_or_default(),
             json,
@@ -109,6 +112,25 @@ impl ObjectCache {
         Change::Applied(obj)
     }
 
+    /// Replaces a cached object by a newer copy (a plugin's own write, returned by the
+    /// API server before the watch delivers it), without telling subscribers: the
+    /// watch event that follows does. Absent objects and copies that are not newer
+    /// by resource version are left alone; returns whether the copy was stored.
+    pub fn refresh(&self, obj: Arc<CachedObject>) -> bool {
+        let mut objects = self.write();
+        let Some(cached) = objects.get(&obj.key()) else {
+            return false;
+        };
+        let version = |o: &CachedObject| o.resource_version.as_deref()?.parse::<u64>().ok();
+        match (version(cached), version(&obj)) {
+            (Some(old), Some(new)) if new > old => {
+                objects.insert(obj.key(), obj);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Removes one object; returns the change if it was present.
     pub fn delete(&self, key: &ObjectKey) -> Option<Change> {
         self.write().remove(key).map(Change::Deleted)
@@ -138,9 +160,14 @@ mod tests {
     use super::*;
 
     fn pod(name: &str) -> Arc<CachedObject> {
+        pod_at(name, "7")
+    }
+
+    fn pod_at(name: &str, version: &str) -> Arc<CachedObject> {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "ns", "labels": {"app": "web"},
+                         "resourceVersion": version,
                          "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
             "spec": {"containers": []},
         }))
@@ -154,6 +181,23 @@ mod tests {
         assert!(!p.json.contains("managedFields"), "{}", p.json);
         assert!(p.json.contains("\"app\":\"web\""), "{}", p.json);
         assert_eq!(p.key(), (Some("ns".to_string()), "a".to_string()));
+    }
+
+    #[test]
+    fn a_refresh_stores_only_newer_copies_of_cached_objects() {
+        let cache = ObjectCache::default();
+        assert!(
+            !cache.refresh(pod_at("a", "9")),
+            "absent objects come from the watch"
+        );
+        cache.apply(pod_at("a", "10"));
+        assert!(
+            !cache.refresh(pod_at("a", "9")),
+            "an older copy must not win"
+        );
+        assert!(cache.refresh(pod_at("a", "11")));
+        let stored = cache.get(Some("ns"), "a").expect("cached");
+        assert_eq!(stored.resource_version.as_deref(), Some("11"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
-use kube::core::GroupVersionKind;
+use kube::core::{GroupVersionKind, SelectorExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
@@ -141,6 +141,22 @@ impl Informer {
         }
         subs.push((id, subscriber));
         id
+    }
+
+    /// Stores a plugin's freshly written copy of an object, if this informer holds
+    /// the object and the copy still matches its selector, so the plugin's next
+    /// reconcile reads its own write even before the watch event arrives.
+    pub fn refresh(&self, obj: &DynamicObject) {
+        let selector = self.scope.label_selector.as_deref().unwrap_or("");
+        let Ok(selector) = super::selector::parse(selector) else {
+            return;
+        };
+        match CachedObject::from_dynamic(obj.clone()) {
+            Ok(o) if selector.matches(&o.labels) => {
+                self.cache.refresh(Arc::new(o));
+            }
+            _ => {}
+        }
     }
 
     /// Removes a subscriber.

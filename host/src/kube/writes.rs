@@ -13,6 +13,7 @@ use super::labels::{LabelError, validate_key, validate_value};
 /// this manager set in an earlier call and does not repeat now, while plugins expect
 /// "set these, remove those" and nothing else. The field manager still records which
 /// plugin owns each label. Every key and value is validated before the API call.
+/// Returns the object as the API server stored it.
 pub async fn patch_labels(
     client: &Client,
     kind: &ResolvedKind,
@@ -21,7 +22,7 @@ pub async fn patch_labels(
     field_manager: &str,
     set: &[(String, String)],
     remove: &[String],
-) -> Result<(), PatchLabelsError> {
+) -> Result<DynamicObject, PatchLabelsError> {
     let patch = label_patch(set, remove)?;
     let api: Api<DynamicObject> = match (kind.namespaced, namespace) {
         (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &kind.resource),
@@ -32,8 +33,7 @@ pub async fn patch_labels(
         field_manager: Some(field_manager.to_string()),
         ..Default::default()
     };
-    api.patch(name, &params, &Patch::Merge(&patch)).await?;
-    Ok(())
+    Ok(api.patch(name, &params, &Patch::Merge(&patch)).await?)
 }
 
 /// Builds `{"metadata":{"labels":{set..., removed: null}}}` after validating every key.

@@ -112,8 +112,8 @@ impl HostProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// The text of the host's `/metrics` endpoint.
-    pub async fn metrics(&self) -> Result<String> {
+    /// The `host:port` the host's HTTP endpoint listens on.
+    pub async fn metrics_address(&self) -> Result<String> {
         let line = self
             .wait_for_log(&["serving /metrics"], Duration::from_secs(30))
             .await?;
@@ -121,7 +121,12 @@ impl HostProcess {
             .split_whitespace()
             .find_map(|w| w.strip_prefix("address="))
             .context("no address in the metrics log line")?;
-        http_get(addr, "/metrics").await
+        Ok(addr.to_string())
+    }
+
+    /// The text of the host's `/metrics` endpoint.
+    pub async fn metrics(&self) -> Result<String> {
+        http_get(&self.metrics_address().await?, "/metrics").await
     }
 
     /// The sum of every sample of `name` whose labels include all of `labels`

@@ -28,6 +28,21 @@ pub const CONTROL_PLANE_ROLES: [&str; 2] = [
     "node-role.kubernetes.io/control-plane",
     "node-role.kubernetes.io/master",
 ];
+/// The registered version (the test variant's differs, so an upgrade shows in logs).
+#[cfg(not(feature = "next-label-format"))]
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+#[cfg(feature = "next-label-format")]
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "-next");
+
+/// The label value for `count` Pods.
+pub fn count_value(count: usize) -> String {
+    if cfg!(feature = "next-label-format") {
+        format!("{count}-pods")
+    } else {
+        count.to_string()
+    }
+}
+
 /// The one key every change maps to.
 const KEY: &str = "pod-count";
 /// Pods marked per reconcile (two API calls each).
@@ -38,7 +53,7 @@ pub struct PodCounter;
 
 impl Controller for PodCounter {
     fn registration() -> Registration {
-        Registration::new("pod-counter", env!("CARGO_PKG_VERSION"))
+        Registration::new("pod-counter", VERSION)
             .watch(Watch::all::<Pod>().fixed_key(KEY))
             .watch(Watch::all::<Node>().fixed_key(KEY))
             .permit::<Node>(&[Verb::Patch])
@@ -48,7 +63,7 @@ impl Controller for PodCounter {
 
     fn reconcile(_request: Request) -> Result<Action, Error> {
         let pods: Vec<Pod> = cluster::list(None, None)?;
-        let count = pods.len().to_string();
+        let count = count_value(pods.len());
         for node in control_plane_nodes()? {
             let current = node
                 .metadata
@@ -62,14 +77,14 @@ impl Controller for PodCounter {
         let uncounted: Vec<&Pod> = pods.iter().filter(|p| !is_counted(p)).collect();
         for pod in uncounted.iter().take(BATCH) {
             let target = ObjectRef::of(*pod);
-            let note = format!("counted; the cluster has {count} Pods");
+            let note = format!("counted; the cluster has {} Pods", pods.len());
             cluster::record_event(&target, EventType::Normal, "Counted", &note)?;
             match cluster::patch_labels(&target, &[(COUNTED_LABEL, "true")], &[]) {
                 Err(e) if e.is_not_found() => {} // deleted since it was listed
                 other => other?,
             }
         }
-        log::debug(&format!("{count} Pods"));
+        log::debug(&format!("{} Pods", pods.len()));
         if uncounted.len() > BATCH {
             return Ok(Action::RequeueAfter(0));
         }

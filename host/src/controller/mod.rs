@@ -1,0 +1,213 @@
+//! One running plugin: its watches feed its queue, its workers reconcile the keys, and
+//! a new version of its code can take over the queue without dropping a key.
+
+mod watches;
+mod worker;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::bindings::Registration;
+use crate::capabilities::ClusterAccess;
+use crate::keys::ReconcileKey;
+use crate::kube::discovery::DiscoveryError;
+use crate::kube::informer::InformerRegistry;
+use crate::metrics::{Metrics, PluginLabels};
+use crate::queue::{Backoff, WorkQueue};
+use crate::runtime::PluginCode;
+use watches::{Watches, grants, validate};
+use worker::{Version, Worker};
+
+/// Why a registered plugin could not start, or a new version could not take over.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The registration breaks a rule (name, empty watches, ...).
+    #[error("invalid registration: {0}")]
+    Registration(String),
+    /// A watched or owner kind is not served by the API server.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// A new version's informers did not complete their first list in time.
+    #[error("its watches did not sync within {0:?}")]
+    SyncTimeout(Duration),
+}
+
+/// Shared parts every plugin controller is started with.
+#[derive(Clone)]
+pub struct ControllerContext {
+    /// API client for writes and Events.
+    pub client: Client,
+    /// Shared informers.
+    pub registry: Arc<InformerRegistry>,
+    /// This host's identity, the `reportingInstance` of Events.
+    pub instance: String,
+    /// Host cap on concurrent reconciles per plugin.
+    pub max_concurrent_reconciles: u32,
+    /// Retry policy of every plugin's queue.
+    pub retry: Backoff,
+    /// Where reconcile, queue and informer counters go.
+    pub metrics: Arc<Metrics>,
+    /// How long a new version's informers may take to sync before the upgrade fails.
+    pub sync_timeout: Duration,
+}
+
+/// A plugin whose watches and workers are running.
+pub struct PluginController {
+    registration: Registration,
+    queue: WorkQueue<ReconcileKey>,
+    watches: Watches,
+    current: watch::Sender<Arc<Version>>,
+    /// Worker tasks by index; a retired or finished one is replaced when needed.
+    workers: Vec<JoinHandle<()>>,
+    ctx: ControllerContext,
+}
+
+impl PluginController {
+    /// Starts the plugin's informers (shared where possible) and workers; dispatch
+    /// waits until every informer it needs has its first full list.
+    pub async fn start(
+        code: PluginCode,
+        registration: Registration,
+        ctx: &ControllerContext,
+    ) -> Result<PluginController, StartError> {
+        validate(&registration)?;
+        let queue = WorkQueue::new(ctx.retry);
+        let mut watches = Watches::acquire(&registration, &ctx.registry).await?;
+        let version = version(code, &registration, &watches, ctx);
+        watches.attach(
+            &queue,
+            &registration.name,
+            &ctx.metrics,
+            resync_period(&registration),
+        );
+        let mut controller = PluginController {
+            current: watch::channel(Arc::new(version)).0,
+            registration,
+            queue,
+            watches,
+            workers: Vec::new(),
+            ctx: ctx.clone(),
+        };
+        controller.spawn_workers();
+        Ok(controller)
+    }
+
+    /// The registration of the running version.
+    pub fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    /// Hands the queue to a new version of the plugin (same name). Its informers are
+    /// acquired and synced first; if that fails, this version keeps running and the
+    /// error is returned. Reconciles running on the old version finish on it; keys
+    /// taken after the swap run on the new one; no key runs on both at once, as the
+    /// queue never hands out a key that is still being processed.
+    pub async fn upgrade(
+        &mut self,
+        code: PluginCode,
+        registration: Registration,
+    ) -> Result<(), StartError> {
+        validate(&registration)?;
+        let mut watches = Watches::acquire(&registration, &self.ctx.registry).await?;
+        let timeout = self.ctx.sync_timeout;
+        if tokio::time::timeout(timeout, watches.synced())
+            .await
+            .is_err()
+        {
+            return Err(StartError::SyncTimeout(timeout));
+        }
+        let version = version(code, &registration, &watches, &self.ctx);
+        self.current.send_replace(Arc::new(version));
+        self.watches.detach();
+        let resync = resync_period(&registration);
+        watches.attach(&self.queue, &registration.name, &self.ctx.metrics, resync);
+        // The old watches (and informers no one else uses) are released here.
+        self.watches = watches;
+        self.registration = registration;
+        self.spawn_workers();
+        Ok(())
+    }
+
+    /// Starts a worker for every index the current version runs that has none.
+    fn spawn_workers(&mut self) {
+        let wanted = self.current.borrow().concurrency;
+        for index in 0..wanted {
+            if self.workers.get(index).is_some_and(|w| !w.is_finished()) {
+                continue;
+            }
+            let worker = Worker {
+                index,
+                queue: self.queue.clone(),
+                current: self.current.subscribe(),
+                metrics: self.ctx.metrics.clone(),
+                labels: PluginLabels {
+                    plugin: self.registration.name.clone(),
+                },
+            };
+            let task = tokio::spawn(worker.run());
+            match self.workers.get_mut(index) {
+                Some(slot) => *slot = task,
+                None => self.workers.push(task),
+            }
+        }
+    }
+
+    /// Stops taking work, waits up to `grace` for in-flight reconciles, then
+    /// releases the plugin's informers.
+    pub async fn stop(mut self, grace: Duration) {
+        self.watches.detach();
+        self.queue.shut_down();
+        let workers = std::mem::take(&mut self.workers);
+        let aborts: Vec<_> = workers.iter().map(JoinHandle::abort_handle).collect();
+        let drained = tokio::time::timeout(grace, futures::future::join_all(workers)).await;
+        if drained.is_err() {
+            tracing::warn!(plugin = %self.registration.name, ?grace,
+                "in-flight reconciles did not finish within the grace period; abandoned");
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+        self.ctx.metrics.forget_plugin(&self.registration.name);
+    }
+}
+
+impl Drop for PluginController {
+    fn drop(&mut self) {
+        self.queue.shut_down();
+        self.workers.iter().for_each(JoinHandle::abort);
+    }
+}
+
+/// The workers' view of one loaded version.
+fn version(
+    code: PluginCode,
+    registration: &Registration,
+    watches: &Watches,
+    ctx: &ControllerContext,
+) -> Version {
+    let informers = watches.informers();
+    let access = ClusterAccess::new(
+        &registration.name,
+        &ctx.instance,
+        ctx.registry.clone(),
+        ctx.client.clone(),
+        informers.clone(),
+        grants(registration),
+    );
+    let concurrency = match registration.max_concurrent_reconciles {
+        0 => ctx.max_concurrent_reconciles,
+        n => n.min(ctx.max_concurrent_reconciles),
+    };
+    Version {
+        code,
+        access: Arc::new(access),
+        informers,
+        concurrency: concurrency.max(1) as usize,
+    }
+}
+
+fn resync_period(registration: &Registration) -> Option<Duration> {
+    registration.resync_period_ms.map(Duration::from_millis)
+}

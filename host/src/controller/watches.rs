@@ -1,0 +1,186 @@
+//! A plugin's watches: informers acquired for its registration, its key mappings
+//! subscribed to them, the periodic resync, and the grants its registration implies.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::core::GroupVersionKind;
+use tokio::task::JoinHandle;
+
+use super::StartError;
+use crate::bindings::{KeyMapping as WitMapping, Registration, Verb};
+use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
+use crate::kube::cache::Change;
+use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
+use crate::metrics::{Metrics, PluginLabels};
+use crate::queue::WorkQueue;
+
+/// The informers and key mappings of one registration, not yet feeding a queue.
+pub struct Watches {
+    watches: Vec<(Arc<Informer>, KeyMapping)>,
+    /// Subscription ids while attached to a queue.
+    attached: Vec<u64>,
+    resync: Option<JoinHandle<()>>,
+}
+
+impl Watches {
+    /// Acquires (starting or sharing) an informer per watch of `registration`.
+    pub async fn acquire(
+        registration: &Registration,
+        registry: &InformerRegistry,
+    ) -> Result<Watches, StartError> {
+        let mut watches = Vec::new();
+        for watch in &registration.watches {
+            let gvk = from_wit_gvk(&watch.kind);
+            let mapping = resolve_mapping(&watch.maps_to, &gvk, registry).await?;
+            let scope = WatchScope {
+                gvk,
+                namespace: watch.namespace.clone(),
+                label_selector: watch.label_selector.clone(),
+            };
+            watches.push((registry.acquire(scope).await?, mapping));
+        }
+        Ok(Watches {
+            watches,
+            attached: Vec::new(),
+            resync: None,
+        })
+    }
+
+    /// The informers, for the plugin's cache reads.
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        self.watches.iter().map(|(i, _)| i.clone()).collect()
+    }
+
+    /// Waits until every informer has its first full list.
+    pub async fn synced(&self) {
+        for (informer, _) in &self.watches {
+            informer.wait_synced().await;
+        }
+    }
+
+    /// Starts feeding `queue`: every cached object's key now, every change's later,
+    /// and a resync of all keys every `resync` if set.
+    pub fn attach(
+        &mut self,
+        queue: &WorkQueue<ReconcileKey>,
+        plugin: &str,
+        metrics: &Metrics,
+        resync: Option<Duration>,
+    ) {
+        let labels = PluginLabels {
+            plugin: plugin.to_string(),
+        };
+        for (informer, mapping) in &self.watches {
+            let (q, m) = (queue.clone(), mapping.clone());
+            let events = metrics.plugin_events.get_or_create(&labels).clone();
+            let depth = metrics.queue_depth.get_or_create(&labels).clone();
+            let id = informer.subscribe(Arc::new(move |change: &Change| {
+                events.inc();
+                let (Change::Applied(obj) | Change::Deleted(obj)) = change;
+                if let Some(key) = m.key_for(obj) {
+                    q.add(key);
+                    depth.set(q.len() as i64);
+                }
+            }));
+            self.attached.push(id);
+        }
+        self.resync = resync.map(|period| {
+            tokio::spawn(run_resync(
+                period.max(Duration::from_millis(1)),
+                self.watches.clone(),
+                queue.clone(),
+            ))
+        });
+    }
+
+    /// Stops feeding the queue; the informers are released when this is dropped.
+    pub fn detach(&mut self) {
+        for ((informer, _), id) in self.watches.iter().zip(self.attached.drain(..)) {
+            informer.unsubscribe(id);
+        }
+        if let Some(resync) = self.resync.take() {
+            resync.abort();
+        }
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// Every `period`, queues the key of every object in the plugin's caches (the queue
+/// collapses them with pending work), until the queue shuts down.
+async fn run_resync(
+    period: Duration,
+    watches: Vec<(Arc<Informer>, KeyMapping)>,
+    queue: WorkQueue<ReconcileKey>,
+) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    while !queue.is_shut_down() {
+        ticks.tick().await;
+        for (informer, mapping) in &watches {
+            for obj in informer.cache().list(|_| true) {
+                if let Some(key) = mapping.key_for(&obj) {
+                    queue.add(key);
+                }
+            }
+        }
+    }
+}
+
+/// Declared verbs per kind; watched kinds are always readable.
+pub fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<Verb>> {
+    let mut grants: HashMap<GroupVersionKind, HashSet<Verb>> = HashMap::new();
+    for watch in &registration.watches {
+        let verbs = grants.entry(from_wit_gvk(&watch.kind)).or_default();
+        verbs.extend([Verb::Get, Verb::List]);
+    }
+    for p in &registration.permissions {
+        let verbs = grants.entry(from_wit_gvk(&p.kind)).or_default();
+        verbs.extend(p.verbs.iter().copied());
+    }
+    grants
+}
+
+/// Plugin names become field managers and Event reporters: DNS-1123 labels.
+pub fn validate(reg: &Registration) -> Result<(), StartError> {
+    let name = &reg.name;
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !ok {
+        return Err(StartError::Registration(format!(
+            "name {name:?} must be a DNS-1123 label (lower-case alphanumeric or '-', at most 63)"
+        )));
+    }
+    if reg.watches.is_empty() {
+        return Err(StartError::Registration(
+            "no watches: nothing would ever be reconciled".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn resolve_mapping(
+    mapping: &WitMapping,
+    watched: &GroupVersionKind,
+    registry: &InformerRegistry,
+) -> Result<KeyMapping, StartError> {
+    Ok(match mapping {
+        WitMapping::Object => KeyMapping::Object(watched.clone()),
+        WitMapping::Fixed(key) => KeyMapping::Fixed(key.clone()),
+        WitMapping::ControllerOwner(owner) => {
+            let owner = from_wit_gvk(owner);
+            let namespaced = registry.resolver().resolve(&owner).await?.namespaced;
+            KeyMapping::ControllerOwner { owner, namespaced }
+        }
+    })
+}

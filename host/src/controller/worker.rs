@@ -1,0 +1,89 @@
+//! The workers of one plugin: each takes keys from the plugin's queue and reconciles
+//! them with the version of the plugin that is current when the key is taken, so an
+//! upgrade swaps the code between two keys and never inside one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::bindings::Action;
+use crate::capabilities::ClusterAccess;
+use crate::keys::ReconcileKey;
+use crate::kube::informer::Informer;
+use crate::metrics::{Metrics, Outcome, PluginLabels};
+use crate::queue::WorkQueue;
+use crate::runtime::PluginCode;
+
+/// One loaded version of a plugin, as the workers use it.
+pub struct Version {
+    /// The compiled code.
+    pub code: PluginCode,
+    /// The cluster as this version may see it (its caches, its grants).
+    pub access: Arc<ClusterAccess>,
+    /// The informers this version reads; dispatch waits for their first list.
+    pub informers: Vec<Arc<Informer>>,
+    /// How many workers this version runs.
+    pub concurrency: usize,
+}
+
+/// One worker; worker `index` retires when the current version runs fewer workers.
+pub struct Worker {
+    /// Position among the plugin's workers.
+    pub index: usize,
+    /// The plugin's queue, shared across versions.
+    pub queue: WorkQueue<ReconcileKey>,
+    /// The current version.
+    pub current: watch::Receiver<Arc<Version>>,
+    /// Where reconcile counters go.
+    pub metrics: Arc<Metrics>,
+    /// The plugin's metric labels.
+    pub labels: PluginLabels,
+}
+
+impl Worker {
+    /// Reconciles keys until the queue shuts down or this worker is retired.
+    pub async fn run(mut self) {
+        let index = self.index;
+        loop {
+            let key = tokio::select! {
+                biased;
+                _ = self.current.wait_for(|v| v.concurrency <= index) => return,
+                key = self.queue.next() => match key {
+                    Some(key) => key,
+                    None => return,
+                },
+            };
+            let version = self.current.borrow().clone();
+            for informer in &version.informers {
+                informer.wait_synced().await;
+            }
+            self.reconcile(&version, &key).await;
+            self.queue.done(&key);
+        }
+    }
+
+    async fn reconcile(&self, version: &Version, key: &ReconcileKey) {
+        let plugin = self.labels.plugin.as_str();
+        let depth = self.metrics.queue_depth.get_or_create(&self.labels).clone();
+        depth.set(self.queue.len() as i64);
+        let started = Instant::now();
+        let outcome = match version.code.reconcile(version.access.clone(), key).await {
+            Ok(action) => {
+                self.queue.forget(key);
+                if let Action::RequeueAfter(ms) = action {
+                    self.queue.add_after(key.clone(), Duration::from_millis(ms));
+                }
+                tracing::debug!(plugin, key = %key, ?action, "reconciled");
+                Outcome::success
+            }
+            Err(error) => {
+                self.metrics.queue_retries.get_or_create(&self.labels).inc();
+                let retry_in = self.queue.add_rate_limited(key.clone());
+                tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
+                Outcome::error
+            }
+        };
+        self.metrics.reconciled(plugin, outcome, started.elapsed());
+    }
+}

@@ -1,0 +1,252 @@
+//! Hot-loading from the plugins directory: a file dropped in runs, a new version takes
+//! over, bad uploads are refused by name while the running version keeps working, a
+//! slow copy is loaded once, and a removed plugin stops after its in-flight reconcile.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde_json::json;
+use support::objects::{
+    all_pods, config_map_label, create_config_map, create_node, create_pod, events_about,
+    node_label, set_config_map_label,
+};
+use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use wcm_control_plane::TestNamespace;
+
+const WAIT: Duration = Duration::from_secs(60);
+const COUNT: &str = "pod-counter.example.com/count";
+const FAST: &[&str] = &["--file-settle", "200ms"];
+
+/// Writes `bytes` to `dir/name` the way `cp` does: in place.
+fn copy_in(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    Ok(std::fs::write(dir.join(name), bytes)?)
+}
+
+/// Waits until the Node's count label reads `expected(pods in the cluster)`.
+async fn count_label_is(client: &Client, node: &str, expected: fn(usize) -> String) -> Result<()> {
+    let found = eventually(WAIT, || async {
+        let pods = all_pods(client).await.ok()?.len();
+        let label = node_label(client, node, COUNT).await.ok()??;
+        (label == expected(pods)).then_some(())
+    })
+    .await;
+    let label = node_label(client, node, COUNT).await?;
+    found.with_context(|| format!("count label stuck at {label:?}"))
+}
+
+#[tokio::test]
+async fn a_dropped_in_plugin_runs_and_a_new_version_takes_over() -> Result<()> {
+    let ns = TestNamespace::create("hot").await?;
+    let (client, n) = (ns.client(), ns.name());
+    let node = format!("{n}-cp");
+    create_node(&client, &node, true, ns.labels()).await?;
+    create_pod(&client, n, "first").await?;
+    let dir = plugins_dir(&[])?;
+    let host = HostProcess::start(dir.path(), FAST)?;
+    host.wait_for_log(&["no plugin is running"], WAIT).await?;
+
+    copy_in(dir.path(), "pod-counter.wasm", &plugin_bytes("pod-counter"))?;
+    count_label_is(&client, &node, |n| n.to_string()).await?;
+    create_pod(&client, n, "second").await?;
+    count_label_is(&client, &node, |n| n.to_string()).await?;
+
+    copy_in(
+        dir.path(),
+        "pod-counter.wasm",
+        &plugin_bytes("pod-counter-next"),
+    )?;
+    host.wait_for_log(
+        &[
+            "plugin upgraded",
+            "version=0.1.0-next",
+            "previous=pod-counter 0.1.0",
+        ],
+        WAIT,
+    )
+    .await?;
+    count_label_is(&client, &node, |n| format!("{n}-pods")).await?;
+    create_pod(&client, n, "third").await?;
+    count_label_is(&client, &node, |n| format!("{n}-pods")).await?;
+    for pod in ["first", "second", "third"] {
+        let events = events_about(&client, n, pod, "Counted").await?;
+        ensure!(events.len() == 1, "{pod}: {} Counted Events", events.len());
+        let series = events[0].series.as_ref().map_or(1, |s| s.count);
+        ensure!(series == 1, "{pod}: Counted recorded {series} times");
+    }
+    let table = wcm_host::status::fetch(&host.metrics_address().await?).await?;
+    let row = table
+        .iter()
+        .find(|r| r.file == "pod-counter.wasm")
+        .context("no row")?;
+    assert_eq!(row.version.as_deref(), Some("0.1.0-next"));
+    assert_eq!(row.state, wcm_host::status::State::Running);
+    Ok(())
+}
+
+/// A component exporting the reconciler interface of another WIT major version.
+fn other_major_component() -> Vec<u8> {
+    wat::parse_str(
+        r#"(component
+            (instance $reconciler)
+            (export "wcm:controller/reconciler@1.0.0" (instance $reconciler)))"#,
+    )
+    .expect("valid component text")
+}
+
+#[tokio::test]
+async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working() -> Result<()> {
+    let ns = TestNamespace::create("badupload").await?;
+    let (client, n) = (ns.client(), ns.name());
+    let good = plugin_bytes("label-mirror");
+    let dir = plugins_dir(&[("mirror.wasm", good.clone())])?;
+    let host = HostProcess::start(dir.path(), FAST)?;
+    create_config_map(&client, n, "probe", &[("wcm.test/source", "0")]).await?;
+    mirrored(&client, n, "0").await?;
+
+    let uploads: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "garbage",
+            b"definitely not wasm".to_vec(),
+            "not a WebAssembly file",
+        ),
+        (
+            "truncated",
+            good[..good.len() / 2].to_vec(),
+            "invalid component",
+        ),
+        (
+            "core module",
+            b"\0asm\x01\0\0\0".to_vec(),
+            "core WebAssembly module",
+        ),
+        (
+            "other WIT major",
+            other_major_component(),
+            "does not export wcm:controller/reconciler@0.1.0",
+        ),
+    ];
+    for (round, (what, bytes, reason)) in uploads.iter().enumerate() {
+        copy_in(dir.path(), "mirror.wasm", bytes)?;
+        let line = host
+            .wait_for_log(
+                &["plugin upgrade failed", "file=\"mirror.wasm\"", reason],
+                WAIT,
+            )
+            .await
+            .with_context(|| format!("{what} was not refused"))?;
+        assert!(line.contains("keeps running"), "{line}");
+        let value = (round + 1).to_string();
+        set_config_map_label(&client, n, "probe", "wcm.test/source", &value).await?;
+        mirrored(&client, n, &value)
+            .await
+            .with_context(|| format!("after {what}"))?;
+        // A new file with the same bytes is not running anything: it fails to load.
+        copy_in(dir.path(), &format!("new-{round}.wasm"), bytes)?;
+        let file = format!("file=\"new-{round}.wasm\"");
+        host.wait_for_log(&["plugin failed to load", &file, reason], WAIT)
+            .await?;
+    }
+    let table = wcm_host::status::fetch(&host.metrics_address().await?).await?;
+    let mirror = table
+        .iter()
+        .find(|r| r.file == "mirror.wasm")
+        .context("no mirror row")?;
+    assert_eq!(mirror.state, wcm_host::status::State::Running);
+    assert!(
+        mirror
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("upgrade refused")),
+        "{mirror:?}"
+    );
+    let failed = table
+        .iter()
+        .filter(|r| r.state == wcm_host::status::State::Failed)
+        .count();
+    assert_eq!(failed, 4, "{table:#?}");
+    Ok(())
+}
+
+async fn mirrored(client: &Client, ns: &str, value: &str) -> Result<()> {
+    let found = eventually(WAIT, || async {
+        let label = config_map_label(client, ns, "probe", "wcm.test/mirrored")
+            .await
+            .ok()??;
+        (label == value).then_some(())
+    })
+    .await;
+    found.with_context(|| format!("probe never mirrored {value:?}"))
+}
+
+#[tokio::test]
+async fn a_file_copied_in_slowly_is_loaded_once_after_the_last_chunk() -> Result<()> {
+    let _ns = TestNamespace::create("slowcopy").await?;
+    let dir = plugins_dir(&[])?;
+    let host = HostProcess::start(dir.path(), &[])?;
+    host.wait_for_log(&["no plugin is running"], WAIT).await?;
+    let bytes = plugin_bytes("label-mirror");
+    let path = dir.path().join("slow.wasm");
+    let mut file = std::fs::File::create(&path)?;
+    for chunk in bytes.chunks(4096) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::io::Write::write_all(&mut file, chunk)?;
+        std::io::Write::flush(&mut file)?;
+    }
+    let early = host.lines_with(&["file=\"slow.wasm\""]);
+    ensure!(
+        early.is_empty(),
+        "acted on before the last chunk: {early:#?}"
+    );
+    drop(file);
+    host.wait_for_log(&["plugin loaded", "file=\"slow.wasm\""], WAIT)
+        .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let loads = host.lines_with(&["file=\"slow.wasm\""]);
+    ensure!(
+        loads.len() == 1,
+        "expected one load and nothing else: {loads:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_plugin_removed_mid_reconcile_finishes_that_call_and_runs_no_more() -> Result<()> {
+    let ns = TestNamespace::create("removal").await?;
+    let (client, n) = (ns.client(), ns.name());
+    let dir = plugins_dir(&[("misbehaving.wasm", plugin_bytes("misbehaving"))])?;
+    let host = HostProcess::start(dir.path(), FAST)?;
+    host.wait_for_log(&["plugin loaded", "plugin=misbehaving"], WAIT)
+        .await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), n);
+    let sleeper = |name: &str, behaviour: &str| -> Result<ConfigMap> {
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"wcm.test/misbehave": ""}},
+            "data": {"behaviour": behaviour, "seconds": "3"},
+        }))?)
+    };
+    api.create(&PostParams::default(), &sleeper("sleeper", "sleep")?)
+        .await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await; // inside its 3 s sleep now
+    std::fs::remove_file(dir.path().join("misbehaving.wasm"))?;
+    host.wait_for_log(&["plugin removed", "plugin=misbehaving"], WAIT)
+        .await?;
+    let handled = config_map_label(&client, n, "sleeper", "wcm.test/handled").await?;
+    assert_eq!(
+        handled.as_deref(),
+        Some("true"),
+        "the in-flight reconcile was not let finish"
+    );
+
+    api.create(&PostParams::default(), &sleeper("after", "ok")?)
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = config_map_label(&client, n, "after", "wcm.test/handled").await?;
+    assert_eq!(after, None, "a removed plugin reconciled");
+    Ok(())
+}
