@@ -65,7 +65,7 @@ fn mib(bytes: usize) -> f64 {
 /// A Pod as a Deployment creates it, with managedFields, two containers, a status and
 /// ~8 KB of JSON in total.
 fn pod(i: usize) -> Value {
-    let env: Vec<Value> = (0..24)
+    let env: Vec<Value> = (0..32)
         .map(|e| json!({"name": format!("SETTING_{e}"), "value": format!("value-{i}-{e}-abcdefghij")}))
         .collect();
     let container = |name: &str| {

@@ -107,6 +107,11 @@ impl HostProcess {
         })
     }
 
+    /// The process id, for reading its resources under `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running (it has not exited or crashed).
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -164,6 +169,36 @@ impl Drop for HostProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Open file descriptors, threads and resident memory (KiB) of a process.
+#[derive(Debug, Clone, Copy)]
+pub struct Resources {
+    /// Entries in `/proc/<pid>/fd`.
+    pub fds: usize,
+    /// `Threads:` of `/proc/<pid>/status`.
+    pub threads: usize,
+    /// `VmRSS:` of `/proc/<pid>/status`, in KiB.
+    pub rss_kib: usize,
+}
+
+/// Reads [`Resources`] of `pid`.
+pub fn resources(pid: u32) -> Result<Resources> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<usize> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+        let value = line.split_whitespace().nth(1).context("empty field")?;
+        Ok(value.parse()?)
+    };
+    Ok(Resources {
+        fds,
+        threads: field("Threads:")?,
+        rss_kib: field("VmRSS:")?,
+    })
 }
 
 /// A plain HTTP/1.0 GET (the host's endpoint serves it); returns the body.
