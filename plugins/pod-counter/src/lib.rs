@@ -53,12 +53,21 @@ pub struct PodCounter;
 
 impl Controller for PodCounter {
     fn registration() -> Registration {
-        Registration::new("pod-counter", VERSION)
+        let registration = Registration::new("pod-counter", VERSION)
             .watch(Watch::all::<Pod>().fixed_key(KEY))
             .watch(Watch::all::<Node>().fixed_key(KEY))
             .permit::<Node>(&[Verb::Patch])
             .permit::<Pod>(&[Verb::Patch])
-            .max_concurrent_reconciles(1)
+            .max_concurrent_reconciles(1);
+        // The test variant also declares a watch, so upgrades can be seen to start and
+        // release informers.
+        #[cfg(feature = "next-label-format")]
+        let registration = registration.watch(
+            Watch::all::<k8s_openapi::api::core::v1::ConfigMap>()
+                .labels("pod-counter.example.com/recount")
+                .fixed_key(KEY),
+        );
+        registration
     }
 
     fn reconcile(_request: Request) -> Result<Action, Error> {
