@@ -12,6 +12,7 @@ pub mod config;
 pub mod controller;
 pub mod keys;
 pub mod kube;
+pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod queue;

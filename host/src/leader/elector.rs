@@ -1,0 +1,179 @@
+//! One candidate's reads and writes of the Lease: acquire, renew, release.
+//!
+//! Every write is a `replace` carrying the resourceVersion that was read, so when two
+//! candidates race for an expired Lease the API server accepts exactly one update and
+//! answers the other with a conflict, which here means "someone else won".
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::time::Instant;
+
+use super::config::ElectionConfig;
+use super::record::{Decision, LeaseRecord, Observation, decide, observe, released};
+
+/// The outcome of one attempt to acquire or renew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// This candidate holds the Lease now.
+    Leading,
+    /// Another candidate holds an unexpired lease.
+    Following {
+        /// Its identity.
+        holder: String,
+    },
+    /// Another candidate wrote the Lease between our read and our write.
+    LostRace,
+}
+
+/// A candidate in the election for one Lease.
+pub struct Elector {
+    api: Api<Lease>,
+    config: ElectionConfig,
+    observed: Option<Observation>,
+}
+
+impl Elector {
+    /// A candidate with `config`, using `client` for the Lease.
+    pub fn new(client: Client, config: ElectionConfig) -> Elector {
+        Elector {
+            api: Api::namespaced(client, &config.lease_namespace),
+            config,
+            observed: None,
+        }
+    }
+
+    /// This candidate's identity.
+    pub fn identity(&self) -> &str {
+        &self.config.identity
+    }
+
+    /// Reads the Lease (creating it if absent) and takes or renews it if the rules
+    /// allow. API errors other than a lost race are returned.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        let now = Instant::now();
+        let Some(lease) = self.api.get_opt(&self.config.lease_name).await? else {
+            return self.create(now).await;
+        };
+        let observation = observe(self.observed.as_ref(), to_record(&lease), now);
+        let decision = decide(
+            &observation,
+            &self.config.identity,
+            self.config.lease_duration,
+            now,
+            &Timestamp::now().to_string(),
+        );
+        self.observed = Some(observation);
+        match decision {
+            Decision::Wait { holder } => Ok(Attempt::Following { holder }),
+            Decision::Write(record) => self.write(lease, &record, now).await,
+        }
+    }
+
+    /// Hands the Lease back if this candidate holds it, so a standby takes over at
+    /// its next attempt.
+    pub async fn release(&mut self) -> Result<(), kube::Error> {
+        let Some(lease) = self.api.get_opt(&self.config.lease_name).await? else {
+            return Ok(());
+        };
+        let record = to_record(&lease);
+        if record.holder != self.config.identity {
+            return Ok(());
+        }
+        let free = released(&record, &Timestamp::now().to_string());
+        self.write(lease, &free, Instant::now()).await.map(|_| ())
+    }
+
+    async fn create(&mut self, now: Instant) -> Result<Attempt, kube::Error> {
+        let empty = Observation {
+            record: LeaseRecord::default(),
+            changed_at: now,
+        };
+        let stamp = Timestamp::now().to_string();
+        let Decision::Write(record) = decide(
+            &empty,
+            &self.config.identity,
+            self.config.lease_duration,
+            now,
+            &stamp,
+        ) else {
+            unreachable!("an empty lease is always free")
+        };
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.config.lease_name.clone()),
+                namespace: Some(self.config.lease_namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(to_spec(&record)),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(_) => {
+                self.observed = Some(Observation {
+                    record,
+                    changed_at: now,
+                });
+                Ok(Attempt::Leading)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::LostRace),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replaces the Lease read as `lease` (its resourceVersion is the precondition).
+    async fn write(
+        &mut self,
+        mut lease: Lease,
+        record: &LeaseRecord,
+        now: Instant,
+    ) -> Result<Attempt, kube::Error> {
+        lease.spec = Some(to_spec(record));
+        let name = self.config.lease_name.clone();
+        match self
+            .api
+            .replace(&name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => {
+                self.observed = Some(Observation {
+                    record: record.clone(),
+                    changed_at: now,
+                });
+                Ok(if record.holder == self.config.identity {
+                    Attempt::Leading
+                } else {
+                    Attempt::Following {
+                        holder: record.holder.clone(),
+                    }
+                })
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::LostRace),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn to_record(lease: &Lease) -> LeaseRecord {
+    let spec = lease.spec.clone().unwrap_or_default();
+    LeaseRecord {
+        holder: spec.holder_identity.unwrap_or_default(),
+        lease_duration_seconds: spec.lease_duration_seconds.unwrap_or(0),
+        transitions: spec.lease_transitions.unwrap_or(0),
+        renew_time: spec.renew_time.map(|t| t.0.to_string()),
+        acquire_time: spec.acquire_time.map(|t| t.0.to_string()),
+    }
+}
+
+fn to_spec(record: &LeaseRecord) -> LeaseSpec {
+    let time = |s: &Option<String>| s.as_deref().and_then(|s| s.parse().ok()).map(MicroTime);
+    LeaseSpec {
+        holder_identity: Some(record.holder.clone()).filter(|h| !h.is_empty()),
+        lease_duration_seconds: Some(record.lease_duration_seconds),
+        lease_transitions: Some(record.transitions),
+        renew_time: time(&record.renew_time),
+        acquire_time: time(&record.acquire_time),
+        ..LeaseSpec::default()
+    }
+}
