@@ -232,7 +232,14 @@ async fn a_plugin_removed_mid_reconcile_finishes_that_call_and_runs_no_more() ->
     };
     api.create(&PostParams::default(), &sleeper("sleeper", "sleep")?)
         .await?;
-    tokio::time::sleep(Duration::from_millis(1500)).await; // inside its 3 s sleep now
+    let started = eventually(WAIT, || async {
+        let label = config_map_label(&client, n, "sleeper", "wcm.test/started")
+            .await
+            .ok()?;
+        label.map(|_| ())
+    })
+    .await;
+    started.context("the sleeping reconcile never started")?; // inside its 3 s sleep now
     std::fs::remove_file(dir.path().join("misbehaving.wasm"))?;
     host.wait_for_log(&["plugin removed", "plugin=misbehaving"], WAIT)
         .await?;

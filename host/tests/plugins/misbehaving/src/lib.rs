@@ -1,7 +1,8 @@
 //! A hostile test plugin. It watches ConfigMaps labelled `wcm.test/misbehave` and, for
 //! each, does what the ConfigMap's `behaviour` key says: `trap` panics, `loop` spins
-//! forever, `grow` allocates until memory runs out, `sleep` waits in a host call
-//! (WASI's clock) for `seconds` (default 3) and then acts as `ok`, and `ok` labels the
+//! forever, `grow` allocates until memory runs out, `sleep` labels it
+//! `wcm.test/started=true`, waits in a host call (WASI's clock) for `seconds` (default
+//! 3) and then acts as `ok`, and `ok` labels the
 //! ConfigMap `wcm.test/handled=true` so a test can see the plugin works for that key.
 
 use std::hint::black_box;
@@ -31,10 +32,11 @@ impl Controller for Misbehaving {
             Some("loop") => spin(),
             Some("grow") => grow(),
             Some("sleep") => {
+                let target = ObjectRef::of(&cm);
+                cluster::patch_labels(&target, &[("wcm.test/started", "true")], &[])?;
                 let data = cm.data.as_ref();
                 let seconds = data.and_then(|d| d.get("seconds")?.parse().ok());
                 std::thread::sleep(std::time::Duration::from_secs(seconds.unwrap_or(3)));
-                let target = ObjectRef::of(&cm);
                 cluster::patch_labels(&target, &[("wcm.test/handled", "true")], &[])?;
                 Ok(Action::Done)
             }
