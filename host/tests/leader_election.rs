@@ -10,7 +10,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::Barrier;
 use wcm_control_plane::TestNamespace;
-use wcm_host::leader::{Attempt, ElectionConfig, Elector};
+use wcm_host::leader::{Attempt, Campaign, ElectionConfig, Elector, Lost};
 
 const ROUNDS: usize = 50;
 
@@ -84,5 +84,73 @@ async fn two_candidates_racing_for_an_expired_lease_elect_exactly_one() -> Resul
     println!(
         "{ROUNDS} rounds, one leader each; in {lost} the loser's write was refused as a conflict"
     );
+    Ok(())
+}
+
+/// The short timings: lease 4 s, renew deadline 2.5 s, retry 0.5 s.
+fn short(ns: &str, lease: &str, identity: &str) -> ElectionConfig {
+    ElectionConfig {
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_millis(2500),
+        retry_period: Duration::from_millis(500),
+        lease_name: lease.into(),
+        lease_namespace: ns.into(),
+        ..ElectionConfig::new(identity)
+    }
+}
+
+async fn wait_until(leading: &mut tokio::sync::watch::Receiver<bool>, value: bool) -> Result<()> {
+    let waited = tokio::time::timeout(Duration::from_secs(30), leading.wait_for(|l| *l == value));
+    waited
+        .await
+        .context("timed out")?
+        .context("campaign gone")?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Result<()> {
+    let ns = TestNamespace::create("overwrite").await?;
+    let config = short(ns.name(), "overwritten", "leader");
+    let mut campaign = Campaign::start(Elector::new(ns.client(), config.clone()), config);
+    wait_until(&mut campaign.leading, true).await?;
+    let api = Api::<Lease>::namespaced(ns.client(), ns.name());
+    let mut lease = api.get("overwritten").await?;
+    let spec = lease.spec.as_mut().context("no spec")?;
+    spec.holder_identity = Some("intruder".into());
+    api.replace("overwritten", &PostParams::default(), &lease)
+        .await?;
+    let overwritten = std::time::Instant::now();
+    wait_until(&mut campaign.leading, false).await?;
+    let noticed = overwritten.elapsed();
+    assert_eq!(campaign.lost().await, Lost::TakenBy("intruder".into()));
+    ensure!(
+        noticed < Duration::from_millis(2500),
+        "noticed only after {noticed:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_released_lease_is_taken_over_well_before_it_would_expire() -> Result<()> {
+    let ns = TestNamespace::create("handoff").await?;
+    let first = short(ns.name(), "handoff", "first");
+    let second = short(ns.name(), "handoff", "second");
+    let mut a = Campaign::start(Elector::new(ns.client(), first.clone()), first);
+    wait_until(&mut a.leading, true).await?;
+    let mut b = Campaign::start(Elector::new(ns.client(), second.clone()), second);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ensure!(!*b.leading.borrow(), "two leaders at once");
+    let released = std::time::Instant::now();
+    a.stop().await;
+    wait_until(&mut b.leading, true).await?;
+    let took = released.elapsed();
+    println!("standby took over {took:?} after the release (retry period 500 ms)");
+    // Without the release the standby would wait a whole lease duration (4 s).
+    ensure!(
+        took < Duration::from_secs(4),
+        "took over only after {took:?}"
+    );
+    b.stop().await;
     Ok(())
 }

@@ -1,0 +1,137 @@
+//! One replica's campaign: become leader, keep renewing, and say at once when the
+//! lease can no longer be trusted, so the caller stops acting before it can expire.
+//!
+//! A lost lease ends the campaign (the caller exits non-zero and the pod restarts, as
+//! kube-controller-manager does): a replica that was cut off may have reconciles
+//! half done, and a fresh start with fresh caches is the simplest safe state.
+
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::config::{ElectionConfig, JITTER_FACTOR};
+use super::elector::{Attempt, Elector};
+
+/// Why a leader stopped leading.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Lost {
+    /// Another candidate holds the Lease now (it was overwritten or taken over).
+    #[error("the lease is held by {0} now")]
+    TakenBy(String),
+    /// No renewal succeeded within the renew deadline.
+    #[error("could not renew the lease within the renew deadline ({0:?})")]
+    RenewDeadline(Duration),
+    /// The campaign task itself failed (a panic); treated as lost.
+    #[error("the election task failed: {0}")]
+    Failed(String),
+}
+
+/// A running campaign. `leading` turns true on acquiring and false on losing or
+/// stopping; `stop` releases the Lease if held.
+pub struct Campaign {
+    /// Whether this replica leads right now.
+    pub leading: watch::Receiver<bool>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), Lost>>,
+}
+
+impl Campaign {
+    /// Starts campaigning with `elector` under `config`.
+    pub fn start(elector: Elector, config: ElectionConfig) -> Campaign {
+        let (leading_tx, leading) = watch::channel(false);
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(run(elector, config, leading_tx, stopped));
+        Campaign {
+            leading,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Waits until the campaign ends on its own: the lease was lost.
+    pub async fn lost(&mut self) -> Lost {
+        match (&mut self.task).await {
+            Ok(Err(lost)) => lost,
+            Ok(Ok(())) => std::future::pending().await, // stopped: never "lost"
+            Err(e) => Lost::Failed(e.to_string()),
+        }
+    }
+
+    /// Stops campaigning and releases the Lease if this replica holds it.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+async fn run(
+    mut elector: Elector,
+    config: ElectionConfig,
+    leading: watch::Sender<bool>,
+    mut stopped: oneshot::Receiver<()>,
+) -> Result<(), Lost> {
+    tokio::select! {
+        () = acquire(&mut elector, &config) => {}
+        _ = &mut stopped => return Ok(()),
+    }
+    leading.send_replace(true);
+    tracing::info!(identity = elector.identity(), lease = %config.lease_name, "became leader");
+    let outcome = tokio::select! {
+        lost = renew(&mut elector, &config) => Err(lost),
+        _ = &mut stopped => Ok(()),
+    };
+    leading.send_replace(false);
+    match &outcome {
+        Err(lost) => tracing::error!(identity = elector.identity(), %lost, "leadership lost"),
+        Ok(()) => match elector.release().await {
+            Ok(()) => tracing::info!(identity = elector.identity(), "lease released"),
+            Err(e) => tracing::warn!(error = %e, "could not release the lease; it will expire"),
+        },
+    }
+    outcome
+}
+
+/// Tries every jittered retry period until this candidate holds the Lease.
+async fn acquire(elector: &mut Elector, config: &ElectionConfig) {
+    let mut last_holder = String::new();
+    loop {
+        match elector.try_acquire_or_renew().await {
+            Ok(Attempt::Leading) => return,
+            Ok(Attempt::Following { holder }) if holder != last_holder => {
+                tracing::info!(leader = %holder, "following the current leader");
+                last_holder = holder;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot reach the lease; retrying"),
+        }
+        tokio::time::sleep(jittered(config.retry_period)).await;
+    }
+}
+
+/// Renews every retry period; returns when the lease can no longer be trusted. Each
+/// attempt is bounded by what is left of the renew deadline, so a hung request
+/// cannot keep the leader acting past it.
+async fn renew(elector: &mut Elector, config: &ElectionConfig) -> Lost {
+    let mut renewed = Instant::now();
+    loop {
+        tokio::time::sleep(config.retry_period).await;
+        let deadline = renewed + config.renew_deadline;
+        let attempt = tokio::time::timeout_at(deadline, elector.try_acquire_or_renew()).await;
+        match attempt {
+            Ok(Ok(Attempt::Leading)) => renewed = Instant::now(),
+            Ok(Ok(Attempt::Following { holder })) => return Lost::TakenBy(holder),
+            Ok(Ok(Attempt::LostRace)) | Ok(Err(_)) if Instant::now() < deadline => {}
+            _ => return Lost::RenewDeadline(config.renew_deadline),
+        }
+    }
+}
+
+/// `period` stretched by a random factor in [1, JITTER_FACTOR), as client-go does, so
+/// candidates that started together do not keep colliding.
+fn jittered(period: Duration) -> Duration {
+    period.mul_f64(1.0 + fastrand::f64() * (JITTER_FACTOR - 1.0))
+}
