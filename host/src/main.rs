@@ -117,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal()?;
     let client = kube::Client::try_default()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run in a cluster")?;
@@ -131,7 +132,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         running = manager.running().len(),
         "manager started; watching the plugins directory"
     );
-    manager.run(shutdown_signal()).await;
+    manager.run(shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -186,21 +187,19 @@ async fn list_plugins(address: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM (a failure to listen for them is logged, and the
-/// host then runs until killed).
-async fn shutdown_signal() {
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    let mut term = match term {
-        Ok(term) => term,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM");
-            return std::future::pending().await;
+/// Installs the SIGTERM and SIGINT handlers now, before anything slow runs, and
+/// returns a future that resolves on either. Installed lazily, a SIGTERM arriving
+/// while the first plugins load would kill the process instead of stopping it cleanly.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    })
 }
 
 /// This replica's name in Events: the pod name in a cluster, else the hostname.
