@@ -143,20 +143,24 @@ impl Manager {
         let started = Instant::now();
         let read = match PluginFile::read(path).await {
             Ok(read) => read,
-            Err(e) => return self.failed(&file, &PluginError::Load(e)),
+            Err(e) => return self.failed(&file, None, &PluginError::Load(e)),
         };
         if self.running.get(&file).is_some_and(|r| r.hash == read.hash) {
             tracing::debug!(file, hash = %short(&read.hash), "unchanged; nothing to do");
             return;
         }
+        let hash = read.hash.clone();
         let loaded = match self.runtime.prepare(read).await {
             Ok(loaded) => loaded,
-            Err(e) => return self.failed(&file, &PluginError::Load(e)),
+            Err(e) => return self.failed(&file, Some(&hash), &PluginError::Load(e)),
         };
         let registered = Instant::now();
         let registration = match loaded.code.register(&file).await {
             Ok(r) => r,
-            Err(e) => return self.failed(&file, &PluginError::Load(LoadError::Register(e))),
+            Err(e) => {
+                let error = PluginError::Load(LoadError::Register(e));
+                return self.failed(&file, Some(&hash), &error);
+            }
         };
         let register = registered.elapsed();
         let result = match self.running.contains_key(&file) {
@@ -164,7 +168,7 @@ impl Manager {
             false => self.start_new(&file, &loaded, registration.clone()).await,
         };
         match result {
-            Err(e) => self.failed(&file, &e),
+            Err(e) => self.failed(&file, Some(&hash), &e),
             Ok(previous) => {
                 let origin = format!("{:?}", loaded.origin).to_lowercase();
                 let what = if previous.is_some() {
@@ -254,13 +258,17 @@ impl Manager {
 
     /// Records a failure: a running version keeps running and its row notes the
     /// refused upgrade; otherwise the file is marked failed.
-    fn failed(&self, file: &str, error: &PluginError) {
-        if self.running.contains_key(file) {
-            tracing::error!(file, %error, "plugin upgrade failed; the running version keeps running");
+    fn failed(&self, file: &str, hash: Option<&str>, error: &PluginError) {
+        let hash = hash.map_or("-", short);
+        if let Some(running) = self.running.get(file) {
+            let reg = running.controller.registration();
+            tracing::error!(file, hash, %error, running = %format!("{} {}", reg.name, reg.version),
+                running_hash = %short(&running.hash),
+                "plugin upgrade failed; the running version keeps running");
             self.table
                 .set_reason(file, Some(format!("upgrade refused: {error}")));
         } else {
-            tracing::error!(file, %error, "plugin failed to load");
+            tracing::error!(file, hash, %error, "plugin failed to load");
             self.table
                 .set(PluginStatus::failed(file, &error.to_string()));
         }

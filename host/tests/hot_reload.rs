@@ -141,6 +141,10 @@ async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working()
             .await
             .with_context(|| format!("{what} was not refused"))?;
         assert!(line.contains("keeps running"), "{line}");
+        assert!(
+            line.contains("running=label-mirror 0.1.0") && line.contains("hash="),
+            "{line}"
+        );
         let value = (round + 1).to_string();
         set_config_map_label(&client, n, "probe", "wcm.test/source", &value).await?;
         mirrored(&client, n, &value)

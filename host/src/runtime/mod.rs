@@ -33,23 +33,22 @@ pub struct Runtime {
     _ticker: EpochTicker,
 }
 
-/// The bytes of a plugin file, checked to be a component, and their hash.
+/// The bytes of a plugin file and their hash.
 #[derive(Debug)]
 pub struct PluginFile {
     /// The whole file.
     pub bytes: Vec<u8>,
     /// SHA-256 of the bytes.
     pub hash: String,
-    /// Time to read, check and hash.
+    /// Time to read and hash.
     pub read: Duration,
 }
 
 impl PluginFile {
-    /// Reads `path` whole and checks the component header.
+    /// Reads `path` whole and hashes it (the content is checked by `prepare`).
     pub async fn read(path: &Path) -> Result<PluginFile, LoadError> {
         let started = Instant::now();
         let bytes = tokio::fs::read(path).await.map_err(LoadError::Read)?;
-        check_header(&bytes)?;
         let hash = content_hash(&bytes);
         Ok(PluginFile {
             bytes,
@@ -110,6 +109,7 @@ impl Runtime {
     /// it from the compile cache) and pre-links it.
     pub async fn prepare(self: &Arc<Self>, file: PluginFile) -> Result<Loaded, LoadError> {
         let PluginFile { bytes, hash, read } = file;
+        check_header(&bytes)?;
         let started = Instant::now();
         let this = self.clone();
         let key = hash.clone();
