@@ -165,7 +165,7 @@ impl Manager {
         let register = registered.elapsed();
         let result = match self.running.contains_key(&file) {
             true => self.upgrade(&file, &loaded, registration.clone()).await,
-            false => self.start_new(&file, &loaded, registration.clone()).await,
+            false => (self.start_new(&file, &loaded, registration.clone()).await).map(|_| None),
         };
         match result {
             Err(e) => self.failed(&file, Some(&hash), &e),
@@ -190,20 +190,20 @@ impl Manager {
         }
     }
 
-    /// Starts a file that runs nothing yet.
+    /// Starts `registration` for `file`; returns the entry it displaced, if any.
     async fn start_new(
         &mut self,
         file: &str,
         loaded: &Loaded,
         registration: Registration,
-    ) -> Result<Option<String>, PluginError> {
+    ) -> Result<Option<Running>, PluginError> {
         self.check_unique(file, &registration.name)?;
         let controller =
             PluginController::start(loaded.code.clone(), registration, &self.ctx).await?;
         let hash = loaded.hash.clone();
-        self.running
-            .insert(file.into(), Running { controller, hash });
-        Ok(None)
+        Ok(self
+            .running
+            .insert(file.into(), Running { controller, hash }))
     }
 
     /// Hands a running file's queue to its new version; returns the old version.
@@ -216,7 +216,10 @@ impl Manager {
     ) -> Result<Option<String>, PluginError> {
         self.check_unique(file, &registration.name)?;
         let Some(running) = self.running.get_mut(file) else {
-            return self.start_new(file, loaded, registration).await;
+            return self
+                .start_new(file, loaded, registration)
+                .await
+                .map(|_| None);
         };
         let old = running.controller.registration().clone();
         if old.name == registration.name {
@@ -225,19 +228,11 @@ impl Manager {
                 .upgrade(loaded.code.clone(), registration)
                 .await?;
             running.hash = loaded.hash.clone();
-        } else {
-            let controller =
-                PluginController::start(loaded.code.clone(), registration, &self.ctx).await?;
-            let hash = loaded.hash.clone();
-            let replaced = self
-                .running
-                .insert(file.into(), Running { controller, hash });
-            if let Some(replaced) = replaced {
-                replaced
-                    .controller
-                    .stop(self.config.limits.reconcile_timeout)
-                    .await;
-            }
+        } else if let Some(replaced) = self.start_new(file, loaded, registration).await? {
+            replaced
+                .controller
+                .stop(self.config.limits.reconcile_timeout)
+                .await;
         }
         Ok(Some(format!("{} {}", old.name, old.version)))
     }

@@ -139,14 +139,18 @@ impl PluginController {
             if self.workers.get(index).is_some_and(|w| !w.is_finished()) {
                 continue;
             }
+            let labels = PluginLabels {
+                plugin: self.registration.name.clone(),
+            };
+            let metrics = &self.ctx.metrics;
             let worker = Worker {
                 index,
                 queue: self.queue.clone(),
                 current: self.current.subscribe(),
-                metrics: self.ctx.metrics.clone(),
-                labels: PluginLabels {
-                    plugin: self.registration.name.clone(),
-                },
+                depth: metrics.queue_depth.get_or_create(&labels).clone(),
+                retries: metrics.queue_retries.get_or_create(&labels).clone(),
+                metrics: metrics.clone(),
+                labels,
             };
             let task = tokio::spawn(worker.run());
             match self.workers.get_mut(index) {

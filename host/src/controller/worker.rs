@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 use crate::bindings::Action;
@@ -39,6 +41,10 @@ pub struct Worker {
     pub metrics: Arc<Metrics>,
     /// The plugin's metric labels.
     pub labels: PluginLabels,
+    /// The plugin's queue-depth gauge.
+    pub depth: Gauge,
+    /// The plugin's retry counter.
+    pub retries: Counter,
 }
 
 impl Worker {
@@ -65,8 +71,7 @@ impl Worker {
 
     async fn reconcile(&self, version: &Version, key: &ReconcileKey) {
         let plugin = self.labels.plugin.as_str();
-        let depth = self.metrics.queue_depth.get_or_create(&self.labels).clone();
-        depth.set(self.queue.len() as i64);
+        self.depth.set(self.queue.len() as i64);
         let started = Instant::now();
         let outcome = match version.code.reconcile(version.access.clone(), key).await {
             Ok(action) => {
@@ -78,7 +83,7 @@ impl Worker {
                 Outcome::success
             }
             Err(error) => {
-                self.metrics.queue_retries.get_or_create(&self.labels).inc();
+                self.retries.inc();
                 let retry_in = self.queue.add_rate_limited(key.clone());
                 tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
                 Outcome::error

@@ -3,6 +3,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use kube::core::Selector;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt;
@@ -52,10 +56,14 @@ pub struct Informer {
     synced: watch::Sender<bool>,
     subscribers: RwLock<Vec<(u64, Subscriber)>>,
     next_subscriber: AtomicU64,
-    /// Number of (re)lists started: 1 after start-up, more after watch expiry.
-    lists: AtomicU64,
+    /// The scope's label selector, parsed once, for checking a plugin's own writes.
+    selector: Option<Selector>,
     metrics: Arc<Metrics>,
     labels: InformerLabels,
+    /// This informer's series, looked up once rather than on every event.
+    events: Counter,
+    lists: Counter,
+    objects: Gauge,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -83,8 +91,17 @@ impl Informer {
         if let Some(sel) = &scope.label_selector {
             config = config.labels(sel);
         }
+        let labels = scope.metric_labels();
+        let selector = super::selector::parse(scope.label_selector.as_deref().unwrap_or("")).ok();
+        let events = metrics.informer_events.get_or_create(&labels).clone();
+        let lists = metrics.informer_lists.get_or_create(&labels).clone();
+        let objects = metrics.informer_objects.get_or_create(&labels).clone();
         let informer = Arc::new(Informer {
-            labels: scope.metric_labels(),
+            events,
+            lists,
+            objects,
+            labels,
+            selector,
             metrics,
             scope,
             kind,
@@ -92,7 +109,6 @@ impl Informer {
             synced: watch::channel(false).0,
             subscribers: RwLock::new(Vec::new()),
             next_subscriber: AtomicU64::new(0),
-            lists: AtomicU64::new(0),
             task: Mutex::new(None),
         });
         let weak = Arc::downgrade(&informer);
@@ -114,11 +130,6 @@ impl Informer {
     /// The cache this informer keeps.
     pub fn cache(&self) -> &ObjectCache {
         &self.cache
-    }
-
-    /// How many lists this informer has started (1 + relists).
-    pub fn lists(&self) -> u64 {
-        self.lists.load(Ordering::Relaxed)
     }
 
     /// Whether the first full list has completed.
@@ -147,8 +158,7 @@ impl Informer {
     /// the object and the copy still matches its selector, so the plugin's next
     /// reconcile reads its own write even before the watch event arrives.
     pub fn refresh(&self, obj: &DynamicObject) {
-        let selector = self.scope.label_selector.as_deref().unwrap_or("");
-        let Ok(selector) = super::selector::parse(selector) else {
+        let Some(selector) = &self.selector else {
             return;
         };
         match CachedObject::from_dynamic(obj.clone()) {
@@ -190,14 +200,10 @@ impl Informer {
             event,
             Event::InitApply(_) | Event::Apply(_) | Event::Delete(_)
         ) {
-            self.metrics
-                .informer_events
-                .get_or_create(&self.labels)
-                .inc();
+            self.events.inc();
         }
         match event {
             Event::Init => {
-                self.lists.fetch_add(1, Ordering::Relaxed);
                 *relist = Some(HashMap::new());
             }
             Event::InitApply(obj) => {
@@ -207,10 +213,7 @@ impl Informer {
             }
             Event::InitDone => {
                 let changes = self.cache.replace(relist.take().unwrap_or_default());
-                self.metrics
-                    .informer_lists
-                    .get_or_create(&self.labels)
-                    .inc();
+                self.lists.inc();
                 if self.synced.send_replace(true) {
                     tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
                         objects = self.cache.len(), "informer relisted; cache replaced whole");
@@ -229,11 +232,7 @@ impl Informer {
                 }
             }
         }
-        let objects = self.cache.len() as i64;
-        self.metrics
-            .informer_objects
-            .get_or_create(&self.labels)
-            .set(objects);
+        self.objects.set(self.cache.len() as i64);
     }
 }
 
