@@ -6,7 +6,7 @@ CARGO ?= cargo
 PLUGIN_PACKAGES = $(foreach d,$(wildcard plugins/*/Cargo.toml host/tests/plugins/*/Cargo.toml),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(d) | head -n1))
 TEST_CLUSTER_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/wasm-controller-manager/test-cluster
 
-.PHONY: setup build plugins run test lint cluster-up cluster-down bench
+.PHONY: setup build plugins run test lint cluster-up cluster-down bench measure-failover
 
 ## setup: install the Rust target and Debian tools, build the pinned control plane (cached)
 setup:
@@ -41,6 +41,11 @@ lint:
 bench: setup plugins
 	control-plane/scripts/up.sh >/dev/null
 	$(CARGO) bench -p wasm-controller-manager
+
+## measure-failover: leader failover times (kill, SIGTERM), short and default timings, medians of 5
+measure-failover: setup plugins
+	control-plane/scripts/up.sh >/dev/null
+	$(CARGO) test -p wasm-controller-manager --test leader_failover -- --ignored --nocapture measure_failover_times
 
 ## cluster-up: start etcd + kube-apiserver on loopback; prints `export KUBECONFIG=...`
 cluster-up:

@@ -16,9 +16,11 @@ start_etcd() {
 }
 
 # RBAC is on; the ServiceAccount admission plugin is off because no controller creates
-# the per-namespace "default" ServiceAccount that Pods would otherwise need.
+# the per-namespace "default" ServiceAccount that Pods would otherwise need. Every
+# write is audited (user agent, verb, object, timestamps) to $STATE_DIR/audit/audit.log.
 start_apiserver() {
   local port="$1" etcd_port="$2" d="$STATE_DIR/pki"
+  mkdir -p "$STATE_DIR/audit"
   spawn kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
@@ -29,6 +31,8 @@ start_apiserver() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
     --disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none \
+    --audit-policy-file="$CONTROL_PLANE_DIR/audit-policy.yaml" \
+    --audit-log-path="$STATE_DIR/audit/audit.log" --audit-log-maxsize=200 --audit-log-maxbackup=1 \
     --v="${WCM_APISERVER_VERBOSITY:-1}"
 }
 

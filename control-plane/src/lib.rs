@@ -112,6 +112,13 @@ impl ControlPlane {
         &self.admin_kubeconfig
     }
 
+    /// The API server's audit log: one JSON line per write (user agent, verb, object,
+    /// `requestReceivedTimestamp`, response code); reads are not logged.
+    pub fn audit_log(&self) -> PathBuf {
+        let dir = self.admin_kubeconfig.parent().unwrap_or(Path::new("."));
+        dir.join("audit").join("audit.log")
+    }
+
     /// Path of the restricted user's kubeconfig.
     pub fn restricted_kubeconfig(&self) -> &Path {
         &self.restricted_kubeconfig

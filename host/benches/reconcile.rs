@@ -20,6 +20,7 @@ use wcm_host::capabilities::{ClusterAccess, Target};
 use wcm_host::config::Limits;
 use wcm_host::keys::ReconcileKey;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::leader::LeaderGate;
 use wcm_host::queue::{Backoff, WorkQueue};
 use wcm_host::runtime::{PluginCode, Runtime};
 
@@ -93,6 +94,7 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
         client,
         vec![informer],
         Default::default(),
+        LeaderGate::always_open(),
     );
     let key = ReconcileKey {
         kind: Some(gvk),

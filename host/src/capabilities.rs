@@ -18,6 +18,7 @@ use crate::kube::events::{EventError, PluginRecorder};
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::kube::selector;
 use crate::kube::writes::{self, PatchLabelsError};
+use crate::leader::LeaderGate;
 
 /// A failed capability call; the message names the operation, the object and the cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,6 +112,8 @@ pub struct ClusterAccess {
     /// The informers of the plugin's watches; `get` and `list` read their caches.
     informers: Vec<Arc<Informer>>,
     recorder: PluginRecorder,
+    /// Writes are made only while this replica leads.
+    leader: LeaderGate,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -122,7 +125,8 @@ impl std::fmt::Debug for ClusterAccess {
 }
 
 impl ClusterAccess {
-    /// Access for `plugin` with its informers and declared grants.
+    /// Access for `plugin` with its informers and declared grants; writes go through
+    /// only while `leader` is open.
     pub fn new(
         plugin: &str,
         instance: &str,
@@ -130,8 +134,10 @@ impl ClusterAccess {
         client: Client,
         informers: Vec<Arc<Informer>>,
         grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+        leader: LeaderGate,
     ) -> ClusterAccess {
         ClusterAccess {
+            leader,
             plugin: plugin.to_string(),
             recorder: PluginRecorder::new(client.clone(), plugin, instance),
             client,
@@ -232,6 +238,17 @@ impl ClusterAccess {
         )))
     }
 
+    /// Refuses a write once this replica has stopped leading. Workers cancel their
+    /// reconciles when leadership ends; this catches a write already on its way.
+    fn require_leader(&self, op: &str) -> Result<(), CapabilityError> {
+        match self.leader.is_open() {
+            true => Ok(()),
+            false => Err(CapabilityError::Unavailable(format!(
+                "{op}: this replica does not lead (any more); nothing was written"
+            ))),
+        }
+    }
+
     /// Sets and removes labels on any object the plugin may patch.
     pub async fn patch_labels(
         &self,
@@ -241,6 +258,7 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let op = format!("patch-labels {target}");
         self.require(Verb::Patch, "patch-labels", target)?;
+        self.require_leader(&op)?;
         let kind = self
             .registry
             .resolver()
@@ -279,6 +297,7 @@ impl ClusterAccess {
         note: &str,
     ) -> Result<(), CapabilityError> {
         let op = format!("record-event {reason} on {regarding}");
+        self.require_leader(&op)?;
         let uid = self
             .caches_of(&regarding.gvk, regarding.namespace.as_deref())
             .find_map(|i| {

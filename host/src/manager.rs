@@ -12,6 +12,7 @@ use crate::bindings::Registration;
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
+use crate::leader::LeaderGate;
 use crate::metrics::Metrics;
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 use crate::status::{PluginStatus, PluginTable};
@@ -74,11 +75,14 @@ pub struct Manager {
 
 impl Manager {
     /// Sets up the runtime and loads every plugin file already in the directory.
+    /// Plugins start their informers at once; they reconcile only while `leader` is
+    /// open, so a standby keeps warm caches and takes over without relisting.
     pub async fn start(
         config: ManagerConfig,
         client: Client,
         metrics: Arc<Metrics>,
         table: PluginTable,
+        leader: LeaderGate,
     ) -> Result<Manager, ManagerError> {
         let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
             .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
@@ -90,6 +94,7 @@ impl Manager {
             max_concurrent_reconciles: config.limits.max_concurrent_reconciles,
             retry: config.retry,
             sync_timeout: config.sync_timeout,
+            leader,
         };
         // Watch first, then scan: a file added meanwhile is loaded twice at worst
         // (the second time it is found unchanged), never missed.
@@ -111,21 +116,23 @@ impl Manager {
         Ok(manager)
     }
 
-    /// Watches the plugins directory and applies every change until `shutdown`
-    /// resolves, then stops every plugin.
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        loop {
+    /// Watches the plugins directory and applies every change until `stop` resolves,
+    /// then stops every plugin and returns what `stop` returned (`None` if the
+    /// directory watch ended first).
+    pub async fn run<T>(mut self, stop: impl Future<Output = T>) -> Option<T> {
+        tokio::pin!(stop);
+        let reason = loop {
             tokio::select! {
-                () = &mut shutdown => break,
+                reason = &mut stop => break Some(reason),
                 change = self.watcher.next() => match change {
                     Some(change) => self.apply(change).await,
-                    None => break,
+                    None => break None,
                 },
             }
-        }
+        };
         tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
         self.shutdown().await;
+        reason
     }
 
     /// Applies one settled change of the directory.

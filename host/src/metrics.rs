@@ -50,6 +50,13 @@ pub struct InformerLabels {
     pub selector: String,
 }
 
+/// Labels of the leader-identity series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaderLabels {
+    /// The Lease holder's identity; empty when the Lease is free.
+    pub identity: String,
+}
+
 /// Every metric the host exports. One instance per process, shared by reference.
 #[derive(Debug)]
 pub struct Metrics {
@@ -70,6 +77,12 @@ pub struct Metrics {
     pub informer_lists: Family<InformerLabels, Counter>,
     /// Objects an informer's cache holds.
     pub informer_objects: Family<InformerLabels, Gauge>,
+    /// 1 while this replica leads (client-go's `leader_election_master_status`).
+    pub leader_election_leading: Gauge,
+    /// One series, value 1, naming the Lease holder this replica last saw.
+    pub leader_election_holder: Family<LeaderLabels, Gauge>,
+    /// The Lease's `leaseTransitions` as this replica last saw it.
+    pub leader_election_transitions: Gauge,
 }
 
 impl Default for Metrics {
@@ -131,8 +144,32 @@ impl Metrics {
             "Objects held in an informer's cache",
             informer_objects.clone(),
         );
+        let leader_election_leading = Gauge::default();
+        let help = "1 while this replica holds the leader Lease, else 0";
+        registry.register(
+            "leader_election_leading",
+            help,
+            leader_election_leading.clone(),
+        );
+        let leader_election_holder = Family::default();
+        let help = "The leader Lease's holder as this replica last saw it (value 1)";
+        registry.register(
+            "leader_election_holder",
+            help,
+            leader_election_holder.clone(),
+        );
+        let leader_election_transitions = Gauge::default();
+        let help = "The leader Lease's leaseTransitions as this replica last saw it";
+        registry.register(
+            "leader_election_transitions",
+            help,
+            leader_election_transitions.clone(),
+        );
         Metrics {
             registry: root,
+            leader_election_leading,
+            leader_election_holder,
+            leader_election_transitions,
             reconciles,
             reconcile_seconds,
             plugin_events,
@@ -172,6 +209,18 @@ impl Metrics {
                 result,
             });
         }
+    }
+
+    /// Records the Lease holder and transition count this replica just read.
+    pub fn observed_leader(&self, holder: &str, transitions: i32) {
+        let labels = LeaderLabels {
+            identity: holder.to_string(),
+        };
+        if self.leader_election_holder.get(&labels).is_none() {
+            self.leader_election_holder.clear();
+            self.leader_election_holder.get_or_create(&labels).set(1);
+        }
+        self.leader_election_transitions.set(transitions.into());
     }
 
     /// The OpenMetrics text exposition of every metric.

@@ -74,6 +74,9 @@ struct Inner<K> {
     state: Mutex<State<K>>,
     /// Wakes workers waiting in `next` when a key becomes ready or on shutdown.
     ready: Notify,
+    /// Wakes everyone waiting in `closed` on shutdown (kept apart from `ready`, whose
+    /// single wake-ups are meant for workers taking keys).
+    closed: Notify,
     backoff: Backoff,
 }
 
@@ -135,6 +138,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             inner: Arc::new(Inner {
                 state: Mutex::new(state),
                 ready: Notify::new(),
+                closed: Notify::new(),
                 backoff,
             }),
         }
@@ -246,6 +250,19 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.state().shutting_down = true;
         self.inner.ready.notify_waiters();
         self.inner.ready.notify_one();
+        self.inner.closed.notify_waiters();
+    }
+
+    /// Resolves once the queue is shut down: for a worker that waits for something
+    /// else before it asks for a key.
+    pub async fn closed(&self) {
+        let notified = self.inner.closed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.is_shut_down() {
+            return;
+        }
+        notified.await;
     }
 
     /// Whether [`WorkQueue::shut_down`] was called.

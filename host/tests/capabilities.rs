@@ -17,6 +17,7 @@ use wcm_host::bindings::wcm::controller::cluster::Host;
 use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
 use wcm_host::capabilities::ClusterAccess;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::leader::LeaderGate;
 use wcm_host::runtime::HostState;
 
 const PLUGIN: &str = "capability-test";
@@ -47,6 +48,11 @@ async fn create_config_map(client: &Client, ns: &str, name: &str, app: &str) -> 
 
 /// A plugin's host state that watches ConfigMaps in `ns` and may patch them.
 async fn state_for(ns: &str, client: Client) -> Result<HostState> {
+    state_gated(ns, client, LeaderGate::always_open()).await
+}
+
+/// As [`state_for`], writing only while `leader` is open.
+async fn state_gated(ns: &str, client: Client, leader: LeaderGate) -> Result<HostState> {
     let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
     let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
     let scope = WatchScope {
@@ -64,6 +70,7 @@ async fn state_for(ns: &str, client: Client) -> Result<HostState> {
         client,
         vec![informer],
         grants,
+        leader,
     );
     Ok(HostState::new(
         PLUGIN.into(),
@@ -209,7 +216,15 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         GroupVersionKind::gvk("", "v1", "ConfigMap"),
         HashSet::from([Verb::Patch]),
     )]);
-    let access = ClusterAccess::new(PLUGIN, "test-host", registry, restricted, vec![], grants);
+    let access = ClusterAccess::new(
+        PLUGIN,
+        "test-host",
+        registry,
+        restricted,
+        vec![],
+        grants,
+        LeaderGate::always_open(),
+    );
     let mut state = HostState::new(PLUGIN.into(), None, Some(Arc::new(access)), 64 << 20);
     assert_wit_error(
         state
@@ -266,6 +281,45 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
         "invalid",
         "1 to 128 characters",
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<()> {
+    let ns = TestNamespace::create("cap-leader").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    let (leading, gate) = tokio::sync::watch::channel(true);
+    let mut state = state_gated(ns.name(), ns.client(), LeaderGate::following(gate)).await?;
+    let set = |v: &str| vec![("phase".to_string(), v.to_string())];
+    state
+        .patch_labels(config_map(ns.name(), "web"), set("leading"), vec![])
+        .await
+        .map_err(anyhow_wit)?;
+    leading.send_replace(false);
+    assert_wit_error(
+        state
+            .patch_labels(config_map(ns.name(), "web"), set("stale"), vec![])
+            .await,
+        "unavailable",
+        "this replica does not lead (any more); nothing was written",
+    );
+    assert_wit_error(
+        state
+            .record_event(
+                config_map(ns.name(), "web"),
+                EventType::Normal,
+                "Stale".into(),
+                String::new(),
+            )
+            .await,
+        "unavailable",
+        "record-event Stale",
+    );
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let labels = api.get("web").await?.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("phase").map(String::as_str), Some("leading"));
+    let events: Api<Event> = Api::namespaced(ns.client(), ns.name());
+    assert!(events.list(&ListParams::default()).await?.items.is_empty());
     Ok(())
 }
 

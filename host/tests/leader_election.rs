@@ -11,6 +11,7 @@ use serde_json::json;
 use tokio::sync::Barrier;
 use wcm_control_plane::TestNamespace;
 use wcm_host::leader::{Attempt, Campaign, ElectionConfig, Elector, Lost};
+use wcm_host::metrics::Metrics;
 
 const ROUNDS: usize = 50;
 
@@ -99,6 +100,17 @@ fn short(ns: &str, lease: &str, identity: &str) -> ElectionConfig {
     }
 }
 
+/// Starts a campaign for `config` with metrics of its own.
+fn start_campaign(client: Client, config: ElectionConfig) -> (Campaign, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let campaign = Campaign::start(
+        Elector::new(client, config.clone()),
+        config,
+        metrics.clone(),
+    );
+    (campaign, metrics)
+}
+
 async fn wait_until(leading: &mut tokio::sync::watch::Receiver<bool>, value: bool) -> Result<()> {
     let waited = tokio::time::timeout(Duration::from_secs(30), leading.wait_for(|l| *l == value));
     waited
@@ -112,8 +124,9 @@ async fn wait_until(leading: &mut tokio::sync::watch::Receiver<bool>, value: boo
 async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Result<()> {
     let ns = TestNamespace::create("overwrite").await?;
     let config = short(ns.name(), "overwritten", "leader");
-    let mut campaign = Campaign::start(Elector::new(ns.client(), config.clone()), config);
+    let (mut campaign, metrics) = start_campaign(ns.client(), config);
     wait_until(&mut campaign.leading, true).await?;
+    assert_eq!(metrics.leader_election_leading.get(), 1);
     let api = Api::<Lease>::namespaced(ns.client(), ns.name());
     let mut lease = api.get("overwritten").await?;
     let spec = lease.spec.as_mut().context("no spec")?;
@@ -124,6 +137,16 @@ async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Resu
     wait_until(&mut campaign.leading, false).await?;
     let noticed = overwritten.elapsed();
     assert_eq!(campaign.lost().await, Lost::TakenBy("intruder".into()));
+    let exported = metrics.encode();
+    assert!(
+        exported.contains("wcm_leader_election_leading 0"),
+        "{exported}"
+    );
+    assert!(
+        exported.contains("wcm_leader_election_holder{identity=\"intruder\"} 1"),
+        "{exported}"
+    );
+    assert!(!exported.contains("identity=\"leader\""), "{exported}");
     ensure!(
         noticed < Duration::from_millis(2500),
         "noticed only after {noticed:?}"
@@ -136,9 +159,9 @@ async fn a_released_lease_is_taken_over_well_before_it_would_expire() -> Result<
     let ns = TestNamespace::create("handoff").await?;
     let first = short(ns.name(), "handoff", "first");
     let second = short(ns.name(), "handoff", "second");
-    let mut a = Campaign::start(Elector::new(ns.client(), first.clone()), first);
+    let (mut a, _) = start_campaign(ns.client(), first);
     wait_until(&mut a.leading, true).await?;
-    let mut b = Campaign::start(Elector::new(ns.client(), second.clone()), second);
+    let (mut b, _) = start_campaign(ns.client(), second);
     tokio::time::sleep(Duration::from_secs(1)).await;
     ensure!(!*b.leading.borrow(), "two leaders at once");
     let released = std::time::Instant::now();

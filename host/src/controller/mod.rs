@@ -16,6 +16,7 @@ use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 use crate::kube::discovery::DiscoveryError;
 use crate::kube::informer::InformerRegistry;
+use crate::leader::LeaderGate;
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::PluginCode;
@@ -53,6 +54,9 @@ pub struct ControllerContext {
     pub metrics: Arc<Metrics>,
     /// How long a new version's informers may take to sync before the upgrade fails.
     pub sync_timeout: Duration,
+    /// Open while this replica leads: informers run regardless, dispatch and writes
+    /// only while it is open.
+    pub leader: LeaderGate,
 }
 
 /// A plugin whose watches and workers are running.
@@ -151,6 +155,7 @@ impl PluginController {
                 retries: metrics.queue_retries.get_or_create(&labels).clone(),
                 metrics: metrics.clone(),
                 labels,
+                leader: self.ctx.leader.clone(),
             };
             let task = tokio::spawn(worker.run());
             match self.workers.get_mut(index) {
@@ -199,6 +204,7 @@ fn version(
         ctx.client.clone(),
         informers.clone(),
         grants(registration),
+        ctx.leader.clone(),
     );
     let concurrency = match registration.max_concurrent_reconciles {
         0 => ctx.max_concurrent_reconciles,

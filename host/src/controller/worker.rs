@@ -13,6 +13,7 @@ use crate::bindings::Action;
 use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 use crate::kube::informer::Informer;
+use crate::leader::LeaderGate;
 use crate::metrics::{Metrics, Outcome, PluginLabels};
 use crate::queue::WorkQueue;
 use crate::runtime::PluginCode;
@@ -45,28 +46,64 @@ pub struct Worker {
     pub depth: Gauge,
     /// The plugin's retry counter.
     pub retries: Counter,
+    /// Open while this replica leads; keys are taken only then.
+    pub leader: LeaderGate,
 }
 
 impl Worker {
-    /// Reconciles keys until the queue shuts down or this worker is retired.
+    /// Reconciles keys until the queue shuts down or this worker is retired. Keys are
+    /// taken only while this replica leads; losing leadership cancels the reconcile in
+    /// flight (its key goes back to the queue) before the Lease can expire.
     pub async fn run(mut self) {
         let index = self.index;
+        let mut retired = self.current.clone();
+        let retired = retired.wait_for(|v| v.concurrency <= index);
+        tokio::pin!(retired);
         loop {
             let key = tokio::select! {
                 biased;
-                _ = self.current.wait_for(|v| v.concurrency <= index) => return,
-                key = self.queue.next() => match key {
+                _ = &mut retired => return,
+                key = self.next_while_leading() => match key {
                     Some(key) => key,
                     None => return,
                 },
             };
             let version = self.current.borrow().clone();
-            for informer in &version.informers {
-                informer.wait_synced().await;
+            let mut leader = self.leader.clone();
+            tokio::select! {
+                () = self.sync_and_reconcile(&version, &key) => {}
+                () = leader.closed() => {
+                    tracing::warn!(plugin = %self.labels.plugin, key = %key,
+                        "leadership lost: reconcile cancelled; the key stays queued");
+                    self.queue.add(key.clone());
+                }
             }
-            self.reconcile(&version, &key).await;
             self.queue.done(&key);
         }
+    }
+
+    /// The next key, taken only while the gate is open; `None` once the queue shuts down.
+    async fn next_while_leading(&mut self) -> Option<ReconcileKey> {
+        loop {
+            tokio::select! {
+                biased;
+                () = self.queue.closed() => return None,
+                () = self.leader.opened() => {}
+            }
+            let mut leader = self.leader.clone();
+            tokio::select! {
+                biased;
+                () = leader.closed() => continue,
+                key = self.queue.next() => return key,
+            }
+        }
+    }
+
+    async fn sync_and_reconcile(&self, version: &Version, key: &ReconcileKey) {
+        for informer in &version.informers {
+            informer.wait_synced().await;
+        }
+        self.reconcile(version, key).await;
     }
 
     async fn reconcile(&self, version: &Version, key: &ReconcileKey) {

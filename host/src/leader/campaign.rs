@@ -5,6 +5,7 @@
 //! kube-controller-manager does): a replica that was cut off may have reconciles
 //! half done, and a fresh start with fresh caches is the simplest safe state.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
@@ -13,6 +14,7 @@ use tokio::time::Instant;
 
 use super::config::{ElectionConfig, JITTER_FACTOR};
 use super::elector::{Attempt, Elector};
+use crate::metrics::Metrics;
 
 /// Why a leader stopped leading.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,11 +40,16 @@ pub struct Campaign {
 }
 
 impl Campaign {
-    /// Starts campaigning with `elector` under `config`.
-    pub fn start(elector: Elector, config: ElectionConfig) -> Campaign {
+    /// Starts campaigning with `elector` under `config`; the leader gauges in
+    /// `metrics` follow what this candidate sees.
+    pub fn start(elector: Elector, config: ElectionConfig, metrics: Arc<Metrics>) -> Campaign {
         let (leading_tx, leading) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(run(elector, config, leading_tx, stopped));
+        let observer = Observer {
+            metrics,
+            holder: None,
+        };
+        let task = tokio::spawn(run(elector, config, observer, leading_tx, stopped));
         Campaign {
             leading,
             stop: Some(stop),
@@ -71,20 +78,23 @@ impl Campaign {
 async fn run(
     mut elector: Elector,
     config: ElectionConfig,
+    mut observer: Observer,
     leading: watch::Sender<bool>,
     mut stopped: oneshot::Receiver<()>,
 ) -> Result<(), Lost> {
-    tokio::select! {
-        () = acquire(&mut elector, &config) => {}
+    let acquired = tokio::select! {
+        sent = acquire(&mut elector, &config, &mut observer) => sent,
         _ = &mut stopped => return Ok(()),
-    }
+    };
     leading.send_replace(true);
+    observer.metrics.leader_election_leading.set(1);
     tracing::info!(identity = elector.identity(), lease = %config.lease_name, "became leader");
     let outcome = tokio::select! {
-        lost = renew(&mut elector, &config) => Err(lost),
+        lost = renew(&mut elector, &config, &mut observer, acquired) => Err(lost),
         _ = &mut stopped => Ok(()),
     };
     leading.send_replace(false);
+    observer.metrics.leader_election_leading.set(0);
     match &outcome {
         Err(lost) => tracing::error!(identity = elector.identity(), %lost, "leadership lost"),
         Ok(()) => match elector.release().await {
@@ -95,16 +105,49 @@ async fn run(
     outcome
 }
 
-/// Tries every jittered retry period until this candidate holds the Lease.
-async fn acquire(elector: &mut Elector, config: &ElectionConfig) {
-    let mut last_holder = String::new();
+/// Logs and exports the holder and transitions this candidate last saw.
+struct Observer {
+    metrics: Arc<Metrics>,
+    holder: Option<String>,
+}
+
+impl Observer {
+    fn saw(&mut self, elector: &Elector) {
+        let Some(record) = elector.observed() else {
+            return;
+        };
+        self.metrics
+            .observed_leader(&record.holder, record.transitions);
+        if self.holder.as_deref() != Some(record.holder.as_str()) {
+            let holder = if record.holder.is_empty() {
+                "none"
+            } else {
+                &record.holder
+            };
+            tracing::info!(
+                leader = holder,
+                transitions = record.transitions,
+                identity = elector.identity(),
+                "lease holder changed"
+            );
+            self.holder = Some(record.holder.clone());
+        }
+    }
+}
+
+/// Tries every jittered retry period until this candidate holds the Lease; returns
+/// when the winning write was sent.
+async fn acquire(
+    elector: &mut Elector,
+    config: &ElectionConfig,
+    observer: &mut Observer,
+) -> Instant {
     loop {
-        match elector.try_acquire_or_renew().await {
-            Ok(Attempt::Leading) => return,
-            Ok(Attempt::Following { holder }) if holder != last_holder => {
-                tracing::info!(leader = %holder, "following the current leader");
-                last_holder = holder;
-            }
+        let sent = Instant::now();
+        let attempt = elector.try_acquire_or_renew().await;
+        observer.saw(elector);
+        match attempt {
+            Ok(Attempt::Leading) => return sent,
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot reach the lease; retrying"),
         }
@@ -114,15 +157,24 @@ async fn acquire(elector: &mut Elector, config: &ElectionConfig) {
 
 /// Renews every retry period; returns when the lease can no longer be trusted. Each
 /// attempt is bounded by what is left of the renew deadline, so a hung request
-/// cannot keep the leader acting past it.
-async fn renew(elector: &mut Elector, config: &ElectionConfig) -> Lost {
-    let mut renewed = Instant::now();
+/// cannot keep the leader acting past it. The deadline counts from when the last
+/// successful renewal was *sent*: a standby may see that write before its answer
+/// reaches us, and its view of expiry must never run ahead of ours.
+async fn renew(
+    elector: &mut Elector,
+    config: &ElectionConfig,
+    observer: &mut Observer,
+    acquired: Instant,
+) -> Lost {
+    let mut renewed = acquired;
     loop {
         tokio::time::sleep(config.retry_period).await;
         let deadline = renewed + config.renew_deadline;
+        let sent = Instant::now();
         let attempt = tokio::time::timeout_at(deadline, elector.try_acquire_or_renew()).await;
+        observer.saw(elector);
         match attempt {
-            Ok(Ok(Attempt::Leading)) => renewed = Instant::now(),
+            Ok(Ok(Attempt::Leading)) => renewed = sent,
             Ok(Ok(Attempt::Following { holder })) => return Lost::TakenBy(holder),
             Ok(Ok(Attempt::LostRace)) | Ok(Err(_)) if Instant::now() < deadline => {}
             _ => return Lost::RenewDeadline(config.renew_deadline),

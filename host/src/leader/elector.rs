@@ -50,6 +50,11 @@ impl Elector {
         &self.config.identity
     }
 
+    /// The Lease as this candidate last read or wrote it.
+    pub fn observed(&self) -> Option<&LeaseRecord> {
+        self.observed.as_ref().map(|o| &o.record)
+    }
+
     /// Reads the Lease (creating it if absent) and takes or renews it if the rules
     /// allow. API errors other than a lost race are returned.
     pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {

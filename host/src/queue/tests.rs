@@ -137,6 +137,33 @@ async fn shutdown_stops_intake_and_wakes_idle_workers() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn closed_waits_for_shutdown_without_taking_a_workers_wake_up() {
+    let q = queue();
+    let watcher = {
+        let q = q.clone();
+        tokio::spawn(async move { q.closed().await })
+    };
+    let worker = {
+        let q = q.clone();
+        tokio::spawn(async move { q.next().await })
+    };
+    tokio::task::yield_now().await;
+    q.add("a".to_string());
+    let taken = tokio::time::timeout(Duration::from_secs(1), worker).await;
+    assert_eq!(
+        taken.expect("worker woken").expect("task").as_deref(),
+        Some("a")
+    );
+    assert!(!watcher.is_finished(), "closed resolved before shutdown");
+    q.shut_down();
+    tokio::time::timeout(Duration::from_secs(1), watcher)
+        .await
+        .expect("closed resolves on shutdown")
+        .expect("task");
+    q.closed().await; // and at once afterwards
+}
+
+#[tokio::test(start_paused = true)]
 async fn retries_beyond_the_burst_are_spread_at_the_overall_rate() {
     let q = WorkQueue::new(Backoff {
         retry_rate: 10.0,

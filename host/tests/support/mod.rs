@@ -9,9 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use k8s_openapi::jiff::Timestamp;
 use wcm_control_plane::ControlPlane;
 
+pub mod audit;
 pub mod objects;
+pub mod proxy;
 
 /// The component of an example (`target/plugins`) or test (`target/test-plugins`) plugin.
 pub fn plugin_file(name: &str) -> PathBuf {
@@ -57,13 +60,18 @@ impl HostProcess {
     /// Starts the host on `dir` with extra flags against `cp`. Its metrics endpoint
     /// listens on a free loopback port (see [`HostProcess::metrics`]).
     pub fn start_on(cp: &ControlPlane, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
+        Self::start_with(cp.admin_kubeconfig(), dir, flags)
+    }
+
+    /// Starts the host on `dir` with extra flags, configured by `kubeconfig`.
+    pub fn start_with(kubeconfig: &Path, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
             .arg("run")
             .arg("--plugins-dir")
             .arg(dir)
             .args(["--metrics-bind-address", "127.0.0.1:0"])
             .args(flags)
-            .env("KUBECONFIG", cp.admin_kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,wcm_host::controller=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -152,8 +160,45 @@ impl HostProcess {
         Ok(sum)
     }
 
-    /// Sends SIGTERM and waits for the exit status.
-    pub fn terminate(mut self) -> Result<ExitStatus> {
+    /// The value of `field=` in the first log line with all of `needles` (quotes
+    /// removed), waiting up to `timeout` for such a line.
+    pub async fn log_field(
+        &self,
+        needles: &[&str],
+        field: &str,
+        timeout: Duration,
+    ) -> Result<String> {
+        let line = self.wait_for_log(needles, timeout).await?;
+        field_of(&line, field).with_context(|| format!("no {field}= in {line:?}"))
+    }
+
+    /// When the first log line with all of `needles` was written (its timestamp).
+    pub async fn logged_at(&self, needles: &[&str], timeout: Duration) -> Result<Timestamp> {
+        let line = self.wait_for_log(needles, timeout).await?;
+        let stamp = line.split_whitespace().next().unwrap_or_default();
+        stamp
+            .parse()
+            .with_context(|| format!("no timestamp at the start of {line:?}"))
+    }
+
+    /// Kills the process with SIGKILL, as a crashed node would.
+    pub fn kill(&mut self) -> Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own.
+    pub async fn exited_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        eventually(timeout, || {
+            let status = self.child.try_wait().ok().flatten();
+            async move { status }
+        })
+        .await
+    }
+
+    /// Sends SIGTERM and waits for the exit status; the logs stay readable.
+    pub fn stop(&mut self) -> Result<ExitStatus> {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()?;
@@ -162,6 +207,11 @@ impl HostProcess {
         }
         Ok(self.child.wait()?)
     }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> Result<ExitStatus> {
+        self.stop()
+    }
 }
 
 impl Drop for HostProcess {
@@ -169,6 +219,17 @@ impl Drop for HostProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The value of `field=` in a tracing log line, quotes removed.
+pub fn field_of(line: &str, field: &str) -> Option<String> {
+    let start = line.find(&format!(" {field}="))? + field.len() + 2;
+    let rest = &line[start..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next()?,
+        None => rest.split_whitespace().next()?,
+    };
+    Some(value.to_string())
 }
 
 /// Open file descriptors, threads and resident memory (KiB) of a process.

@@ -1,0 +1,209 @@
+//! The daemon's command line: subcommands and the flags of `run`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use wcm_host::leader::{ConfigError, ElectionConfig};
+
+/// Command-line interface of the daemon.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load the plugins of a directory and run them against the cluster
+    /// (KUBECONFIG, ~/.kube/config, then in-cluster configuration); files added,
+    /// replaced or removed later are loaded, upgraded or stopped without a restart.
+    Run(Box<RunArgs>),
+    /// List the plugins a running host has loaded, with state, version and hash.
+    Plugins(PluginsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PluginsArgs {
+    /// The host's `--metrics-bind-address` (`host:port`).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub address: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Directory holding plugin components (`*.wasm`).
+    #[arg(long, env = "WCM_PLUGINS_DIR")]
+    pub plugins_dir: PathBuf,
+    /// Deadline of one reconcile, host calls included (e.g. `30s`, `500ms`).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub reconcile_timeout: Duration,
+    /// Maximum linear memory of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub max_memory_mib: usize,
+    /// Upper bound on the concurrent reconciles a plugin may declare.
+    #[arg(long, default_value_t = 4)]
+    pub max_concurrent_reconciles: u32,
+    /// Allocate instances on demand instead of from wasmtime's pooling allocator.
+    #[arg(long)]
+    pub no_pooling: bool,
+    /// Delay before the first retry of a failed key; doubles with each failure.
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+    pub retry_base_delay: Duration,
+    /// Longest delay between retries of one key.
+    #[arg(long, default_value = "1000s", value_parser = humantime::parse_duration)]
+    pub retry_max_delay: Duration,
+    /// Retries per second over all keys of a plugin (token bucket rate).
+    #[arg(long, default_value_t = 10.0)]
+    pub retry_rate: f64,
+    /// Retries allowed in a burst before --retry-rate applies.
+    #[arg(long, default_value_t = 100)]
+    pub retry_burst: u32,
+    /// How long in-flight reconciles may run after SIGTERM or Ctrl-C.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Address of the `/metrics` and `/healthz` endpoint; `0` turns it off.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: BindAddress,
+    /// Where compiled plugins are cached by content hash
+    /// [default: $XDG_CACHE_HOME/wasm-controller-manager/compiled].
+    #[arg(long)]
+    pub compile_cache_dir: Option<PathBuf>,
+    /// Compile every plugin on every load; keep nothing on disk.
+    #[arg(long, conflicts_with = "compile_cache_dir")]
+    pub no_compile_cache: bool,
+    /// How long a plugin file must stay unchanged before it is (re)loaded.
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    pub file_settle: Duration,
+    #[command(flatten)]
+    pub election: ElectionArgs,
+}
+
+/// Leader-election flags, named and defaulted as kube-controller-manager's.
+#[derive(Debug, Args)]
+pub struct ElectionArgs {
+    /// Campaign for a Lease and reconcile only while holding it, so several replicas
+    /// can run [default: on in a cluster (in-cluster configuration), off otherwise].
+    /// `--leader-elect=false` turns it off.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub leader_elect: Option<bool>,
+    /// How long standbys wait after the last renewal they saw before taking over.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps retrying a renewal before it stops acting.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Time between attempts to acquire or renew.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// Name of the Lease.
+    #[arg(long, default_value = "wasm-controller-manager")]
+    pub leader_elect_resource_name: String,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+}
+
+impl ElectionArgs {
+    /// The election settings for `identity`, or `None` when election is off
+    /// (`in_cluster` decides when the flag is not given); invalid settings are refused.
+    pub fn config(
+        &self,
+        identity: &str,
+        in_cluster: bool,
+    ) -> Result<Option<ElectionConfig>, ConfigError> {
+        if !self.leader_elect.unwrap_or(in_cluster) {
+            return Ok(None);
+        }
+        let config = ElectionConfig {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            lease_name: self.leader_elect_resource_name.clone(),
+            lease_namespace: self.leader_elect_resource_namespace.clone(),
+            identity: identity.to_string(),
+        };
+        config.validate()?;
+        Ok(Some(config))
+    }
+}
+
+/// `host:port`, or `0` for "do not serve" (as controller-runtime's flag).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+impl std::str::FromStr for BindAddress {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<BindAddress, String> {
+        if s == "0" {
+            return Ok(BindAddress(None));
+        }
+        s.parse()
+            .map(|a| BindAddress(Some(a)))
+            .map_err(|e| format!("{s:?} is not host:port or 0: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let base = ["wasm-controller-manager", "run", "--plugins-dir", "p"];
+        match Cli::try_parse_from(base.iter().chain(extra))?.command {
+            Command::Run(args) => Ok(*args),
+            Command::Plugins(_) => unreachable!("parsed a run command"),
+        }
+    }
+
+    #[test]
+    fn metrics_are_served_on_8080_unless_turned_off() {
+        let default = run_args(&[]).expect("defaults parse");
+        assert_eq!(default.metrics_bind_address.0, "0.0.0.0:8080".parse().ok());
+        let off = run_args(&["--metrics-bind-address", "0"]).expect("0 parses");
+        assert_eq!(off.metrics_bind_address, BindAddress(None));
+        let err = run_args(&["--metrics-bind-address", "localhost"]).expect_err("no port");
+        assert!(err.to_string().contains("is not host:port or 0"), "{err}");
+    }
+
+    #[test]
+    fn leader_election_is_on_in_a_cluster_and_off_outside_unless_told() {
+        let default = run_args(&[]).expect("defaults parse").election;
+        assert_eq!(default.config("me", false), Ok(None));
+        let on = default.config("me", true).expect("valid").expect("on");
+        assert_eq!(
+            on,
+            ElectionConfig::new("me"),
+            "kube-controller-manager's defaults"
+        );
+        let forced = run_args(&["--leader-elect"]).expect("parses").election;
+        assert!(forced.config("me", false).expect("valid").is_some());
+        let off = run_args(&["--leader-elect=false"])
+            .expect("parses")
+            .election;
+        assert_eq!(off.config("me", true), Ok(None));
+    }
+
+    #[test]
+    fn election_timings_that_could_overlap_two_leaders_are_refused() {
+        let args = run_args(&[
+            "--leader-elect",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=2500ms",
+            "--leader-elect-retry-period=2100ms",
+        ])
+        .expect("parses");
+        let err = args
+            .election
+            .config("me", false)
+            .expect_err("retry too slow");
+        assert!(
+            err.to_string()
+                .starts_with("--leader-elect-retry-period (2.1s) × 1.2"),
+            "{err}"
+        );
+    }
+}

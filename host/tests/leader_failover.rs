@@ -1,0 +1,506 @@
+//! Several host processes running pod-counter against the real control plane with
+//! leader election on: only the leader acts, and a killed, stopped, partitioned or
+//! overwritten leader hands over as promised. Short timings (lease 4 s, renew
+//! deadline 2.5 s, retry 0.5 s) keep each scenario to seconds.
+//!
+//! pod-counter counts every Pod of the cluster, so these scenarios run one at a time.
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use futures::future::try_join_all;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use support::audit::{Write, writes_by};
+use support::objects::{all_pods, create_node, create_pod, events_about, node_label};
+use support::proxy::{Proxy, server_address};
+use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use tokio::sync::Mutex;
+use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::leader::JITTER_FACTOR;
+
+const COUNT: &str = "pod-counter.example.com/count";
+const COUNTED: &str = "pod-counter.example.com/counted";
+const LEASE: Duration = Duration::from_secs(4);
+const RETRY: Duration = Duration::from_millis(500);
+/// Time for one request and the process scheduling around it, on a loaded machine.
+const SLACK: Duration = Duration::from_millis(300);
+const CONVERGE: Duration = Duration::from_secs(60);
+
+/// One scenario at a time: pod-counter counts and labels cluster-wide.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Lease duration, renew deadline and retry period of a scenario.
+#[derive(Debug, Clone, Copy)]
+struct Timings {
+    lease: Duration,
+    renew: Duration,
+    retry: Duration,
+}
+
+/// The short timings of the scenarios.
+const SHORT: Timings = Timings {
+    lease: LEASE,
+    renew: Duration::from_millis(2500),
+    retry: RETRY,
+};
+
+/// kube-controller-manager's defaults.
+const DEFAULT: Timings = Timings {
+    lease: Duration::from_secs(15),
+    renew: Duration::from_secs(10),
+    retry: Duration::from_secs(2),
+};
+
+/// A namespace, its control-plane Node, pod-counter in a plugins directory, and a
+/// Lease of the scenario's own.
+struct Scene {
+    ns: TestNamespace,
+    node: String,
+    dir: tempfile::TempDir,
+    timings: Timings,
+}
+
+/// One host process and its identity in the Lease.
+struct Replica {
+    host: HostProcess,
+    identity: String,
+}
+
+impl Scene {
+    async fn new(prefix: &str) -> Result<Scene> {
+        let ns = TestNamespace::create(prefix).await?;
+        let node = format!("{}-control-plane", ns.name());
+        create_node(&ns.client(), &node, true, ns.labels()).await?;
+        let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
+        Ok(Scene {
+            ns,
+            node,
+            dir,
+            timings: SHORT,
+        })
+    }
+
+    fn client(&self) -> Client {
+        self.ns.client()
+    }
+
+    fn flags(&self) -> Vec<String> {
+        let name = self.ns.name();
+        let Timings {
+            lease,
+            renew,
+            retry,
+        } = self.timings;
+        [
+            "--leader-elect".to_string(),
+            format!("--leader-elect-lease-duration={}ms", lease.as_millis()),
+            format!("--leader-elect-renew-deadline={}ms", renew.as_millis()),
+            format!("--leader-elect-retry-period={}ms", retry.as_millis()),
+            format!("--leader-elect-resource-name={name}"),
+            format!("--leader-elect-resource-namespace={name}"),
+        ]
+        .into()
+    }
+
+    /// Starts a host against the control plane (through `kubeconfig` if given).
+    async fn replica(&self, kubeconfig: Option<&std::path::Path>) -> Result<Replica> {
+        let cp = ControlPlane::shared()?;
+        let flags = self.flags();
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let kubeconfig = kubeconfig.unwrap_or(cp.admin_kubeconfig());
+        let host = HostProcess::start_with(kubeconfig, self.dir.path(), &flags)?;
+        let campaigning = ["leader election on; campaigning"];
+        let identity = host.log_field(&campaigning, "identity", CONVERGE).await?;
+        Ok(Replica { host, identity })
+    }
+
+    /// Starts the first replica and waits until it leads, then a second that follows.
+    async fn leader_and_standby(&self) -> Result<(Replica, Replica)> {
+        let a = self.replica(None).await?;
+        a.host.wait_for_log(&["became leader"], CONVERGE).await?;
+        let b = self.replica(None).await?;
+        b.host
+            .wait_for_log(&["lease holder changed", &a.identity], CONVERGE)
+            .await?;
+        Ok((a, b))
+    }
+
+    async fn lease(&self) -> Result<Lease> {
+        let api: Api<Lease> = Api::namespaced(self.client(), self.ns.name());
+        Ok(api.get(self.ns.name()).await?)
+    }
+
+    /// Waits for the leader's next renewal and returns its `renewTime`.
+    async fn next_renewal(&self) -> Result<Timestamp> {
+        let before = renew_time(&self.lease().await?);
+        let renewed = eventually(Duration::from_secs(5), || async {
+            let now = renew_time(&self.lease().await.ok()?);
+            (now != before).then_some(now).flatten()
+        })
+        .await;
+        renewed.context("the leader did not renew within 5 s")
+    }
+
+    async fn create_pods(&self, prefix: &str, count: usize) -> Result<Vec<String>> {
+        let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
+        let client = self.client();
+        try_join_all(names.iter().map(|n| create_pod(&client, self.ns.name(), n))).await?;
+        Ok(names)
+    }
+
+    /// Waits until the Node's label equals the cluster's Pod count and every Pod of
+    /// `names` is marked counted; returns the Counted Events of each Pod.
+    async fn counted(&self, names: &[String]) -> Result<Vec<Vec<String>>> {
+        let client = self.client();
+        let done = eventually(CONVERGE, || async {
+            let pods = all_pods(&client).await.ok()?;
+            let label = node_label(&client, &self.node, COUNT).await.ok()??;
+            let marked = pods.iter().filter(|p| {
+                p.metadata.namespace.as_deref() == Some(self.ns.name())
+                    && p.metadata.name.as_ref().is_some_and(|n| names.contains(n))
+                    && p.metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key(COUNTED))
+            });
+            (label == pods.len().to_string() && marked.count() == names.len()).then_some(())
+        })
+        .await;
+        let label = node_label(&client, &self.node, COUNT).await?;
+        done.with_context(|| format!("not converged; label {label:?}"))?;
+        let mut reporters = Vec::new();
+        for name in names {
+            let events = events_about(&client, self.ns.name(), name, "Counted").await?;
+            reporters.push(
+                events
+                    .iter()
+                    .map(|e| e.reporting_instance.clone().unwrap_or_default())
+                    .collect(),
+            );
+        }
+        Ok(reporters)
+    }
+
+    fn writes_by(&self, replica: &Replica) -> Result<Vec<Write>> {
+        writes_by(&ControlPlane::shared()?.audit_log(), &replica.identity)
+    }
+}
+
+fn renew_time(lease: &Lease) -> Option<Timestamp> {
+    lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
+}
+
+fn holder(lease: &Lease) -> Option<&str> {
+    lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
+fn acquire_time(lease: &Lease) -> Result<Timestamp> {
+    let spec = lease.spec.as_ref().context("no spec")?;
+    Ok(spec.acquire_time.as_ref().context("no acquireTime")?.0)
+}
+
+fn transitions(lease: &Lease) -> i32 {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_transitions)
+        .unwrap_or(0)
+}
+
+fn between(from: Timestamp, to: Timestamp) -> Duration {
+    let d: SignedDuration = to.duration_since(from);
+    d.try_into().unwrap_or(Duration::ZERO)
+}
+
+/// Every Pod has exactly one Counted Event, reported by `identity`.
+fn all_counted_once_by(reporters: &[Vec<String>], identity: &str) -> Result<()> {
+    for (i, events) in reporters.iter().enumerate() {
+        ensure!(
+            events.len() == 1 && events[0] == identity,
+            "Pod {i}: Counted Events reported by {events:?}, expected once by {identity}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let scene = Scene::new("le-only").await?;
+    let (mut a, b) = scene.leader_and_standby().await?;
+    let pods = scene.create_pods("only", 10).await?;
+    let reporters = scene.counted(&pods).await?;
+    all_counted_once_by(&reporters, &a.identity)?;
+
+    // The standby's caches are warm, yet it neither reconciled nor wrote anything.
+    let reconciles = [("plugin", "pod-counter")];
+    ensure!(a.host.metric("wcm_reconcile_total", &reconciles).await? > 0.0);
+    assert_eq!(
+        b.host.metric("wcm_reconcile_total", &reconciles).await?,
+        0.0
+    );
+    let pod_cache = b
+        .host
+        .metric("wcm_informer_objects", &[("kind", "v1/Pod")])
+        .await?;
+    ensure!(pod_cache >= 10.0, "standby caches {pod_cache} Pods");
+    assert_eq!(
+        a.host.metric("wcm_leader_election_leading", &[]).await?,
+        1.0
+    );
+    assert_eq!(
+        b.host.metric("wcm_leader_election_leading", &[]).await?,
+        0.0
+    );
+    let seen = [("identity", a.identity.as_str())];
+    assert_eq!(
+        b.host.metric("wcm_leader_election_holder", &seen).await?,
+        1.0
+    );
+    let standby: Vec<Write> = scene
+        .writes_by(&b)?
+        .into_iter()
+        .filter(|w| w.resource != "leases")
+        .collect();
+    ensure!(standby.is_empty(), "the standby wrote: {standby:?}");
+    let leader = scene.writes_by(&a)?;
+    ensure!(
+        leader
+            .iter()
+            .any(|w| w.resource == "nodes" && w.name.as_deref() == Some(&scene.node)),
+        "no label write on {} from the leader",
+        scene.node
+    );
+
+    // Someone else takes the Lease: the leader notices at its next renewal and exits.
+    let api: Api<Lease> = Api::namespaced(scene.client(), scene.ns.name());
+    let mut lease = scene.lease().await?;
+    lease.spec.as_mut().context("spec")?.holder_identity = Some("intruder".into());
+    api.replace(scene.ns.name(), &PostParams::default(), &lease)
+        .await?;
+    let status = a
+        .host
+        .exited_within(RETRY.mul_f64(JITTER_FACTOR) + Duration::from_secs(2))
+        .await
+        .context("the overwritten leader kept running")?;
+    ensure!(!status.success(), "exited with {status}");
+    a.host
+        .wait_for_log(
+            &["leadership lost", "the lease is held by intruder now"],
+            CONVERGE,
+        )
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_killed_leader_is_replaced_within_the_lease_duration_and_two_retries() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let scene = Scene::new("le-kill").await?;
+    let (mut a, b) = scene.leader_and_standby().await?;
+    let before = scene.create_pods("before", 5).await?;
+    all_counted_once_by(&scene.counted(&before).await?, &a.identity)?;
+    let transitions_before = transitions(&scene.lease().await?);
+
+    let last_renewal = scene.next_renewal().await?;
+    a.host.kill()?;
+    let during = scene.create_pods("during", 5).await?;
+    b.host.wait_for_log(&["became leader"], CONVERGE).await?;
+    let lease = scene.lease().await?;
+    assert_eq!(holder(&lease), Some(b.identity.as_str()));
+    assert_eq!(transitions(&lease), transitions_before + 1);
+    let took = between(last_renewal, acquire_time(&lease)?);
+    eprintln!("standby acquired {took:?} after the killed leader's last renewal");
+    // The standby first sees the last renewal up to one jittered retry after it was
+    // written, waits the lease duration, and retries within one more jittered period.
+    let bound = LEASE + RETRY.mul_f64(2.0 * JITTER_FACTOR) + SLACK;
+    ensure!(took <= bound, "took {took:?}, more than {bound:?}");
+    all_counted_once_by(&scene.counted(&during).await?, &b.identity)?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_terminated_leader_releases_and_the_standby_takes_over_within_two_retries() -> Result<()>
+{
+    let _serial = SERIAL.lock().await;
+    let scene = Scene::new("le-term").await?;
+    let (mut a, b) = scene.leader_and_standby().await?;
+    let before = scene.create_pods("before", 5).await?;
+    all_counted_once_by(&scene.counted(&before).await?, &a.identity)?;
+
+    let terminated = Timestamp::now();
+    let status = a.host.stop()?;
+    ensure!(
+        status.success(),
+        "the leader exited with {status} on SIGTERM"
+    );
+    let released = a.host.logged_at(&["lease released"], CONVERGE).await?;
+    b.host.wait_for_log(&["became leader"], CONVERGE).await?;
+    let acquired = acquire_time(&scene.lease().await?)?;
+    let took = between(released, acquired);
+    eprintln!(
+        "standby acquired {took:?} after the release, {:?} after SIGTERM",
+        between(terminated, acquired)
+    );
+    let bound = RETRY.mul_f64(2.0 * JITTER_FACTOR) + SLACK;
+    ensure!(
+        took <= bound,
+        "took {took:?} after the release, more than {bound:?}"
+    );
+    let after = scene.create_pods("after", 5).await?;
+    all_counted_once_by(&scene.counted(&after).await?, &b.identity)?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_partitioned_leader_stops_writing_before_another_replica_acquires() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let scene = Scene::new("le-cut").await?;
+    let cp = ControlPlane::shared()?;
+    let proxy = Proxy::start(server_address(cp.admin_kubeconfig())?).await?;
+    let through_proxy = proxy.kubeconfig(cp.admin_kubeconfig(), scene.dir.path())?;
+    let mut a = scene.replica(Some(&through_proxy)).await?;
+    a.host.wait_for_log(&["became leader"], CONVERGE).await?;
+    let b = scene.replica(None).await?;
+    b.host
+        .wait_for_log(&["lease holder changed", &a.identity], CONVERGE)
+        .await?;
+
+    // Pods keep arriving, so the leader is writing when it is cut off.
+    let feeder_client = scene.client();
+    let ns = scene.ns.name().to_string();
+    let feeder = tokio::spawn(async move {
+        let mut names = Vec::new();
+        for i in 0..30 {
+            let name = format!("steady-{i}");
+            create_pod(&feeder_client, &ns, &name).await?;
+            names.push(name);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        anyhow::Ok(names)
+    });
+    a.host
+        .wait_for_log(&["reconciled", "pod-counter"], CONVERGE)
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.cut();
+    let status = a
+        .host
+        .exited_within(Duration::from_secs(10))
+        .await
+        .context("the partitioned leader kept running")?;
+    ensure!(
+        !status.success(),
+        "the partitioned leader exited with {status}"
+    );
+    let stopped = a.host.logged_at(&["leadership lost"], CONVERGE).await?;
+    b.host.wait_for_log(&["became leader"], CONVERGE).await?;
+    let acquired = acquire_time(&scene.lease().await?)?;
+    proxy.heal();
+    eprintln!(
+        "old leader stopped {:?} before the new one acquired",
+        between(stopped, acquired)
+    );
+    ensure!(
+        stopped < acquired,
+        "stopped at {stopped}, after the acquire at {acquired}"
+    );
+    let late: Vec<Write> = scene
+        .writes_by(&a)?
+        .into_iter()
+        .filter(|w| w.received >= acquired)
+        .collect();
+    ensure!(
+        late.is_empty(),
+        "the old leader wrote after {acquired}: {late:?}"
+    );
+
+    let names = feeder.await??;
+    let reporters = scene.counted(&names).await?;
+    // The reconcile cut off mid-way may have recorded its Event without marking the
+    // Pod; the new leader then counts that one Pod again. No other Pod may repeat.
+    let repeated = reporters.iter().filter(|r| r.len() > 1).count();
+    ensure!(
+        repeated <= 1,
+        "{repeated} Pods counted twice: {reporters:?}"
+    );
+    ensure!(
+        reporters.iter().all(|r| !r.is_empty()),
+        "uncounted Pods: {reporters:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn election_settings_that_could_let_two_replicas_act_are_refused_at_start() -> Result<()> {
+    let cp = ControlPlane::shared()?;
+    let dir = plugins_dir(&[])?;
+    let flags = [
+        "--leader-elect",
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=2s",
+    ];
+    let mut host = HostProcess::start_with(cp.admin_kubeconfig(), dir.path(), &flags)?;
+    let status = host
+        .exited_within(Duration::from_secs(30))
+        .await
+        .context("the host started with a renew deadline equal to the lease duration")?;
+    ensure!(!status.success());
+    host.wait_for_log(
+        &["--leader-elect-renew-deadline (2s) must be shorter than --leader-elect-lease-duration (2s)"],
+        Duration::from_secs(5),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Failover times, kill and graceful, with the short and the default timings; medians
+/// of five runs each. About three minutes: run with `make measure-failover`.
+#[tokio::test]
+#[ignore = "a measurement; run with `make measure-failover`"]
+async fn measure_failover_times() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    for (name, timings) in [("short", SHORT), ("default", DEFAULT)] {
+        let mut killed = Vec::new();
+        let mut graceful = Vec::new();
+        for run in 0..5 {
+            let mut scene = Scene::new(&format!("le-m{run}")).await?;
+            scene.timings = timings;
+            let (mut a, b) = scene.leader_and_standby().await?;
+            let last_renewal = scene.next_renewal().await?;
+            let kill = Timestamp::now();
+            a.host.kill()?;
+            b.host.wait_for_log(&["became leader"], CONVERGE).await?;
+            let acquired = acquire_time(&scene.lease().await?)?;
+            killed.push((between(kill, acquired), between(last_renewal, acquired)));
+            let mut c = scene.replica(None).await?;
+            c.host
+                .wait_for_log(&["lease holder changed", &b.identity], CONVERGE)
+                .await?;
+            let mut b = b;
+            let term = Timestamp::now();
+            b.host.stop()?;
+            c.host.wait_for_log(&["became leader"], CONVERGE).await?;
+            graceful.push(between(term, acquire_time(&scene.lease().await?)?));
+            c.host.stop()?;
+        }
+        let median = |mut v: Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        let from_kill = median(killed.iter().map(|k| k.0).collect());
+        let from_renewal = median(killed.iter().map(|k| k.1).collect());
+        println!(
+            "{name} timings {timings:?}: kill -> new leader median {from_kill:?} \
+             (last renewal -> new leader {from_renewal:?}; runs {killed:?}); \
+             SIGTERM -> new leader median {:?} (runs {graceful:?})",
+            median(graceful.clone())
+        );
+    }
+    Ok(())
+}
