@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned kube-apiserver and etcd from the Go module proxy into the cache.
+# Builds the pinned kube-apiserver, kube-controller-manager and etcd from the Go module
+# proxy into the cache.
 #
-# Usage: control-plane/build.sh [kube-apiserver|etcd ...]   (default: all)
+# Usage: control-plane/build.sh [kube-apiserver|kube-controller-manager|etcd ...]   (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -64,7 +65,7 @@ build_etcd() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) build_etcd ;;

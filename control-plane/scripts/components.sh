@@ -36,6 +36,19 @@ start_apiserver() {
     --v="${WCM_APISERVER_VERBOSITY:-1}"
 }
 
+# The garbage collector (owner references cascade), the Deployment and ReplicaSet
+# controllers (Deployments get ReplicaSets, Pods and a real status) and the namespace
+# controller (deleted namespaces are emptied and go away). Pods stay Pending: there is
+# no scheduler and no kubelet. It talks to the apiserver as the admin identity and
+# serves nothing itself.
+start_controller_manager() {
+  spawn kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$STATE_DIR/admin.kubeconfig" \
+    --controllers=garbagecollector,deployment,replicaset,namespace \
+    --leader-elect=false --use-service-account-credentials=false --secure-port=0 \
+    --concurrent-gc-syncs=5 --v="${WCM_CONTROLLER_MANAGER_VERBOSITY:-1}"
+}
+
 wait_ready() {
   local port="$1" d="$STATE_DIR/pki" deadline=$((SECONDS + READY_TIMEOUT_SECS))
   until curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" \

@@ -25,7 +25,7 @@ owned_pid() {
 
 pid_alive() { owned_pid "$1" >/dev/null; }
 
-cluster_running() { pid_alive etcd && pid_alive kube-apiserver; }
+cluster_running() { pid_alive etcd && pid_alive kube-apiserver && pid_alive kube-controller-manager; }
 
 # stop_component NAME: TERM, then KILL after 10 s; a no-op if it is not running.
 stop_component() {

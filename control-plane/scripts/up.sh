@@ -59,7 +59,7 @@ KUBECONFIG
 }
 
 start_cluster() {
-  "$CONTROL_PLANE_DIR/build.sh" etcd kube-apiserver
+  "$CONTROL_PLANE_DIR/build.sh" etcd kube-apiserver kube-controller-manager
   rm -rf "$STATE_DIR" && mkdir -p "$STATE_DIR/logs"
   local etcd_port peer_port api_port
   etcd_port="$(free_port)"; peer_port="$(free_port)"; api_port="$(free_port)"
@@ -71,7 +71,10 @@ start_cluster() {
   start_etcd "$etcd_port" "$peer_port"
   start_apiserver "$api_port" "$etcd_port"
   wait_ready "$api_port"
-  log "kube-apiserver ready at https://127.0.0.1:$api_port (state in $STATE_DIR)"
+  start_controller_manager
+  sleep 1
+  pid_alive kube-controller-manager || { show_logs; stop_all; die "kube-controller-manager exited during start-up (logs above)"; }
+  log "kube-apiserver ready at https://127.0.0.1:$api_port, kube-controller-manager running (state in $STATE_DIR)"
 }
 
 main() {

@@ -79,3 +79,64 @@ async fn rbac_forbids_the_restricted_identity_and_allows_the_admin() -> Result<(
     admin.list(&Default::default()).await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_controller_manager_runs_deployments_and_collects_garbage() -> Result<()> {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use kube::api::{DeleteParams, ListParams};
+
+    let ns = TestNamespace::create("kcm").await?;
+    let deployments: Api<Deployment> = Api::namespaced(ns.client(), ns.name());
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(ns.client(), ns.name());
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+            }
+        }
+    }))?;
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    // The Deployment controller creates a ReplicaSet it owns and reports status.
+    let owned = poll(|| async {
+        let listed = replica_sets.list(&ListParams::default()).await.ok()?;
+        let rs = listed.items.into_iter().next()?;
+        let owner = rs.owner_references().first()?.name.clone();
+        let status = deployments.get("web").await.ok()?.status?;
+        (status.replicas == Some(2)).then_some(owner)
+    })
+    .await
+    .context("no ReplicaSet or Deployment status from kube-controller-manager")?;
+    assert_eq!(owned, "web");
+    // The garbage collector deletes the ReplicaSet once its owner is gone.
+    deployments
+        .delete("web", &DeleteParams::background())
+        .await?;
+    poll(|| async {
+        let listed = replica_sets.list(&ListParams::default()).await.ok()?;
+        listed.items.is_empty().then_some(())
+    })
+    .await
+    .context("the ReplicaSet outlived its Deployment: no garbage collection")?;
+    Ok(())
+}
+
+/// Polls `probe` every 200 ms for up to 60 s.
+async fn poll<T, F, Fut>(mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    for _ in 0..300 {
+        if let Some(v) = probe().await {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}

@@ -1,13 +1,16 @@
 //! Reading and writing the cluster from a controller, with `k8s-openapi` types.
 //!
 //! Reads come from the host's informer cache of the kinds the plugin watches; writes
-//! go to the API server under the plugin's own field manager.
+//! go to the API server under the plugin's own field manager (the plugin's name).
 
 use k8s_openapi::Resource;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::wit::wcm::controller::cluster as host;
 use crate::{Error, EventType, Gvk, ObjectRef};
+
+pub use host::Propagation;
 
 /// One object of a watched kind, by namespace (none if cluster-scoped) and name.
 pub fn get<K: Resource + DeserializeOwned>(
@@ -78,4 +81,46 @@ pub fn record_event(
     note: &str,
 ) -> Result<(), Error> {
     host::record_event(regarding, kind, reason, note)
+}
+
+/// Creates or updates `object` by server-side apply and returns it as stored.
+///
+/// `object` holds the fields the controller owns and nothing else (a k8s-openapi
+/// value built from defaults serialises only what was set; its `apiVersion` and
+/// `kind` come along). Fields applied before and left out now are removed; other
+/// managers' fields stay. Without `force`, a field another manager owns with another
+/// value fails with [`Error::Conflict`] naming the field and the manager; with `force`
+/// the controller takes it over, reverting manual edits to its fields. Needs
+/// [`Verb::Apply`](crate::Verb::Apply) on the kind.
+pub fn apply<K: Resource + Serialize + DeserializeOwned>(
+    object: &K,
+    force: bool,
+) -> Result<K, Error> {
+    let json = serde_json::to_string(object)
+        .map_err(|e| Error::Invalid(format!("cannot serialise the object to apply: {e}")))?;
+    Ok(serde_json::from_str(&host::apply(&json, force)?)?)
+}
+
+/// [`apply`] for objects without a Rust type (custom resources), as JSON with
+/// `apiVersion`, `kind` and `metadata`.
+pub fn apply_json(object: &serde_json::Value, force: bool) -> Result<serde_json::Value, Error> {
+    Ok(serde_json::from_str(&host::apply(
+        &object.to_string(),
+        force,
+    )?)?)
+}
+
+/// Merges `status` (the value of the object's `.status`) into the status subresource
+/// of `obj`: fields not mentioned stay, lists are replaced whole. Needs
+/// [`Verb::PatchStatus`](crate::Verb::PatchStatus) on the kind.
+pub fn patch_status(obj: &ObjectRef, status: &impl Serialize) -> Result<(), Error> {
+    let json = serde_json::to_string(status)
+        .map_err(|e| Error::Invalid(format!("cannot serialise the status: {e}")))?;
+    host::patch_status(obj, &json)
+}
+
+/// Deletes `obj`; [`Error::NotFound`] if it is already gone. Needs
+/// [`Verb::Delete`](crate::Verb::Delete) on the kind.
+pub fn delete(obj: &ObjectRef, propagation: Propagation) -> Result<(), Error> {
+    host::delete(obj, propagation)
 }

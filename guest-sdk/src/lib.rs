@@ -51,6 +51,7 @@ extern crate self as wasm_controller_sdk;
 pub mod cluster;
 mod error;
 pub mod log;
+pub mod owner;
 mod types;
 
 /// The raw bindings of the WIT contract; use the items re-exported at the crate root.

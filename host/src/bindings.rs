@@ -22,4 +22,4 @@ pub use wcm::controller::log::Level;
 pub use wcm::controller::types::{Error as WitError, EventType, Gvk, ObjectRef};
 
 /// The WIT package version this host implements; plugins must share its major.minor.
-pub const WIT_PACKAGE: &str = "wcm:controller@0.1.0";
+pub const WIT_PACKAGE: &str = "wcm:controller@0.2.0";

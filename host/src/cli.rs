@@ -77,6 +77,10 @@ pub struct RunArgs {
     /// How long a plugin file must stay unchanged before it is (re)loaded.
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     pub file_settle: Duration,
+    /// How often a plugin waiting for a kind the API server does not serve yet (its
+    /// CRD not installed) tries again.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub missing_kind_retry: Duration,
     #[command(flatten)]
     pub election: ElectionArgs,
 }

@@ -48,6 +48,9 @@ pub struct ManagerConfig {
     pub settle: Duration,
     /// How long a new version's informers may take to list before its upgrade fails.
     pub sync_timeout: Duration,
+    /// How often a plugin waiting for a kind the API server does not serve yet (a CRD
+    /// not installed) tries again.
+    pub missing_kind_retry: Duration,
 }
 
 impl ManagerConfig {
@@ -62,6 +65,7 @@ impl ManagerConfig {
             compile_cache: None,
             settle: Duration::from_millis(500),
             sync_timeout: Duration::from_secs(60),
+            missing_kind_retry: Duration::from_secs(5),
         }
     }
 }

@@ -149,6 +149,7 @@ fn config(args: RunArgs, identity: &str) -> ManagerConfig {
     };
     config.shutdown_grace = args.shutdown_grace;
     config.settle = args.file_settle;
+    config.missing_kind_retry = args.missing_kind_retry;
     config.compile_cache = match args.no_compile_cache {
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
@@ -167,6 +168,7 @@ async fn list_plugins(address: &str) -> anyhow::Result<()> {
         let state = match row.state {
             State::Running => "running",
             State::Failed => "failed",
+            State::Waiting => "waiting",
         };
         let hash = row.hash.as_deref().map(|h| &h[..h.len().min(12)]);
         println!(

@@ -13,7 +13,7 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::bindings::wcm::controller::cluster::Host;
+use wcm_host::bindings::wcm::controller::cluster::{Host, Propagation};
 use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
 use wcm_host::capabilities::ClusterAccess;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
@@ -53,6 +53,11 @@ async fn state_for(ns: &str, client: Client) -> Result<HostState> {
 
 /// As [`state_for`], writing only while `leader` is open.
 async fn state_gated(ns: &str, client: Client, leader: LeaderGate) -> Result<HostState> {
+    state_of(PLUGIN, ns, client, leader).await
+}
+
+/// As [`state_for`], for a plugin named `plugin`, with every verb granted.
+async fn state_of(plugin: &str, ns: &str, client: Client, leader: LeaderGate) -> Result<HostState> {
     let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
     let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
     let scope = WatchScope {
@@ -62,9 +67,16 @@ async fn state_gated(ns: &str, client: Client, leader: LeaderGate) -> Result<Hos
     };
     let informer = registry.acquire(scope).await?;
     informer.wait_synced().await;
-    let grants = HashMap::from([(gvk, HashSet::from([Verb::Get, Verb::List, Verb::Patch]))]);
+    let verbs = [
+        Verb::Get,
+        Verb::List,
+        Verb::Patch,
+        Verb::Apply,
+        Verb::Delete,
+    ];
+    let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
     let access = ClusterAccess::new(
-        PLUGIN,
+        plugin,
         "test-host",
         registry,
         client,
@@ -73,7 +85,7 @@ async fn state_gated(ns: &str, client: Client, leader: LeaderGate) -> Result<Hos
         leader,
     );
     Ok(HostState::new(
-        PLUGIN.into(),
+        plugin.into(),
         Some("key".into()),
         Some(Arc::new(access)),
         64 << 20,
@@ -320,6 +332,76 @@ async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<
     assert_eq!(labels.get("phase").map(String::as_str), Some("leading"));
     let events: Api<Event> = Api::namespaced(ns.client(), ns.name());
     assert!(events.list(&ListParams::default()).await?.items.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> Result<()> {
+    let ns = TestNamespace::create("cap-apply").await?;
+    let n = ns.name();
+    let gate = LeaderGate::always_open;
+    let mut first = state_of("colour-a", n, ns.client(), gate()).await?;
+    let mut second = state_of("colour-b", n, ns.client(), gate()).await?;
+    let colour = |c: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "shared", "namespace": n}, "data": {"colour": c}})
+        .to_string()
+    };
+    let stored = first
+        .apply(colour("red"), false)
+        .await
+        .map_err(anyhow_wit)?;
+    let stored: ConfigMap = serde_json::from_str(&stored)?;
+    assert_eq!(
+        stored
+            .data
+            .context("data")?
+            .get("colour")
+            .map(String::as_str),
+        Some("red")
+    );
+    assert_wit_error(
+        second.apply(colour("blue"), false).await,
+        "conflict",
+        "conflict with \"colour-a\": .data.colour",
+    );
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), n);
+    let data = api.get("shared").await?.data.unwrap_or_default();
+    assert_eq!(
+        data.get("colour").map(String::as_str),
+        Some("red"),
+        "flipped"
+    );
+    second
+        .apply(colour("blue"), true)
+        .await
+        .map_err(anyhow_wit)?;
+    let data = api.get("shared").await?.data.unwrap_or_default();
+    assert_eq!(data.get("colour").map(String::as_str), Some("blue"));
+
+    let shared = config_map(n, "shared");
+    second
+        .delete(shared.clone(), Propagation::Background)
+        .await
+        .map_err(anyhow_wit)?;
+    assert!(api.get_opt("shared").await?.is_none());
+    assert_wit_error(
+        second.delete(shared, Propagation::Background).await,
+        "not-found",
+        "shared",
+    );
+    let nameless = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+    assert_wit_error(
+        first.apply(nameless.to_string(), false).await,
+        "invalid",
+        "apply: the object has no metadata.name",
+    );
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}});
+    assert_wit_error(
+        first.apply(node.to_string(), true).await,
+        "forbidden",
+        "plugin colour-a did not declare the apply permission on v1/Node",
+    );
     Ok(())
 }
 

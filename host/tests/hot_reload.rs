@@ -128,7 +128,7 @@ async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working()
         (
             "other WIT major",
             other_major_component(),
-            "does not export wcm:controller/reconciler@0.1.0",
+            "does not export wcm:controller/reconciler@0.2.0",
         ),
     ];
     for (round, (what, bytes, reason)) in uploads.iter().enumerate() {

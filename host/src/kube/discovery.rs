@@ -27,6 +27,18 @@ pub struct DiscoveryError {
     pub source: kube::Error,
 }
 
+impl DiscoveryError {
+    /// Whether the API server simply does not serve the kind (yet): its group/version
+    /// is unknown (404) or lacks the kind, as before a CRD is installed.
+    pub fn is_not_served(&self) -> bool {
+        match &self.source {
+            kube::Error::Api(status) => status.code == 404,
+            kube::Error::Discovery(_) => true,
+            _ => false,
+        }
+    }
+}
+
 /// Renders a kind the way logs and errors show it: `v1/Pod`, `apps/v1/Deployment`.
 pub fn display_gvk(gvk: &GroupVersionKind) -> String {
     if gvk.group.is_empty() {

@@ -1,11 +1,25 @@
-//! Writes a plugin makes to the API server, each under the plugin's own field manager.
+//! Writes a plugin makes to the API server, each under the plugin's own field manager:
+//! label patches, server-side apply, status patches and deletions.
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use serde_json::{Map, Value};
 
 use super::discovery::ResolvedKind;
 use super::labels::{LabelError, validate_key, validate_value};
+
+/// The API of `kind`, in `namespace` if the kind is namespaced.
+fn api(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+) -> Result<Api<DynamicObject>, WriteError> {
+    match (kind.namespaced, namespace) {
+        (true, Some(ns)) => Ok(Api::namespaced_with(client.clone(), ns, &kind.resource)),
+        (true, None) => Err(WriteError::MissingNamespace),
+        (false, _) => Ok(Api::all_with(client.clone(), &kind.resource)),
+    }
+}
 
 /// Sets and removes labels on one object with a JSON merge patch under `field_manager`.
 ///
@@ -22,18 +36,68 @@ pub async fn patch_labels(
     field_manager: &str,
     set: &[(String, String)],
     remove: &[String],
-) -> Result<DynamicObject, PatchLabelsError> {
+) -> Result<DynamicObject, WriteError> {
     let patch = label_patch(set, remove)?;
-    let api: Api<DynamicObject> = match (kind.namespaced, namespace) {
-        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &kind.resource),
-        (true, None) => return Err(PatchLabelsError::MissingNamespace),
-        (false, _) => Api::all_with(client.clone(), &kind.resource),
-    };
+    let api = api(client, kind, namespace)?;
     let params = PatchParams {
         field_manager: Some(field_manager.to_string()),
         ..Default::default()
     };
     Ok(api.patch(name, &params, &Patch::Merge(&patch)).await?)
+}
+
+/// Server-side applies `object` as `field_manager`; `force` takes over fields other
+/// managers own instead of failing with a conflict. Returns the stored object.
+pub async fn apply(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+    name: &str,
+    field_manager: &str,
+    object: &Value,
+    force: bool,
+) -> Result<DynamicObject, WriteError> {
+    let api = api(client, kind, namespace)?;
+    let mut params = PatchParams::apply(field_manager);
+    params.force = force;
+    Ok(api.patch(name, &params, &Patch::Apply(object)).await?)
+}
+
+/// Merges `status` into the status subresource of one object as `field_manager`.
+pub async fn patch_status(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+    name: &str,
+    field_manager: &str,
+    status: &Value,
+) -> Result<DynamicObject, WriteError> {
+    let api = api(client, kind, namespace)?;
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_string()),
+        ..Default::default()
+    };
+    let patch = serde_json::json!({ "status": status });
+    Ok(api
+        .patch_status(name, &params, &Patch::Merge(&patch))
+        .await?)
+}
+
+/// Deletes one object, dependents handled by `propagation`.
+pub async fn delete(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+    name: &str,
+    propagation: PropagationPolicy,
+) -> Result<(), WriteError> {
+    let api = api(client, kind, namespace)?;
+    let params = DeleteParams {
+        propagation_policy: Some(propagation),
+        ..DeleteParams::default()
+    };
+    api.delete(name, &params).await?;
+    Ok(())
 }
 
 /// Builds `{"metadata":{"labels":{set..., removed: null}}}` after validating every key.
@@ -51,9 +115,9 @@ pub fn label_patch(set: &[(String, String)], remove: &[String]) -> Result<Value,
     Ok(serde_json::json!({ "metadata": { "labels": labels } }))
 }
 
-/// Why a label patch was not made.
+/// Why a write was not made.
 #[derive(Debug, thiserror::Error)]
-pub enum PatchLabelsError {
+pub enum WriteError {
     /// A key or value breaks Kubernetes' rules; no API call was made.
     #[error(transparent)]
     Label(#[from] LabelError),

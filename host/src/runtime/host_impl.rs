@@ -1,5 +1,6 @@
 //! The generated WIT host traits, implemented as thin calls into [`ClusterAccess`].
 
+use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::bindings::wcm::controller::{cluster, log, types};
 use crate::bindings::{EventType, Gvk, Level, ObjectRef, WitError};
 use crate::capabilities::Target;
@@ -58,6 +59,18 @@ impl cluster::Host for HostState {
         Ok(access
             .record_event(&target(&regarding), warning, &reason, &note)
             .await?)
+    }
+
+    async fn apply(&mut self, object: String, force: bool) -> Result<String, WitError> {
+        Ok(self.access()?.apply(&object, force).await?)
+    }
+
+    async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), WitError> {
+        Ok(self.access()?.patch_status(&target(&obj), &status).await?)
+    }
+
+    async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), WitError> {
+        Ok(self.access()?.delete(&target(&obj), propagation).await?)
     }
 }
 

@@ -18,6 +18,9 @@ pub enum State {
     Running,
     /// Nothing runs for this file; `reason` says why.
     Failed,
+    /// Loaded, but a kind it needs is not served yet (a CRD not installed); it starts
+    /// once the kind appears. `reason` names the kind.
+    Waiting,
 }
 
 /// One row of the plugin table.
@@ -56,9 +59,22 @@ impl PluginStatus {
 
     /// A file that does not run, and why.
     pub fn failed(file: &str, reason: &str) -> PluginStatus {
+        PluginStatus::not_running(file, State::Failed, reason)
+    }
+
+    /// A file whose plugin waits for a kind to be served, and which.
+    pub fn waiting(file: &str, plugin: &str, version: &str, reason: &str) -> PluginStatus {
+        PluginStatus {
+            plugin: Some(plugin.into()),
+            version: Some(version.into()),
+            ..PluginStatus::not_running(file, State::Waiting, reason)
+        }
+    }
+
+    fn not_running(file: &str, state: State, reason: &str) -> PluginStatus {
         PluginStatus {
             file: file.into(),
-            state: State::Failed,
+            state,
             plugin: None,
             version: None,
             hash: None,

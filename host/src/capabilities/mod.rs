@@ -3,21 +3,22 @@
 //! Each capability checks the plugin's declared permissions, validates its input, and
 //! delegates to [`crate::kube`]. Reads come from the plugin's informer caches; writes go
 //! to the API server under the plugin's own field manager. Failures are returned as
-//! [`CapabilityError`], which the plugin receives as the WIT `error`.
+//! [`CapabilityError`], which the plugin receives as the WIT `error`. Reads are here;
+//! writes, made only while this replica leads, are in `writes`.
+
+mod writes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::core::{GroupVersionKind, SelectorExt};
 
 use crate::bindings::{Verb, WitError};
 use crate::kube::discovery::display_gvk;
-use crate::kube::events::{EventError, PluginRecorder};
+use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::kube::selector;
-use crate::kube::writes::{self, PatchLabelsError};
 use crate::leader::LeaderGate;
 
 /// A failed capability call; the message names the operation, the object and the cause.
@@ -57,8 +58,18 @@ impl From<CapabilityError> for WitError {
 }
 
 /// Maps an API error to the case a plugin can act on, prefixed with what was attempted.
-fn from_kube(what: &str, e: &kube::Error) -> CapabilityError {
-    let msg = format!("{what}: {e}");
+pub(crate) fn from_kube(what: &str, e: &kube::Error) -> CapabilityError {
+    let msg = match e {
+        // The API server's own message says what was refused and why; the rest of the
+        // Status (metadata, details) would only repeat it.
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!(
+                "{what}: {} ({} {})",
+                status.message, status.code, status.reason
+            )
+        }
+        e => format!("{what}: {e}"),
+    };
     match e {
         kube::Error::Api(status) => match status.code {
             404 => CapabilityError::NotFound(msg),
@@ -78,6 +89,9 @@ fn verb_name(verb: Verb) -> &'static str {
         Verb::Get => "get",
         Verb::List => "list",
         Verb::Patch => "patch",
+        Verb::Apply => "apply",
+        Verb::PatchStatus => "patch-status",
+        Verb::Delete => "delete",
     }
 }
 
@@ -222,7 +236,12 @@ impl ClusterAccess {
         Ok(found.into_values().collect())
     }
 
-    fn require(&self, verb: Verb, op: &str, target: &Target) -> Result<(), CapabilityError> {
+    pub(crate) fn require(
+        &self,
+        verb: Verb,
+        op: &str,
+        target: &Target,
+    ) -> Result<(), CapabilityError> {
         let granted = self
             .grants
             .get(&target.gvk)
@@ -236,89 +255,5 @@ impl ClusterAccess {
             verb_name(verb),
             display_gvk(&target.gvk)
         )))
-    }
-
-    /// Refuses a write once this replica has stopped leading. Workers cancel their
-    /// reconciles when leadership ends; this catches a write already on its way.
-    fn require_leader(&self, op: &str) -> Result<(), CapabilityError> {
-        match self.leader.is_open() {
-            true => Ok(()),
-            false => Err(CapabilityError::Unavailable(format!(
-                "{op}: this replica does not lead (any more); nothing was written"
-            ))),
-        }
-    }
-
-    /// Sets and removes labels on any object the plugin may patch.
-    pub async fn patch_labels(
-        &self,
-        target: &Target,
-        set: &[(String, String)],
-        remove: &[String],
-    ) -> Result<(), CapabilityError> {
-        let op = format!("patch-labels {target}");
-        self.require(Verb::Patch, "patch-labels", target)?;
-        self.require_leader(&op)?;
-        let kind = self
-            .registry
-            .resolver()
-            .resolve(&target.gvk)
-            .await
-            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
-        let ns = target.namespace.as_deref();
-        let written = writes::patch_labels(
-            &self.client,
-            &kind,
-            ns,
-            &target.name,
-            &self.plugin,
-            set,
-            remove,
-        )
-        .await
-        .map_err(|e| match e {
-            PatchLabelsError::Api(e) => from_kube(&op, &e),
-            other => CapabilityError::Invalid(format!("{op}: {other}")),
-        })?;
-        // Read-your-writes: the next reconcile sees this write even if the watch
-        // event has not arrived yet (a stale read would repeat work, like an Event).
-        for informer in self.caches_of(&target.gvk, ns) {
-            informer.refresh(&written);
-        }
-        Ok(())
-    }
-
-    /// Records an Event about `regarding`, as the plugin.
-    pub async fn record_event(
-        &self,
-        regarding: &Target,
-        warning: bool,
-        reason: &str,
-        note: &str,
-    ) -> Result<(), CapabilityError> {
-        let op = format!("record-event {reason} on {regarding}");
-        self.require_leader(&op)?;
-        let uid = self
-            .caches_of(&regarding.gvk, regarding.namespace.as_deref())
-            .find_map(|i| {
-                i.cache()
-                    .get(regarding.namespace.as_deref(), &regarding.name)
-            })
-            .and_then(|o| o.uid.clone());
-        let reference = ObjectReference {
-            api_version: Some(regarding.gvk.api_version()),
-            kind: Some(regarding.gvk.kind.clone()),
-            namespace: regarding.namespace.clone(),
-            name: Some(regarding.name.clone()),
-            uid,
-            ..Default::default()
-        };
-        self.recorder
-            .record(&reference, warning, reason, note)
-            .await
-            .map_err(|e| match e {
-                EventError::Api(e) => from_kube(&op, &e),
-                other => CapabilityError::Invalid(format!("{op}: {other}")),
-            })
     }
 }

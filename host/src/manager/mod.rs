@@ -17,6 +17,9 @@ use crate::metrics::Metrics;
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 use crate::status::{PluginStatus, PluginTable};
 use crate::watcher::{DirWatcher, FileChange, WatchError, is_plugin_file};
+use waiting::Waiting;
+
+mod waiting;
 
 /// Why the manager itself could not start (a plugin failing is not such a reason).
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +74,8 @@ pub struct Manager {
     running: BTreeMap<String, Running>,
     table: PluginTable,
     watcher: DirWatcher,
+    /// Loaded plugins waiting for a kind the API server does not serve yet.
+    waiting: BTreeMap<String, Waiting>,
 }
 
 impl Manager {
@@ -105,6 +110,7 @@ impl Manager {
             running: BTreeMap::new(),
             table,
             watcher,
+            waiting: BTreeMap::new(),
             config,
         };
         for path in plugin_files(&manager.config.plugins_dir)? {
@@ -121,6 +127,7 @@ impl Manager {
     /// directory watch ended first).
     pub async fn run<T>(mut self, stop: impl Future<Output = T>) -> Option<T> {
         tokio::pin!(stop);
+        let mut retry = tokio::time::interval(self.config.missing_kind_retry);
         let reason = loop {
             tokio::select! {
                 reason = &mut stop => break Some(reason),
@@ -128,6 +135,7 @@ impl Manager {
                     Some(change) => self.apply(change).await,
                     None => break None,
                 },
+                _ = retry.tick(), if !self.waiting.is_empty() => self.retry_waiting().await,
             }
         };
         tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
@@ -137,6 +145,8 @@ impl Manager {
 
     /// Applies one settled change of the directory.
     pub async fn apply(&mut self, change: FileChange) {
+        let (FileChange::Changed(path) | FileChange::Removed(path)) = &change;
+        self.waiting.remove(&file_name(path));
         match change {
             FileChange::Changed(path) => self.load(&path).await,
             FileChange::Removed(path) => self.remove(&file_name(&path)).await,
@@ -175,6 +185,11 @@ impl Manager {
             false => (self.start_new(&file, &loaded, registration.clone()).await).map(|_| None),
         };
         match result {
+            Err(PluginError::Start(StartError::Discovery(e)))
+                if e.is_not_served() && !self.running.contains_key(&file) =>
+            {
+                self.wait_for_kind(&file, &loaded, registration, &e);
+            }
             Err(e) => self.failed(&file, Some(&hash), &e),
             Ok(previous) => {
                 let origin = format!("{:?}", loaded.origin).to_lowercase();

@@ -1,0 +1,207 @@
+//! The writing capabilities: labels, whole objects, status, deletion and Events, each
+//! checked against the plugin's permissions and made only while this replica leads.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{DynamicObject, PropagationPolicy};
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use super::{CapabilityError, ClusterAccess, Target, from_kube};
+use crate::bindings::Verb;
+use crate::bindings::wcm::controller::cluster::Propagation;
+use crate::kube::discovery::ResolvedKind;
+use crate::kube::events::EventError;
+use crate::kube::writes::{self, WriteError};
+
+impl ClusterAccess {
+    /// Refuses a write once this replica has stopped leading. Workers cancel their
+    /// reconciles when leadership ends; this catches a write already on its way.
+    fn require_leader(&self, op: &str) -> Result<(), CapabilityError> {
+        match self.leader.is_open() {
+            true => Ok(()),
+            false => Err(CapabilityError::Unavailable(format!(
+                "{op}: this replica does not lead (any more); nothing was written"
+            ))),
+        }
+    }
+
+    /// The API resource of `gvk`, for an error message prefixed with `op`.
+    async fn resolve(
+        &self,
+        op: &str,
+        gvk: &GroupVersionKind,
+    ) -> Result<ResolvedKind, CapabilityError> {
+        self.registry
+            .resolver()
+            .resolve(gvk)
+            .await
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))
+    }
+
+    /// Read-your-writes: the next reconcile sees this write even if the watch event
+    /// has not arrived yet (a stale read would repeat work, like an Event).
+    fn remember(&self, target: &Target, written: &DynamicObject) {
+        for informer in self.caches_of(&target.gvk, target.namespace.as_deref()) {
+            informer.refresh(written);
+        }
+    }
+
+    /// Sets and removes labels on any object the plugin may patch.
+    pub async fn patch_labels(
+        &self,
+        target: &Target,
+        set: &[(String, String)],
+        remove: &[String],
+    ) -> Result<(), CapabilityError> {
+        let op = format!("patch-labels {target}");
+        self.require(Verb::Patch, "patch-labels", target)?;
+        self.require_leader(&op)?;
+        let kind = self.resolve(&op, &target.gvk).await?;
+        let (ns, name) = (target.namespace.as_deref(), &target.name);
+        let written =
+            writes::patch_labels(&self.client, &kind, ns, name, &self.plugin, set, remove)
+                .await
+                .map_err(|e| failed(&op, e))?;
+        self.remember(target, &written);
+        Ok(())
+    }
+
+    /// Server-side applies a whole object (JSON) as the plugin; returns the stored
+    /// object's JSON (without `managedFields`, as the caches hold objects).
+    pub async fn apply(&self, object: &str, force: bool) -> Result<String, CapabilityError> {
+        let value: Value = serde_json::from_str(object)
+            .map_err(|e| CapabilityError::Invalid(format!("apply: the object is not JSON: {e}")))?;
+        let target = applied_target(&value)
+            .map_err(|e| CapabilityError::Invalid(format!("apply: the object {e}")))?;
+        let op = format!("apply {target}");
+        self.require(Verb::Apply, "apply", &target)?;
+        self.require_leader(&op)?;
+        let kind = self.resolve(&op, &target.gvk).await?;
+        let (ns, name) = (target.namespace.as_deref(), &target.name);
+        let mut written = writes::apply(&self.client, &kind, ns, name, &self.plugin, &value, force)
+            .await
+            .map_err(|e| failed(&op, e))?;
+        self.remember(&target, &written);
+        written.metadata.managed_fields = None;
+        serde_json::to_string(&written).map_err(|e| CapabilityError::Other(format!("{op}: {e}")))
+    }
+
+    /// Merges `status` (JSON of `.status`) into the status subresource of `target`.
+    pub async fn patch_status(&self, target: &Target, status: &str) -> Result<(), CapabilityError> {
+        let op = format!("patch-status {target}");
+        let value: Value = serde_json::from_str(status)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: the status is not JSON: {e}")))?;
+        self.require(Verb::PatchStatus, "patch-status", target)?;
+        self.require_leader(&op)?;
+        let kind = self.resolve(&op, &target.gvk).await?;
+        let (ns, name) = (target.namespace.as_deref(), &target.name);
+        let written = writes::patch_status(&self.client, &kind, ns, name, &self.plugin, &value)
+            .await
+            .map_err(|e| failed(&op, e))?;
+        self.remember(target, &written);
+        Ok(())
+    }
+
+    /// Deletes `target`, its dependents handled by `propagation`.
+    pub async fn delete(
+        &self,
+        target: &Target,
+        propagation: Propagation,
+    ) -> Result<(), CapabilityError> {
+        let op = format!("delete {target}");
+        self.require(Verb::Delete, "delete", target)?;
+        self.require_leader(&op)?;
+        let kind = self.resolve(&op, &target.gvk).await?;
+        let policy = match propagation {
+            Propagation::Background => PropagationPolicy::Background,
+            Propagation::Foreground => PropagationPolicy::Foreground,
+            Propagation::Orphan => PropagationPolicy::Orphan,
+        };
+        let (ns, name) = (target.namespace.as_deref(), &target.name);
+        writes::delete(&self.client, &kind, ns, name, policy)
+            .await
+            .map_err(|e| failed(&op, e))
+    }
+
+    /// Records an Event about `regarding`, as the plugin.
+    pub async fn record_event(
+        &self,
+        regarding: &Target,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), CapabilityError> {
+        let op = format!("record-event {reason} on {regarding}");
+        self.require_leader(&op)?;
+        let uid = self
+            .caches_of(&regarding.gvk, regarding.namespace.as_deref())
+            .find_map(|i| {
+                i.cache()
+                    .get(regarding.namespace.as_deref(), &regarding.name)
+            })
+            .and_then(|o| o.uid.clone());
+        let reference = ObjectReference {
+            api_version: Some(regarding.gvk.api_version()),
+            kind: Some(regarding.gvk.kind.clone()),
+            namespace: regarding.namespace.clone(),
+            name: Some(regarding.name.clone()),
+            uid,
+            ..Default::default()
+        };
+        self.recorder
+            .record(&reference, warning, reason, note)
+            .await
+            .map_err(|e| match e {
+                EventError::Api(e) => from_kube(&op, &e),
+                other => CapabilityError::Invalid(format!("{op}: {other}")),
+            })
+    }
+}
+
+/// A failed write as the plugin sees it: API errors by status, the rest invalid input.
+fn failed(op: &str, error: WriteError) -> CapabilityError {
+    match error {
+        WriteError::Api(e) => from_kube(op, &e),
+        other => CapabilityError::Invalid(format!("{op}: {other}")),
+    }
+}
+
+/// The object an `apply` addresses, from its `apiVersion`, `kind` and metadata.
+fn applied_target(object: &Value) -> Result<Target, String> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let api_version = text("/apiVersion").ok_or("has no apiVersion")?;
+    let kind = text("/kind").ok_or("has no kind")?;
+    let name = text("/metadata/name").ok_or("has no metadata.name")?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Ok(Target {
+        gvk: GroupVersionKind::gvk(group, version, kind),
+        namespace: text("/metadata/namespace").map(str::to_string),
+        name: name.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_applied_object_is_addressed_by_its_api_version_kind_and_metadata() {
+        let object = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+        });
+        let target = applied_target(&object).expect("complete");
+        assert_eq!(target.to_string(), "apps/v1/Deployment shop/web");
+        let core =
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}});
+        assert_eq!(
+            applied_target(&core).expect("complete").to_string(),
+            "v1/Node n"
+        );
+        let nameless = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+        assert_eq!(
+            applied_target(&nameless).expect_err("no name"),
+            "has no metadata.name"
+        );
+    }
+}
