@@ -6,14 +6,30 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Creates one object through the local control plane's API with the admin identity;
-# an object that already exists is fine.
+# an object that already exists is fine. The body is JSON, or YAML if a fourth
+# argument says `yaml` (the API server reads both).
 api_create() {
-  local path="$1" body="$2" state="$3" port code
+  local path="$1" body="$2" state="$3" type="application/${4:-json}" port code
   port="$(cat "$state/apiserver.port")"
   code="$(curl -s -o /dev/null -w '%{http_code}' --cacert "$state/pki/ca.crt" \
     --cert "$state/pki/admin.crt" --key "$state/pki/admin.key" \
-    -H 'Content-Type: application/json' -X POST -d "$body" "https://127.0.0.1:$port$path")"
+    -H "Content-Type: $type" -X POST --data-binary "$body" "https://127.0.0.1:$port$path")"
   case "$code" in 201 | 409) ;; *) echo "run: creating $path failed with HTTP $code" >&2; return 1 ;; esac
+}
+
+# The WebApp CRD of deployment-reconcile and one WebApp, once the CRD is served.
+create_demo_webapp() {
+  local state="$1" i
+  api_create /apis/apiextensions.k8s.io/v1/customresourcedefinitions \
+    "$(cat plugins/deployment-reconcile/webapp-crd.yaml)" "$state" yaml
+  for i in $(seq 1 20); do
+    api_create /apis/demo.wasm-controller-manager.io/v1alpha1/namespaces/demo/webapps \
+      '{"apiVersion":"demo.wasm-controller-manager.io/v1alpha1","kind":"WebApp","metadata":{"name":"shop"},"spec":{"image":"nginx:1.27","replicas":2,"port":80}}' \
+      "$state" 2>/dev/null && return
+    sleep 0.5
+  done
+  echo "run: the WebApp CRD was not served within 10 s" >&2
+  return 1
 }
 
 create_demo_objects() {
@@ -30,14 +46,17 @@ if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "
   export_line="$(control-plane/scripts/up.sh | tail -n 1)"
   export KUBECONFIG="${export_line#export KUBECONFIG=}"
   create_demo_objects "$(dirname "$KUBECONFIG")"
+  create_demo_webapp "$(dirname "$KUBECONFIG")"
   cat >&2 <<HINT
 
-run: no cluster was configured, so the local control plane runs with a demo Node and
-run: five Pods in namespace "demo". In another terminal:
+run: no cluster was configured, so the local control plane runs with a demo Node, five
+run: Pods and a WebApp "shop" in namespace "demo". In another terminal:
 run:   export KUBECONFIG=$KUBECONFIG
 run:   kubectl get nodes -L pod-counter.example.com/count     # the count label
 run:   kubectl get events -A --field-selector reason=Counted  # one Event per Pod
 run:   kubectl -n demo delete pod web-1 --grace-period=0       # the label follows
+run:   kubectl -n demo get webapps,deployments                # shop and its Deployment
+run:   kubectl -n demo patch webapp shop --type merge -p '{"spec":{"replicas":3}}'
 run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.
 
 HINT
