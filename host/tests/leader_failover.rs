@@ -10,223 +10,24 @@ mod support;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use futures::future::try_join_all;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::api::PostParams;
-use kube::{Api, Client};
-use support::audit::{Write, writes_by};
-use support::objects::{all_pods, create_node, create_pod, events_about, node_label};
+use support::audit::Write;
+use support::election::{
+    CONVERGE, DEFAULT, LEASE, RETRY, SHORT, SLACK, Scene, acquire_time, all_counted_once_by,
+    between, holder, transitions,
+};
+use support::objects::create_pod;
 use support::proxy::{Proxy, server_address};
-use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use support::{HostProcess, plugins_dir};
 use tokio::sync::Mutex;
-use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_control_plane::ControlPlane;
 use wcm_host::leader::JITTER_FACTOR;
-
-const COUNT: &str = "pod-counter.example.com/count";
-const COUNTED: &str = "pod-counter.example.com/counted";
-const LEASE: Duration = Duration::from_secs(4);
-const RETRY: Duration = Duration::from_millis(500);
-/// Time for one request and the process scheduling around it, on a loaded machine.
-const SLACK: Duration = Duration::from_millis(300);
-const CONVERGE: Duration = Duration::from_secs(60);
 
 /// One scenario at a time: pod-counter counts and labels cluster-wide.
 static SERIAL: Mutex<()> = Mutex::const_new(());
-
-/// Lease duration, renew deadline and retry period of a scenario.
-#[derive(Debug, Clone, Copy)]
-struct Timings {
-    lease: Duration,
-    renew: Duration,
-    retry: Duration,
-}
-
-/// The short timings of the scenarios.
-const SHORT: Timings = Timings {
-    lease: LEASE,
-    renew: Duration::from_millis(2500),
-    retry: RETRY,
-};
-
-/// kube-controller-manager's defaults.
-const DEFAULT: Timings = Timings {
-    lease: Duration::from_secs(15),
-    renew: Duration::from_secs(10),
-    retry: Duration::from_secs(2),
-};
-
-/// A namespace, its control-plane Node, pod-counter in a plugins directory, and a
-/// Lease of the scenario's own.
-struct Scene {
-    ns: TestNamespace,
-    node: String,
-    dir: tempfile::TempDir,
-    timings: Timings,
-}
-
-/// One host process and its identity in the Lease.
-struct Replica {
-    host: HostProcess,
-    identity: String,
-}
-
-impl Scene {
-    async fn new(prefix: &str) -> Result<Scene> {
-        let ns = TestNamespace::create(prefix).await?;
-        let node = format!("{}-control-plane", ns.name());
-        create_node(&ns.client(), &node, true, ns.labels()).await?;
-        let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
-        Ok(Scene {
-            ns,
-            node,
-            dir,
-            timings: SHORT,
-        })
-    }
-
-    fn client(&self) -> Client {
-        self.ns.client()
-    }
-
-    fn flags(&self) -> Vec<String> {
-        let name = self.ns.name();
-        let Timings {
-            lease,
-            renew,
-            retry,
-        } = self.timings;
-        [
-            "--leader-elect".to_string(),
-            format!("--leader-elect-lease-duration={}ms", lease.as_millis()),
-            format!("--leader-elect-renew-deadline={}ms", renew.as_millis()),
-            format!("--leader-elect-retry-period={}ms", retry.as_millis()),
-            format!("--leader-elect-resource-name={name}"),
-            format!("--leader-elect-resource-namespace={name}"),
-        ]
-        .into()
-    }
-
-    /// Starts a host against the control plane (through `kubeconfig` if given).
-    async fn replica(&self, kubeconfig: Option<&std::path::Path>) -> Result<Replica> {
-        let cp = ControlPlane::shared()?;
-        let flags = self.flags();
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let kubeconfig = kubeconfig.unwrap_or(cp.admin_kubeconfig());
-        let host = HostProcess::start_with(kubeconfig, self.dir.path(), &flags)?;
-        let campaigning = ["leader election on; campaigning"];
-        let identity = host.log_field(&campaigning, "identity", CONVERGE).await?;
-        Ok(Replica { host, identity })
-    }
-
-    /// Starts the first replica and waits until it leads, then a second that follows.
-    async fn leader_and_standby(&self) -> Result<(Replica, Replica)> {
-        let a = self.replica(None).await?;
-        a.host.wait_for_log(&["became leader"], CONVERGE).await?;
-        let b = self.replica(None).await?;
-        b.host
-            .wait_for_log(&["lease holder changed", &a.identity], CONVERGE)
-            .await?;
-        Ok((a, b))
-    }
-
-    async fn lease(&self) -> Result<Lease> {
-        let api: Api<Lease> = Api::namespaced(self.client(), self.ns.name());
-        Ok(api.get(self.ns.name()).await?)
-    }
-
-    /// Waits for the leader's next renewal and returns its `renewTime`.
-    async fn next_renewal(&self) -> Result<Timestamp> {
-        let before = renew_time(&self.lease().await?);
-        let renewed = eventually(Duration::from_secs(5), || async {
-            let now = renew_time(&self.lease().await.ok()?);
-            (now != before).then_some(now).flatten()
-        })
-        .await;
-        renewed.context("the leader did not renew within 5 s")
-    }
-
-    async fn create_pods(&self, prefix: &str, count: usize) -> Result<Vec<String>> {
-        let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
-        let client = self.client();
-        try_join_all(names.iter().map(|n| create_pod(&client, self.ns.name(), n))).await?;
-        Ok(names)
-    }
-
-    /// Waits until the Node's label equals the cluster's Pod count and every Pod of
-    /// `names` is marked counted; returns the Counted Events of each Pod.
-    async fn counted(&self, names: &[String]) -> Result<Vec<Vec<String>>> {
-        let client = self.client();
-        let done = eventually(CONVERGE, || async {
-            let pods = all_pods(&client).await.ok()?;
-            let label = node_label(&client, &self.node, COUNT).await.ok()??;
-            let marked = pods.iter().filter(|p| {
-                p.metadata.namespace.as_deref() == Some(self.ns.name())
-                    && p.metadata.name.as_ref().is_some_and(|n| names.contains(n))
-                    && p.metadata
-                        .labels
-                        .as_ref()
-                        .is_some_and(|l| l.contains_key(COUNTED))
-            });
-            (label == pods.len().to_string() && marked.count() == names.len()).then_some(())
-        })
-        .await;
-        let label = node_label(&client, &self.node, COUNT).await?;
-        done.with_context(|| format!("not converged; label {label:?}"))?;
-        let mut reporters = Vec::new();
-        for name in names {
-            let events = events_about(&client, self.ns.name(), name, "Counted").await?;
-            reporters.push(
-                events
-                    .iter()
-                    .map(|e| e.reporting_instance.clone().unwrap_or_default())
-                    .collect(),
-            );
-        }
-        Ok(reporters)
-    }
-
-    fn writes_by(&self, replica: &Replica) -> Result<Vec<Write>> {
-        writes_by(&ControlPlane::shared()?.audit_log(), &replica.identity)
-    }
-}
-
-fn renew_time(lease: &Lease) -> Option<Timestamp> {
-    lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
-}
-
-fn holder(lease: &Lease) -> Option<&str> {
-    lease.spec.as_ref()?.holder_identity.as_deref()
-}
-
-fn acquire_time(lease: &Lease) -> Result<Timestamp> {
-    let spec = lease.spec.as_ref().context("no spec")?;
-    Ok(spec.acquire_time.as_ref().context("no acquireTime")?.0)
-}
-
-fn transitions(lease: &Lease) -> i32 {
-    lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.lease_transitions)
-        .unwrap_or(0)
-}
-
-fn between(from: Timestamp, to: Timestamp) -> Duration {
-    let d: SignedDuration = to.duration_since(from);
-    d.try_into().unwrap_or(Duration::ZERO)
-}
-
-/// Every Pod has exactly one Counted Event, reported by `identity`.
-fn all_counted_once_by(reporters: &[Vec<String>], identity: &str) -> Result<()> {
-    for (i, events) in reporters.iter().enumerate() {
-        ensure!(
-            events.len() == 1 && events[0] == identity,
-            "Pod {i}: Counted Events reported by {events:?}, expected once by {identity}"
-        );
-    }
-    Ok(())
-}
 
 #[tokio::test]
 async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits() -> Result<()> {

@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use wcm_control_plane::ControlPlane;
 
 pub mod audit;
+pub mod election;
 pub mod objects;
 pub mod proxy;
 
