@@ -108,10 +108,22 @@ async fn patch_spec(ns: &TestNamespace, name: &str, spec: Value) -> Result<()> {
 
 /// Starts a host running deployment-reconcile alone.
 fn host() -> Result<(HostProcess, tempfile::TempDir)> {
-    let dir = plugins_dir(&[(
-        "deployment-reconcile.wasm",
+    host_with(&[])
+}
+
+/// Starts a host running deployment-reconcile and the test plugins named in `others`.
+fn host_with(others: &[&str]) -> Result<(HostProcess, tempfile::TempDir)> {
+    let mut files = vec![(
+        "deployment-reconcile.wasm".to_string(),
         plugin_bytes("deployment-reconcile"),
-    )])?;
+    )];
+    files.extend(
+        others
+            .iter()
+            .map(|p| (format!("{p}.wasm"), plugin_bytes(p))),
+    );
+    let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(f, b)| (f.as_str(), b.clone())).collect();
+    let dir = plugins_dir(&files)?;
     let host = HostProcess::start(dir.path(), &["--missing-kind-retry=500ms"])?;
     Ok((host, dir))
 }
@@ -230,6 +242,44 @@ async fn a_webapp_becomes_an_owned_deployment_that_follows_its_spec_and_is_repai
     let old_uid = repaired.metadata.uid.clone();
     deployments.delete("shop", &DeleteParams::default()).await?;
     deployment_where(&ns, "shop", "a new uid", |d| d.metadata.uid != old_uid).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_second_plugin_applying_an_owned_field_without_force_sees_a_conflict() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let ns = TestNamespace::create("webapp-pin").await?;
+    install_crd(&ns.client()).await?;
+    let (host, _dir) = host_with(&["replica-pinner"])?;
+    create_webapp(&ns, "pinned", json!({"image": "nginx", "replicas": 2})).await?;
+    deployment_where(&ns, "pinned", "2 replicas", |d| replicas(d) == Some(2)).await?;
+    // replica-pinner wants 5 replicas on this Deployment, applied without force.
+    let deployments: Api<Deployment> = Api::namespaced(ns.client(), ns.name());
+    let pin = json!({"metadata": {"labels": {"wcm.test/pin-replicas": "5"}}});
+    deployments
+        .patch("pinned", &PatchParams::default(), &Patch::Merge(&pin))
+        .await?;
+    let seen = eventually(CONVERGE, || async {
+        let events = events_about(&ns.client(), ns.name(), "pinned", "ApplyConflict").await;
+        events.ok()?.into_iter().next()
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "replica-pinner saw no conflict; log:\n{}",
+            host.logs().join("\n")
+        )
+    })?;
+    let note = seen.note.unwrap_or_default();
+    ensure!(
+        note.contains("conflict with \"deployment-reconcile\"") && note.contains(".spec.replicas"),
+        "{note}"
+    );
+    assert_eq!(seen.reporting_controller.as_deref(), Some("replica-pinner"));
+    // No flip-flop: the owner's value stands.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let d = deployments.get("pinned").await?;
+    assert_eq!(replicas(&d), Some(2));
     Ok(())
 }
 
