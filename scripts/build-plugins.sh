@@ -25,4 +25,20 @@ cargo build --target wasm32-wasip2 --profile plugin -p pod-counter --features ne
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/test-plugins/pod-counter-next.wasm
 cargo build --target wasm32-wasip2 --profile plugin -p pod-counter
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/plugins/pod-counter.wasm
+
+# Python plugins: plugins/python/<name>/app.py becomes target/plugins/<name>.wasm, built
+# by componentize-py (installed by scripts/setup.sh) when a source or the WIT changed.
+source scripts/tools.env
+for dir in plugins/python/*/; do
+  [ -f "$dir/app.py" ] || continue
+  name="$(basename "$dir")"
+  out="target/plugins/$name.wasm"
+  if [ -f "$out" ] && [ -z "$(find "$dir" wit -newer "$out" -type f | head -n1)" ]; then
+    continue
+  fi
+  [ -x "$PYTHON_TOOLS/bin/componentize-py" ] ||
+    { echo "plugins: componentize-py missing; run scripts/setup.sh" >&2; exit 1; }
+  "$PYTHON_TOOLS/bin/componentize-py" -d wit -w controller componentize app -p "$dir" -o "$out"
+  echo "plugins: built $out from $dir" >&2
+done
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

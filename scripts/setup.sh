@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing: Debian tools the
-# control-plane scripts use, the wasm32-wasip2 Rust target, and the pinned control
-# plane (built once into the cache). Idempotent and quick when everything is there.
+# control-plane scripts use, the wasm32-wasip2 Rust target, componentize-py for Python
+# plugins (pinned, in a virtualenv in the cache), and the pinned control plane (built
+# once into the cache). Idempotent and quick when everything is there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,5 +20,17 @@ fi
 command -v go >/dev/null || { echo "setup: Go is required (go.dev/doc/install)" >&2; exit 1; }
 command -v rustup >/dev/null || { echo "setup: rustup is required (rustup.rs)" >&2; exit 1; }
 rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+# componentize-py builds Python plugins (plugins/python/*) into components.
+source scripts/tools.env
+if ! "$PYTHON_TOOLS/bin/componentize-py" --version 2>/dev/null | grep -qx "componentize-py $COMPONENTIZE_PY_VERSION"; then
+  echo "setup: installing componentize-py $COMPONENTIZE_PY_VERSION into $PYTHON_TOOLS" >&2
+  if ! python3 -m venv "$PYTHON_TOOLS" 2>/dev/null; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq python3-venv >/dev/null
+    rm -rf "$PYTHON_TOOLS" && python3 -m venv "$PYTHON_TOOLS"
+  fi
+  "$PYTHON_TOOLS/bin/pip" install -q "componentize-py==$COMPONENTIZE_PY_VERSION"
+fi
 
 control-plane/scripts/build.sh
