@@ -40,6 +40,8 @@ create_demo_objects() {
   for i in 1 2 3 4 5; do
     api_create /api/v1/namespaces/demo/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-$i\"},\"spec\":{\"containers\":[{\"name\":\"web\",\"image\":\"nginx:1.27\"}]}}" "$state"
   done
+  # Opted in to phase-labeller (plugins/python/phase-labeller).
+  api_create /api/v1/namespaces/demo/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"tracked","labels":{"example.com/track-phase":""}},"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}' "$state"
 }
 
 if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
@@ -49,12 +51,13 @@ if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "
   create_demo_webapp "$(dirname "$KUBECONFIG")"
   cat >&2 <<HINT
 
-run: no cluster was configured, so the local control plane runs with a demo Node, five
+run: no cluster was configured, so the local control plane runs with a demo Node, six
 run: Pods and a WebApp "shop" in namespace "demo". In another terminal:
 run:   export KUBECONFIG=$KUBECONFIG
 run:   kubectl get nodes -L pod-counter.example.com/count     # the count label
 run:   kubectl get events -A --field-selector reason=Counted  # one Event per Pod
 run:   kubectl -n demo delete pod web-1 --grace-period=0       # the label follows
+run:   kubectl -n demo get pod tracked -L example.com/phase   # labelled by a Python plugin
 run:   kubectl -n demo get webapps,deployments                # shop and its Deployment
 run:   kubectl -n demo patch webapp shop --type merge -p '{"spec":{"replicas":3}}'
 run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.
