@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -62,6 +62,9 @@ impl DirWatcher {
         let (raw_tx, raw_rx) = mpsc::unbounded_channel();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+                // Opening or reading a file changes nothing; the host itself reads every
+                // plugin it loads, which must not count as a change.
+                Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
                 Ok(event) => event
                     .paths
                     .into_iter()
@@ -160,6 +163,19 @@ mod tests {
             .await
             .expect("a change within 10 s")
             .expect("watch running")
+    }
+
+    #[tokio::test]
+    async fn reading_a_plugin_file_is_not_a_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("p.wasm");
+        std::fs::write(&path, b"\0asm").expect("write");
+        let mut w = DirWatcher::start(dir.path(), Duration::from_millis(100)).expect("watch");
+        std::fs::read(&path).expect("read");
+        let change = tokio::time::timeout(Duration::from_millis(600), w.next()).await;
+        assert!(change.is_err(), "a read was reported: {change:?}");
+        std::fs::write(&path, b"\0asm\x0d").expect("rewrite");
+        assert_eq!(next(&mut w).await, FileChange::Changed(path));
     }
 
     #[tokio::test]

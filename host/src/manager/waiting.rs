@@ -5,15 +5,14 @@
 use crate::bindings::Registration;
 use crate::controller::StartError;
 use crate::kube::discovery::DiscoveryError;
-use crate::runtime::{Loaded, PluginCode};
+use crate::runtime::Loaded;
 use crate::status::PluginStatus;
 
-use super::{Manager, PluginError, Running, short};
+use super::{Manager, PluginError, short};
 
 /// A registered plugin whose start waits for a kind.
 pub(super) struct Waiting {
-    code: PluginCode,
-    hash: String,
+    loaded: Loaded,
     registration: Registration,
 }
 
@@ -36,9 +35,9 @@ impl Manager {
         let (name, version) = (&registration.name, &registration.version);
         self.table
             .set(PluginStatus::waiting(file, name, version, &reason));
+        let loaded = loaded.clone();
         let waiting = Waiting {
-            code: loaded.code.clone(),
-            hash: loaded.hash.clone(),
+            loaded,
             registration,
         };
         self.waiting.insert(file.to_string(), waiting);
@@ -48,53 +47,24 @@ impl Manager {
     pub(super) async fn retry_waiting(&mut self) {
         for (file, waiting) in std::mem::take(&mut self.waiting) {
             let Waiting {
-                code,
-                hash,
+                loaded,
                 registration,
-            } = waiting;
-            let started = self
-                .start_waiting(&file, code.clone(), &hash, registration.clone())
-                .await;
-            match started {
-                Ok(()) => {}
+            } = &waiting;
+            match self.start_new(&file, loaded, registration.clone()).await {
+                Ok(_) => {
+                    tracing::info!(file, plugin = %registration.name,
+                        version = %registration.version, hash = %short(&loaded.hash),
+                        "plugin loaded: the kinds it waited for are served now");
+                    let (name, version) = (&registration.name, &registration.version);
+                    let row = PluginStatus::running(&file, name, version, &loaded.hash);
+                    self.table.set(row);
+                }
                 Err(PluginError::Start(StartError::Discovery(e))) if e.is_not_served() => {
                     tracing::debug!(file, kind = %e.gvk, "kind still not served");
-                    let again = Waiting {
-                        code,
-                        hash,
-                        registration,
-                    };
-                    self.waiting.insert(file, again);
+                    self.waiting.insert(file, waiting);
                 }
-                Err(e) => self.failed(&file, Some(&hash), &e),
+                Err(e) => self.failed(&file, Some(&loaded.hash), &e),
             }
         }
-    }
-
-    async fn start_waiting(
-        &mut self,
-        file: &str,
-        code: PluginCode,
-        hash: &str,
-        registration: Registration,
-    ) -> Result<(), PluginError> {
-        self.check_unique(file, &registration.name)?;
-        let controller =
-            crate::controller::PluginController::start(code, registration.clone(), &self.ctx)
-                .await?;
-        let running = Running {
-            controller,
-            hash: hash.to_string(),
-        };
-        self.running.insert(file.to_string(), running);
-        tracing::info!(file, plugin = %registration.name, version = %registration.version,
-            hash = %short(hash), "plugin loaded: the kinds it waited for are served now");
-        self.table.set(PluginStatus::running(
-            file,
-            &registration.name,
-            &registration.version,
-            hash,
-        ));
-        Ok(())
     }
 }
