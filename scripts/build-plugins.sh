@@ -41,4 +41,19 @@ for dir in plugins/python/*/; do
   "$PYTHON_TOOLS/bin/componentize-py" -d wit -w controller componentize app -p "$dir" -o "$out"
   echo "plugins: built $out from $dir" >&2
 done
+# JavaScript plugins: plugins/javascript/<name>/index.js becomes target/plugins/<name>.wasm,
+# built by componentize-js without the HTTP features (the host links no wasi:http).
+for dir in plugins/javascript/*/; do
+  [ -f "$dir/index.js" ] || continue
+  name="$(basename "$dir")"
+  out="target/plugins/$name.wasm"
+  if [ -f "$out" ] && [ -z "$(find "$dir" wit -newer "$out" -type f | head -n1)" ]; then
+    continue
+  fi
+  [ -x "$JS_TOOLS/node_modules/.bin/componentize-js" ] ||
+    { echo "plugins: componentize-js missing; run scripts/setup.sh" >&2; exit 1; }
+  "$JS_TOOLS/node_modules/.bin/componentize-js" "$dir/index.js" -w wit -n controller \
+    -d http fetch-event -o "$out"
+  echo "plugins: built $out from $dir" >&2
+done
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

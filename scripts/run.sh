@@ -40,6 +40,8 @@ create_demo_objects() {
   for i in 1 2 3 4 5; do
     api_create /api/v1/namespaces/demo/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-$i\"},\"spec\":{\"containers\":[{\"name\":\"web\",\"image\":\"nginx:1.27\"}]}}" "$state"
   done
+  # Opted in to data-hash (plugins/javascript/data-hash).
+  api_create /api/v1/namespaces/demo/configmaps '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","labels":{"example.com/hash-data":""}},"data":{"mode":"demo"}}' "$state"
   # Opted in to phase-labeller (plugins/python/phase-labeller).
   api_create /api/v1/namespaces/demo/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"tracked","labels":{"example.com/track-phase":""}},"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}' "$state"
 }
@@ -58,6 +60,7 @@ run:   kubectl get nodes -L pod-counter.example.com/count     # the count label
 run:   kubectl get events -A --field-selector reason=Counted  # one Event per Pod
 run:   kubectl -n demo delete pod web-1 --grace-period=0       # the label follows
 run:   kubectl -n demo get pod tracked -L example.com/phase   # labelled by a Python plugin
+run:   kubectl -n demo get cm settings -L example.com/data-hash # labelled by a JavaScript plugin
 run:   kubectl -n demo get webapps,deployments                # shop and its Deployment
 run:   kubectl -n demo patch webapp shop --type merge -p '{"spec":{"replicas":3}}'
 run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing: Debian tools the
-# control-plane scripts use, the wasm32-wasip2 Rust target, componentize-py for Python
-# plugins (pinned, in a virtualenv in the cache), and the pinned control plane (built
-# once into the cache). Idempotent and quick when everything is there.
+# control-plane scripts use, the wasm32-wasip2 Rust target, componentize-py and
+# componentize-js for Python and JavaScript plugins (pinned, in the cache), and the
+# pinned control plane (built once into the cache). Idempotent and quick when everything is there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -31,6 +31,15 @@ if ! "$PYTHON_TOOLS/bin/componentize-py" --version 2>/dev/null | grep -qx "compo
     rm -rf "$PYTHON_TOOLS" && python3 -m venv "$PYTHON_TOOLS"
   fi
   "$PYTHON_TOOLS/bin/pip" install -q "componentize-py==$COMPONENTIZE_PY_VERSION"
+fi
+
+# componentize-js builds JavaScript plugins (plugins/javascript/*) into components.
+if [ ! -x "$JS_TOOLS/node_modules/.bin/componentize-js" ]; then
+  command -v npm >/dev/null || { echo "setup: Node.js with npm is required (nodejs.org)" >&2; exit 1; }
+  echo "setup: installing componentize-js $COMPONENTIZE_JS_VERSION into $JS_TOOLS" >&2
+  mkdir -p "$JS_TOOLS"
+  npm install --silent --no-audit --no-fund --prefix "$JS_TOOLS" \
+    "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION"
 fi
 
 control-plane/scripts/build.sh
