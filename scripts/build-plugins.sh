@@ -26,34 +26,34 @@ cp target/wasm32-wasip2/plugin/pod_counter.wasm target/test-plugins/pod-counter-
 cargo build --target wasm32-wasip2 --profile plugin -p pod-counter
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/plugins/pod-counter.wasm
 
-# Python plugins: plugins/python/<name>/app.py becomes target/plugins/<name>.wasm, built
-# by componentize-py (installed by scripts/setup.sh) when a source or the WIT changed.
+# Plugins in other languages: plugins/<language>/<name>/<entry> becomes
+# target/plugins/<name>.wasm when a source or the WIT changed, built by the pinned tool
+# scripts/setup.sh installed. `build_each LANGUAGE ENTRY TOOL ARGS...` runs TOOL with
+# ARGS, `{dir}` and `{out}` in them replaced by the plugin's directory and output.
 source scripts/tools.env
-for dir in plugins/python/*/; do
-  [ -f "$dir/app.py" ] || continue
-  name="$(basename "$dir")"
-  out="target/plugins/$name.wasm"
-  if [ -f "$out" ] && [ -z "$(find "$dir" wit -newer "$out" -type f | head -n1)" ]; then
-    continue
-  fi
-  [ -x "$PYTHON_TOOLS/bin/componentize-py" ] ||
-    { echo "plugins: componentize-py missing; run scripts/setup.sh" >&2; exit 1; }
-  "$PYTHON_TOOLS/bin/componentize-py" -d wit -w controller componentize app -p "$dir" -o "$out"
-  echo "plugins: built $out from $dir" >&2
-done
-# JavaScript plugins: plugins/javascript/<name>/index.js becomes target/plugins/<name>.wasm,
-# built by componentize-js without the HTTP features (the host links no wasi:http).
-for dir in plugins/javascript/*/; do
-  [ -f "$dir/index.js" ] || continue
-  name="$(basename "$dir")"
-  out="target/plugins/$name.wasm"
-  if [ -f "$out" ] && [ -z "$(find "$dir" wit -newer "$out" -type f | head -n1)" ]; then
-    continue
-  fi
-  [ -x "$JS_TOOLS/node_modules/.bin/componentize-js" ] ||
-    { echo "plugins: componentize-js missing; run scripts/setup.sh" >&2; exit 1; }
-  "$JS_TOOLS/node_modules/.bin/componentize-js" "$dir/index.js" -w wit -n controller \
-    -d http fetch-event -o "$out"
-  echo "plugins: built $out from $dir" >&2
-done
+build_each() {
+  local language="$1" entry="$2" tool="$3" dir name out arg args
+  shift 3
+  for dir in plugins/"$language"/*/; do
+    [ -f "$dir/$entry" ] || continue
+    name="$(basename "$dir")"
+    out="target/plugins/$name.wasm"
+    if [ -f "$out" ] && [ -z "$(find "$dir" wit -newer "$out" -type f | head -n1)" ]; then
+      continue
+    fi
+    [ -x "$tool" ] || { echo "plugins: $tool missing; run scripts/setup.sh" >&2; exit 1; }
+    args=()
+    for arg in "$@"; do
+      arg="${arg//\{dir\}/$dir}"
+      args+=("${arg//\{out\}/$out}")
+    done
+    "$tool" "${args[@]}"
+    echo "plugins: built $out from $dir" >&2
+  done
+}
+build_each python app.py "$PYTHON_TOOLS/bin/componentize-py" \
+  -d wit -w controller componentize app -p "{dir}" -o "{out}"
+# Without componentize-js's HTTP features: the host links no wasi:http.
+build_each javascript index.js "$JS_TOOLS/node_modules/.bin/componentize-js" \
+  "{dir}index.js" -w wit -n controller -d http fetch-event -o "{out}"
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

@@ -21,6 +21,14 @@ fn api(
     }
 }
 
+/// Parameters of a merge patch recorded under `field_manager`.
+fn merge_params(field_manager: &str) -> PatchParams {
+    PatchParams {
+        field_manager: Some(field_manager.to_string()),
+        ..Default::default()
+    }
+}
+
 /// Sets and removes labels on one object with a JSON merge patch under `field_manager`.
 ///
 /// A merge patch rather than server-side apply: apply would also remove every label
@@ -39,10 +47,7 @@ pub async fn patch_labels(
 ) -> Result<DynamicObject, WriteError> {
     let patch = label_patch(set, remove)?;
     let api = api(client, kind, namespace)?;
-    let params = PatchParams {
-        field_manager: Some(field_manager.to_string()),
-        ..Default::default()
-    };
+    let params = merge_params(field_manager);
     Ok(api.patch(name, &params, &Patch::Merge(&patch)).await?)
 }
 
@@ -73,10 +78,7 @@ pub async fn patch_status(
     status: &Value,
 ) -> Result<DynamicObject, WriteError> {
     let api = api(client, kind, namespace)?;
-    let params = PatchParams {
-        field_manager: Some(field_manager.to_string()),
-        ..Default::default()
-    };
+    let params = merge_params(field_manager);
     let patch = serde_json::json!({ "status": status });
     Ok(api
         .patch_status(name, &params, &Patch::Merge(&patch))
