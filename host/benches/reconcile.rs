@@ -16,6 +16,7 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::TestNamespace;
+use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::{ClusterAccess, Target};
 use wcm_host::config::Limits;
 use wcm_host::keys::ReconcileKey;
@@ -87,8 +88,9 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
     };
     let informer = registry.acquire(scope).await?;
     informer.wait_synced().await;
+    let budget = PluginBudget::new("bench-get", Budget::default(), Default::default());
     let access = ClusterAccess::new(
-        "bench-get",
+        Arc::new(budget),
         "bench",
         registry,
         client,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::budget::BudgetSettings;
 use crate::queue::Backoff;
 
 /// Limits applied to every plugin instance.
@@ -51,6 +52,8 @@ pub struct ManagerConfig {
     /// How often a plugin waiting for a kind the API server does not serve yet (a CRD
     /// not installed) tries again.
     pub missing_kind_retry: Duration,
+    /// Every plugin's API rate, result size, watch and log budgets.
+    pub budgets: BudgetSettings,
 }
 
 impl ManagerConfig {
@@ -66,6 +69,7 @@ impl ManagerConfig {
             settle: Duration::from_millis(500),
             sync_timeout: Duration::from_secs(60),
             missing_kind_retry: Duration::from_secs(5),
+            budgets: BudgetSettings::default(),
         }
     }
 }

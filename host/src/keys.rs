@@ -5,8 +5,8 @@ use std::fmt;
 use kube::core::GroupVersionKind;
 
 use crate::bindings::{Gvk, Request};
-use crate::kube::cache::CachedObject;
-use crate::kube::discovery::display_gvk;
+use crate::kube::cache::{CachedObject, Change};
+use crate::kube::discovery::{display_gvk, split_api_version};
 
 /// What the queue holds and `reconcile` receives: the name of something to reconcile,
 /// never the object itself (reconciliation is level-based).
@@ -81,6 +81,23 @@ pub enum KeyMapping {
 }
 
 impl KeyMapping {
+    /// The keys a change wakes: the object's key (or its owner's, or the fixed key)
+    /// and, when an update moved or removed the object's controller owner, the
+    /// former owner's too, as controller-runtime's `EnqueueRequestForOwner` does.
+    pub fn keys_for(&self, change: &Change) -> impl Iterator<Item = ReconcileKey> {
+        let (now, before) = match change {
+            Change::Applied { new, old } => (self.key_for(new), old.as_deref()),
+            Change::Deleted(obj) => (self.key_for(obj), None),
+        };
+        let former = match self {
+            KeyMapping::ControllerOwner { .. } => before
+                .and_then(|old| self.key_for(old))
+                .filter(|k| Some(k) != now.as_ref()),
+            _ => None,
+        };
+        now.into_iter().chain(former)
+    }
+
     /// The key a change of `obj` wakes, if any.
     pub fn key_for(&self, obj: &CachedObject) -> Option<ReconcileKey> {
         match self {
@@ -90,11 +107,11 @@ impl KeyMapping {
                 name: obj.name.clone(),
             }),
             KeyMapping::ControllerOwner { owner, namespaced } => {
-                let api_version = owner.api_version();
+                // Group and kind, not the version: an owner stored as apps/v1 may be
+                // referenced as apps/v1beta2 (controller-runtime compares the same).
                 let reference = obj.owners.iter().find(|r| {
-                    r.controller == Some(true)
-                        && r.kind == owner.kind
-                        && r.api_version == api_version
+                    let (group, _) = split_api_version(&r.api_version);
+                    r.controller == Some(true) && r.kind == owner.kind && group == owner.group
                 })?;
                 Some(ReconcileKey {
                     kind: Some(owner.clone()),
@@ -113,20 +130,78 @@ impl KeyMapping {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use kube::api::DynamicObject;
     use serde_json::json;
 
     use super::*;
 
     fn replica_set(owner_kind: &str, controller: bool) -> CachedObject {
+        owned_by("apps/v1", owner_kind, "web", controller)
+    }
+
+    fn owned_by(api_version: &str, kind: &str, owner: &str, controller: bool) -> CachedObject {
         let obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": "web-5d4", "namespace": "shop", "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": owner_kind, "name": "web",
+                "apiVersion": api_version, "kind": kind, "name": owner,
                 "uid": "u1", "controller": controller}]},
         }))
         .expect("json");
         CachedObject::from_dynamic(obj).expect("serialise")
+    }
+
+    fn deployment_owner() -> KeyMapping {
+        KeyMapping::ControllerOwner {
+            owner: GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            namespaced: true,
+        }
+    }
+
+    #[test]
+    fn an_owner_referenced_with_another_version_of_its_group_is_found() {
+        let rs = owned_by("apps/v1beta2", "Deployment", "web", true);
+        let key = deployment_owner()
+            .key_for(&rs)
+            .expect("same group and kind");
+        assert_eq!(key.to_string(), "apps/v1/Deployment shop/web");
+        let other_group = owned_by("extensions.example.com/v1", "Deployment", "web", true);
+        assert_eq!(deployment_owner().key_for(&other_group), None);
+    }
+
+    #[test]
+    fn a_moved_or_removed_owner_reference_wakes_the_former_owner_too() {
+        let mapping = deployment_owner();
+        let keys = |change: Change| -> Vec<String> {
+            mapping.keys_for(&change).map(|k| k.to_string()).collect()
+        };
+        let was = Arc::new(owned_by("apps/v1", "Deployment", "old", true));
+        let moved = Arc::new(owned_by("apps/v1", "Deployment", "new", true));
+        let orphan = Arc::new(owned_by("apps/v1", "Deployment", "new", false));
+        assert_eq!(
+            keys(Change::Applied {
+                new: moved.clone(),
+                old: Some(was.clone())
+            }),
+            ["apps/v1/Deployment shop/new", "apps/v1/Deployment shop/old"]
+        );
+        assert_eq!(
+            keys(Change::Applied {
+                new: orphan,
+                old: Some(was.clone())
+            }),
+            ["apps/v1/Deployment shop/old"]
+        );
+        assert_eq!(
+            keys(Change::Applied {
+                new: moved.clone(),
+                old: Some(moved)
+            }),
+            ["apps/v1/Deployment shop/new"],
+            "an unchanged owner is woken once"
+        );
+        assert_eq!(keys(Change::Deleted(was)), ["apps/v1/Deployment shop/old"]);
     }
 
     #[test]

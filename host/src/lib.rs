@@ -7,15 +7,18 @@
 //! permissions the plugin declared.
 
 pub mod bindings;
+pub mod budget;
 pub mod capabilities;
 pub mod config;
 pub mod controller;
 pub mod keys;
 pub mod kube;
 pub mod leader;
+pub mod logs;
 pub mod manager;
 pub mod metrics;
 pub mod queue;
+pub mod rate;
 pub mod runtime;
 pub mod server;
 pub mod status;

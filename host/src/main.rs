@@ -40,7 +40,8 @@ enum Stop {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
     let identity = identity();
-    let (client, in_cluster) = client(&identity).await?;
+    let (config, in_cluster) = kube_config(&identity).await?;
+    let client = kube::Client::try_from(config.clone())?;
     let election = args
         .election
         .config(&identity, in_cluster)
@@ -55,7 +56,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!(identity, lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
             lease_duration = ?election.lease_duration, renew_deadline = ?election.renew_deadline,
             retry_period = ?election.retry_period, "leader election on; campaigning");
-        let elector = Elector::new(client.clone(), election.clone());
+        // The election builds its own client on its own thread: plugin traffic on
+        // the shared client cannot queue ahead of a renewal.
+        let (config, lease) = (config.clone(), election.clone());
+        let elector = move || {
+            let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+            Ok(Elector::new(client, lease))
+        };
         Campaign::start(elector, election, metrics.clone())
     });
     let gate = match &campaign {
@@ -66,7 +73,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             LeaderGate::always_open()
         }
     };
-    let manager = Manager::start(config(args, &identity), client, metrics, table, gate).await?;
+    let settings = manager_config(args, &identity);
+    let manager = Manager::start(settings, client, metrics, table, gate).await?;
     tracing::info!(
         running = manager.running().len(),
         "manager started; watching the plugins directory"
@@ -105,11 +113,11 @@ async fn finish(stop: Option<Stop>, campaign: Option<Campaign>) -> anyhow::Resul
     }
 }
 
-/// A client whose requests carry this replica's identity in their User-Agent (as
-/// client-go's `binary/version (...)`), so API audit logs tell replicas apart.
-/// Configuration comes from KUBECONFIG or ~/.kube/config, else from the in-cluster
+/// Client configuration whose requests carry this replica's identity in their
+/// User-Agent (as client-go's `binary/version (...)`), so API audit logs tell replicas
+/// apart. It comes from KUBECONFIG or ~/.kube/config, else from the in-cluster
 /// service account; the second value says which.
-async fn client(identity: &str) -> anyhow::Result<(kube::Client, bool)> {
+async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
     let (mut config, in_cluster) =
         match kube::Config::from_kubeconfig(&KubeConfigOptions::default()).await {
             Ok(config) => (config, false),
@@ -130,10 +138,10 @@ async fn client(identity: &str) -> anyhow::Result<(kube::Client, bool)> {
         http::header::USER_AGENT,
         http::HeaderValue::from_str(&agent).context("identity is not a valid header value")?,
     ));
-    Ok((kube::Client::try_from(config)?, in_cluster))
+    Ok((config, in_cluster))
 }
 
-fn config(args: RunArgs, identity: &str) -> ManagerConfig {
+fn manager_config(args: RunArgs, identity: &str) -> ManagerConfig {
     let mut config = ManagerConfig::new(args.plugins_dir, identity);
     config.limits = Limits {
         reconcile_timeout: args.reconcile_timeout,

@@ -4,6 +4,7 @@
 //! (`controller_runtime_reconcile_total`, `workqueue_depth`, ...), prefixed `wcm_`, so
 //! existing dashboards translate. Scraped from `/metrics` (see [`crate::server`]).
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
@@ -38,6 +39,63 @@ pub struct ReconcileLabels {
     /// How the reconcile ended.
     pub result: Outcome,
 }
+
+/// A per-plugin limit that refused, dropped, cut, delayed or stopped something.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case on the wire
+pub enum Limit {
+    /// A request waited for the plugin's API rate (`--plugin-api-qps`).
+    api_rate,
+    /// A `get` or `list` answer was larger than `--max-result-mib`.
+    result_size,
+    /// An Event was dropped by the per-object spam filter.
+    events,
+    /// A log line was dropped over the plugin's log rate.
+    log_rate,
+    /// A log line was cut at its maximum size.
+    log_size,
+    /// An instance hit its memory limit.
+    memory,
+    /// A call ran past its deadline.
+    timeout,
+    /// A call hit the bound on host handles or guest tables.
+    handles,
+}
+
+impl Limit {
+    /// Every limit, for removing a plugin's series.
+    pub const ALL: [Limit; 8] = [
+        Limit::api_rate,
+        Limit::result_size,
+        Limit::events,
+        Limit::log_rate,
+        Limit::log_size,
+        Limit::memory,
+        Limit::timeout,
+        Limit::handles,
+    ];
+}
+
+/// Labels of the limit counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// Which limit.
+    pub limit: Limit,
+}
+
+/// Labels of the plugin-state gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// `running`, `degraded` or `crash-looping`.
+    pub state: String,
+}
+
+/// The states of a running plugin, as the state gauge names them.
+pub const PLUGIN_STATES: [&str; 3] = ["running", "degraded", "crash-looping"];
 
 /// Labels of per-informer series: what the watch covers.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -83,6 +141,16 @@ pub struct Metrics {
     pub leader_election_holder: Family<LeaderLabels, Gauge>,
     /// The Lease's `leaseTransitions` as this replica last saw it.
     pub leader_election_transitions: Gauge,
+    /// API requests a plugin made (writes, deletions, Events).
+    pub plugin_api_requests: Family<PluginLabels, Counter>,
+    /// Seconds a plugin's requests waited for its API rate.
+    pub plugin_api_wait: Family<PluginLabels, Counter<f64, AtomicU64>>,
+    /// Times a per-plugin limit refused, dropped, cut, delayed or stopped something.
+    pub limit_hits: Family<LimitLabels, Counter>,
+    /// 1 for the state a running plugin is in, per plugin.
+    pub plugin_state: Family<StateLabels, Gauge>,
+    /// Reconciles of a plugin that trapped or timed out in a row.
+    pub plugin_consecutive_failures: Family<PluginLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -165,8 +233,32 @@ impl Metrics {
             help,
             leader_election_transitions.clone(),
         );
+        let plugin_api_requests = Family::default();
+        let help = "API requests a plugin made: writes, deletions and Events";
+        registry.register("plugin_api_requests", help, plugin_api_requests.clone());
+        let plugin_api_wait = Family::default();
+        let help = "Seconds a plugin's API requests waited for its rate (--plugin-api-qps)";
+        registry.register("plugin_api_wait_seconds", help, plugin_api_wait.clone());
+        let limit_hits = Family::default();
+        let help = "Times a per-plugin limit refused, dropped, cut, delayed or stopped something";
+        registry.register("plugin_limit_hits", help, limit_hits.clone());
+        let plugin_state = Family::default();
+        let help = "1 for the state of each running plugin: running, degraded or crash-looping";
+        registry.register("plugin_state", help, plugin_state.clone());
+        let plugin_consecutive_failures = Family::default();
+        let help = "Reconciles of a plugin that trapped or timed out in a row";
+        registry.register(
+            "plugin_consecutive_failures",
+            help,
+            plugin_consecutive_failures.clone(),
+        );
         Metrics {
             registry: root,
+            plugin_api_requests,
+            plugin_api_wait,
+            limit_hits,
+            plugin_state,
+            plugin_consecutive_failures,
             leader_election_leading,
             leader_election_holder,
             leader_election_transitions,
@@ -194,6 +286,30 @@ impl Metrics {
             .inc();
     }
 
+    /// The counter of `limit` for `plugin`.
+    pub fn limit_hit_counter(&self, plugin: &str, limit: Limit) -> Counter {
+        let labels = LimitLabels {
+            plugin: plugin.to_string(),
+            limit,
+        };
+        self.limit_hits.get_or_create(&labels).clone()
+    }
+
+    /// Sets the state gauge of `plugin`: 1 for `state`, no series for the others.
+    pub fn set_plugin_state(&self, plugin: &str, state: &str) {
+        for other in PLUGIN_STATES.iter().filter(|s| **s != state) {
+            self.plugin_state.remove(&StateLabels {
+                plugin: plugin.to_string(),
+                state: other.to_string(),
+            });
+        }
+        let labels = StateLabels {
+            plugin: plugin.to_string(),
+            state: state.to_string(),
+        };
+        self.plugin_state.get_or_create(&labels).set(1);
+    }
+
     /// Drops every per-plugin series of `plugin`, once it is unloaded.
     pub fn forget_plugin(&self, plugin: &str) {
         let labels = PluginLabels {
@@ -203,6 +319,21 @@ impl Metrics {
         self.plugin_events.remove(&labels);
         self.queue_depth.remove(&labels);
         self.queue_retries.remove(&labels);
+        self.plugin_api_requests.remove(&labels);
+        self.plugin_api_wait.remove(&labels);
+        self.plugin_consecutive_failures.remove(&labels);
+        for limit in Limit::ALL {
+            self.limit_hits.remove(&LimitLabels {
+                plugin: plugin.to_string(),
+                limit,
+            });
+        }
+        for state in PLUGIN_STATES {
+            self.plugin_state.remove(&StateLabels {
+                plugin: plugin.to_string(),
+                state: state.to_string(),
+            });
+        }
         for result in [Outcome::success, Outcome::error] {
             self.reconciles.remove(&ReconcileLabels {
                 plugin: plugin.to_string(),

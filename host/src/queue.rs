@@ -11,17 +11,25 @@
 //!   backoff, which [`WorkQueue::forget`] resets after a success, and by an overall
 //!   token bucket on retries (the larger delay wins, as in client-go's default
 //!   controller rate limiter);
-//! - [`WorkQueue::add_after`] schedules a key; an earlier `add` still runs it earlier;
+//! - [`WorkQueue::add_after`] schedules a key; a key has at most one pending deadline
+//!   and the earlier one wins (a plain `add` is the earliest and replaces it), as in
+//!   kube-runtime's scheduler; one timer task per queue serves every deadline;
 //! - [`WorkQueue::shut_down`] stops intake and hands out nothing more; keys being
 //!   processed finish, and the caller bounds how long it waits for them.
 
+mod delayed;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::rate::TokenBucket;
+use delayed::DelayedKeys;
 
 /// How failed reconciles are retried (client-go's defaults).
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +85,19 @@ struct Inner<K> {
     /// Wakes everyone waiting in `closed` on shutdown (kept apart from `ready`, whose
     /// single wake-ups are meant for workers taking keys).
     closed: Notify,
+    /// Wakes the timer task: a new earliest deadline, or the queue is gone. Outside
+    /// `Inner` so the sleeping task holds the queue only weakly.
+    timer: Arc<Notify>,
     backoff: Backoff,
+    /// Keys waiting, ready or delayed, published on every change.
+    depth: Option<Gauge>,
+}
+
+impl<K> Drop for Inner<K> {
+    fn drop(&mut self) {
+        // The timer task sees the queue gone and ends.
+        self.timer.notify_one();
+    }
 }
 
 #[derive(Debug)]
@@ -89,6 +109,11 @@ struct State<K> {
     dirty: HashSet<K>,
     /// Keys a worker holds right now.
     processing: HashSet<K>,
+    /// Keys waiting for a deadline; never also in `dirty` (an `add` cancels the
+    /// deadline, and a key already pending now ignores a later one).
+    delayed: DelayedKeys<K>,
+    /// Whether the timer task has been started.
+    timer_running: bool,
     /// Consecutive failures per key, for backoff.
     failures: HashMap<K, u32>,
     /// The overall retry budget.
@@ -96,42 +121,27 @@ struct State<K> {
     shutting_down: bool,
 }
 
-/// A token bucket that hands out reservations: when empty, a retry is not refused but
-/// scheduled for when its token will have been refilled.
-#[derive(Debug)]
-struct TokenBucket {
-    /// Tokens available now; negative when future tokens are already reserved.
-    tokens: f64,
-    /// When `tokens` was last brought up to date.
-    updated: Instant,
-}
-
-impl TokenBucket {
-    /// Reserves one token; returns how long to wait until it exists.
-    fn reserve(&mut self, rate: f64, burst: u32, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * rate).min(f64::from(burst));
-        self.updated = now;
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 || rate <= 0.0 {
-            return Duration::ZERO;
-        }
-        Duration::from_secs_f64(-self.tokens / rate)
-    }
-}
-
 impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// An empty queue with the given retry backoff.
     pub fn new(backoff: Backoff) -> Self {
+        Self::build(backoff, None)
+    }
+
+    /// An empty queue that keeps `depth` at the number of keys waiting, ready or
+    /// delayed.
+    pub fn with_depth_gauge(backoff: Backoff, depth: Gauge) -> Self {
+        Self::build(backoff, Some(depth))
+    }
+
+    fn build(backoff: Backoff, depth: Option<Gauge>) -> Self {
         let state = State {
             ready: VecDeque::new(),
             dirty: HashSet::new(),
             processing: HashSet::new(),
+            delayed: DelayedKeys::default(),
+            timer_running: false,
             failures: HashMap::new(),
-            bucket: TokenBucket {
-                tokens: f64::from(backoff.retry_burst),
-                updated: Instant::now(),
-            },
+            bucket: TokenBucket::new(backoff.retry_rate, backoff.retry_burst),
             shutting_down: false,
         };
         WorkQueue {
@@ -139,7 +149,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 state: Mutex::new(state),
                 ready: Notify::new(),
                 closed: Notify::new(),
+                timer: Arc::new(Notify::new()),
                 backoff,
+                depth,
             }),
         }
     }
@@ -153,36 +165,76 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// Marks `key` as needing a reconcile now.
+    /// Marks `key` as needing a reconcile now (replacing a later deadline).
     pub fn add(&self, key: K) {
         let mut s = self.state();
+        self.add_locked(&mut s, key);
+        self.publish_depth(&s);
+    }
+
+    fn add_locked(&self, s: &mut State<K>, key: K) {
         if s.shutting_down || !s.dirty.insert(key.clone()) {
             return;
         }
+        s.delayed.cancel(&key);
         if !s.processing.contains(&key) {
             s.ready.push_back(key);
-            drop(s);
             self.inner.ready.notify_one();
         }
     }
 
-    /// Adds `key` after `delay` (immediately if zero). The pending timer holds the
-    /// queue weakly: a plugin removed meanwhile frees its queue at once instead of
-    /// when its longest backoff (up to 1000 s) runs out.
+    /// Adds `key` after `delay` (immediately if zero), unless it is pending now or
+    /// already waits for an earlier deadline. One timer task per queue serves every
+    /// deadline and holds the queue weakly: a plugin removed meanwhile frees its queue
+    /// at once instead of when its longest backoff (up to 1000 s) runs out.
     pub fn add_after(&self, key: K, delay: Duration) {
         if delay.is_zero() {
             return self.add(key);
         }
-        if self.state().shutting_down {
+        let mut s = self.state();
+        if s.shutting_down || s.dirty.contains(&key) {
             return;
         }
+        // A delay past the clock's range waits "forever" (a year is as good).
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(delay)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+        if s.delayed.schedule(key, deadline) {
+            self.wake_timer(&mut s);
+        }
+        self.publish_depth(&s);
+    }
+
+    /// Tells the timer task about a new earliest deadline, starting it on first use.
+    fn wake_timer(&self, s: &mut State<K>) {
+        if s.timer_running {
+            self.inner.timer.notify_one();
+            return;
+        }
+        s.timer_running = true;
         let inner = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            if let Some(inner) = inner.upgrade() {
-                WorkQueue { inner }.add(key);
-            }
-        });
+        tokio::spawn(run_timer(inner, self.inner.timer.clone()));
+    }
+
+    /// Adds every key whose deadline has come; returns the next deadline, or `Err`
+    /// once the queue is shut down.
+    fn fire_due(&self) -> Result<Option<Instant>, ()> {
+        let mut s = self.state();
+        if s.shutting_down {
+            return Err(());
+        }
+        for key in s.delayed.take_due(Instant::now()) {
+            self.add_locked(&mut s, key);
+        }
+        self.publish_depth(&s);
+        Ok(s.delayed.next_deadline())
+    }
+
+    fn publish_depth(&self, s: &State<K>) {
+        if let Some(depth) = &self.inner.depth {
+            depth.set((s.ready.len() + s.delayed.len()) as i64);
+        }
     }
 
     /// Re-adds a key whose reconcile failed, after the longer of its own backoff and
@@ -194,10 +246,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             let failures = s.failures.entry(key.clone()).or_insert(0);
             let per_key = backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            let now = Instant::now();
-            let overall = s
-                .bucket
-                .reserve(backoff.retry_rate, backoff.retry_burst, now);
+            let overall = s.bucket.reserve(Instant::now());
             per_key.max(overall)
         };
         self.add_after(key, delay);
@@ -226,6 +275,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     if !s.ready.is_empty() {
                         self.inner.ready.notify_one();
                     }
+                    self.publish_depth(&s);
                     return Some(key);
                 }
             }
@@ -239,6 +289,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         s.processing.remove(key);
         if s.dirty.contains(key) {
             s.ready.push_back(key.clone());
+            self.publish_depth(&s);
             drop(s);
             self.inner.ready.notify_one();
         }
@@ -247,7 +298,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Stops intake; every waiting and later `next` gets `None`. Keys being processed
     /// are not interrupted.
     pub fn shut_down(&self) {
-        self.state().shutting_down = true;
+        {
+            let mut s = self.state();
+            s.shutting_down = true;
+            s.delayed.clear();
+        }
+        self.inner.timer.notify_one();
         self.inner.ready.notify_waiters();
         self.inner.ready.notify_one();
         self.inner.closed.notify_waiters();
@@ -270,14 +326,48 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.state().shutting_down
     }
 
-    /// Number of keys waiting to be processed.
+    /// Number of keys ready to be processed now.
     pub fn len(&self) -> usize {
         self.state().ready.len()
     }
 
-    /// Whether no key is waiting.
+    /// Whether no key is ready now.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Number of keys waiting for a deadline (`add_after`, backoff).
+    pub fn delayed(&self) -> usize {
+        self.state().delayed.len()
+    }
+}
+
+/// The queue's one timer: sleeps until the earliest deadline (or a new earlier one),
+/// adds the keys that are due, and ends when the queue shuts down or is dropped.
+/// Between wake-ups it holds the queue only weakly.
+async fn run_timer<K: Clone + Eq + Hash + Send + 'static>(
+    inner: Weak<Inner<K>>,
+    wake: Arc<Notify>,
+) {
+    loop {
+        let next = {
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            match (WorkQueue { inner }).fire_due() {
+                Ok(next) => next,
+                Err(()) => return,
+            }
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = wake.notified() => {}
+                }
+            }
+            None => wake.notified().await,
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use serde_json::json;
 use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::bindings::wcm::controller::cluster::{Host, Propagation};
 use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
+use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::ClusterAccess;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
@@ -76,7 +77,7 @@ async fn state_of(plugin: &str, ns: &str, client: Client, leader: LeaderGate) ->
     ];
     let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
     let access = ClusterAccess::new(
-        plugin,
+        budget(plugin),
         "test-host",
         registry,
         client,
@@ -84,11 +85,19 @@ async fn state_of(plugin: &str, ns: &str, client: Client, leader: LeaderGate) ->
         grants,
         leader,
     );
-    Ok(HostState::new(
-        plugin.into(),
-        Some("key".into()),
-        Some(Arc::new(access)),
+    Ok(HostState::for_reconcile(
+        Arc::new(access),
+        "key".into(),
         64 << 20,
+    ))
+}
+
+/// The default budget of `plugin`, reporting to metrics of its own.
+fn budget(plugin: &str) -> Arc<PluginBudget> {
+    Arc::new(PluginBudget::new(
+        plugin,
+        Budget::default(),
+        Default::default(),
     ))
 }
 
@@ -229,7 +238,7 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         HashSet::from([Verb::Patch]),
     )]);
     let access = ClusterAccess::new(
-        PLUGIN,
+        budget(PLUGIN),
         "test-host",
         registry,
         restricted,
@@ -237,7 +246,7 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         grants,
         LeaderGate::always_open(),
     );
-    let mut state = HostState::new(PLUGIN.into(), None, Some(Arc::new(access)), 64 << 20);
+    let mut state = HostState::for_reconcile(Arc::new(access), "key".into(), 64 << 20);
     assert_wit_error(
         state
             .patch_labels(
@@ -407,7 +416,7 @@ async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> R
 
 #[tokio::test]
 async fn the_cluster_is_unavailable_during_register() -> Result<()> {
-    let mut state = HostState::new(PLUGIN.into(), None, None, 64 << 20);
+    let mut state = HostState::for_register(PLUGIN, 64 << 20);
     assert_wit_error(
         state.get(config_map("ns", "x")).await,
         "unavailable",

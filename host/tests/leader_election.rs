@@ -103,8 +103,9 @@ fn short(ns: &str, lease: &str, identity: &str) -> ElectionConfig {
 /// Starts a campaign for `config` with metrics of its own.
 fn start_campaign(client: Client, config: ElectionConfig) -> (Campaign, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
+    let elector_config = config.clone();
     let campaign = Campaign::start(
-        Elector::new(client, config.clone()),
+        move || Ok(Elector::new(client, elector_config)),
         config,
         metrics.clone(),
     );

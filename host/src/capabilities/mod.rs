@@ -6,7 +6,10 @@
 //! [`CapabilityError`], which the plugin receives as the WIT `error`. Reads are here;
 //! writes, made only while this replica leads, are in `writes`.
 
+mod target;
 mod writes;
+
+pub use target::{Target, check_kind, check_namespace};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use kube::Client;
 use kube::core::{GroupVersionKind, SelectorExt};
 
 use crate::bindings::{Verb, WitError};
+use crate::budget::PluginBudget;
 use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
@@ -95,26 +99,6 @@ fn verb_name(verb: Verb) -> &'static str {
     }
 }
 
-/// One object as capabilities address it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Its kind.
-    pub gvk: GroupVersionKind,
-    /// Its namespace, if namespaced.
-    pub namespace: Option<String>,
-    /// Its name.
-    pub name: String,
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", display_gvk(&self.gvk), self.name),
-            None => write!(f, "{} {}", display_gvk(&self.gvk), self.name),
-        }
-    }
-}
-
 /// The cluster as one plugin sees it: its caches, its permissions, its identity.
 pub struct ClusterAccess {
     /// Plugin name: field manager and Event reporting controller.
@@ -128,6 +112,8 @@ pub struct ClusterAccess {
     recorder: PluginRecorder,
     /// Writes are made only while this replica leads.
     leader: LeaderGate,
+    /// The plugin's API rate, result size, Event and log budgets.
+    budget: Arc<PluginBudget>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -139,10 +125,10 @@ impl std::fmt::Debug for ClusterAccess {
 }
 
 impl ClusterAccess {
-    /// Access for `plugin` with its informers and declared grants; writes go through
-    /// only while `leader` is open.
+    /// Access for the plugin of `budget` with its informers and declared grants;
+    /// writes go through only while `leader` is open, each within the budget.
     pub fn new(
-        plugin: &str,
+        budget: Arc<PluginBudget>,
         instance: &str,
         registry: Arc<InformerRegistry>,
         client: Client,
@@ -150,20 +136,42 @@ impl ClusterAccess {
         grants: HashMap<GroupVersionKind, HashSet<Verb>>,
         leader: LeaderGate,
     ) -> ClusterAccess {
+        let plugin = budget.plugin.clone();
         ClusterAccess {
             leader,
-            plugin: plugin.to_string(),
-            recorder: PluginRecorder::new(client.clone(), plugin, instance),
+            recorder: PluginRecorder::new(client.clone(), &plugin, instance),
+            plugin,
             client,
             registry,
             grants,
             informers,
+            budget,
         }
     }
 
     /// The plugin this access belongs to.
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+
+    /// The plugin's budgets.
+    pub fn budget(&self) -> &Arc<PluginBudget> {
+        &self.budget
+    }
+
+    /// Refuses an answer of `bytes` over the plugin's result budget, before anything
+    /// is copied for the guest.
+    fn check_result_size(&self, op: &str, bytes: usize) -> Result<(), CapabilityError> {
+        let max = self.budget.budget.max_result_bytes;
+        if bytes <= max {
+            return Ok(());
+        }
+        self.budget.hit(crate::metrics::Limit::result_size);
+        Err(CapabilityError::Invalid(format!(
+            "{op}: the answer would be {bytes} bytes, more than plugin {}'s limit of {max} \
+             (--max-result-mib); narrow it with a namespace or label selector",
+            self.plugin
+        )))
     }
 
     /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none).
@@ -198,10 +206,12 @@ impl ClusterAccess {
         if caches.peek().is_none() {
             return Err(self.not_watched("get", &target.to_string(), &target.gvk));
         }
-        caches
+        let json = caches
             .find_map(|i| i.cache().get(target.namespace.as_deref(), &target.name))
             .map(|o| o.json.clone())
-            .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))
+            .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
+        self.check_result_size(&format!("get {target}"), json.len())?;
+        Ok(json)
     }
 
     /// JSON of every cached object of `gvk` in `namespace` (all if none) matching
@@ -233,6 +243,8 @@ impl ClusterAccess {
                 found.entry(o.key()).or_insert_with(|| o.json.clone());
             }
         }
+        let bytes = found.values().map(|json| json.len()).sum();
+        self.check_result_size(&format!("list {what}"), bytes)?;
         Ok(found.into_values().collect())
     }
 

@@ -9,9 +9,11 @@ use serde_json::Value;
 use super::{CapabilityError, ClusterAccess, Target, from_kube};
 use crate::bindings::Verb;
 use crate::bindings::wcm::controller::cluster::Propagation;
-use crate::kube::discovery::ResolvedKind;
-use crate::kube::events::EventError;
+use crate::kube::discovery::{ResolvedKind, display_gvk, split_api_version};
+use crate::kube::events::{EventError, PluginRecorder};
 use crate::kube::writes::{self, WriteError};
+use crate::logs::escape;
+use crate::metrics::Limit;
 
 impl ClusterAccess {
     /// Refuses a write once this replica has stopped leading. Workers cancel their
@@ -23,6 +25,16 @@ impl ClusterAccess {
                 "{op}: this replica does not lead (any more); nothing was written"
             ))),
         }
+    }
+
+    /// Admits one API request: this replica leads, and the plugin's API rate allows
+    /// it (waiting for it if needed; leadership is checked again after the wait).
+    async fn admit_request(&self, op: &str) -> Result<(), CapabilityError> {
+        self.require_leader(op)?;
+        if !self.budget.api_request().await.is_zero() {
+            self.require_leader(op)?;
+        }
+        Ok(())
     }
 
     /// The API resource of `gvk`, for an error message prefixed with `op`.
@@ -55,7 +67,9 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let op = format!("patch-labels {target}");
         self.require(Verb::Patch, "patch-labels", target)?;
-        self.require_leader(&op)?;
+        writes::label_patch(set, remove)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
         let written =
@@ -73,9 +87,16 @@ impl ClusterAccess {
             .map_err(|e| CapabilityError::Invalid(format!("apply: the object is not JSON: {e}")))?;
         let target = applied_target(&value)
             .map_err(|e| CapabilityError::Invalid(format!("apply: the object {e}")))?;
+        let target = Target::checked(
+            "apply",
+            &self.plugin,
+            target.gvk,
+            target.namespace,
+            target.name,
+        )?;
         let op = format!("apply {target}");
         self.require(Verb::Apply, "apply", &target)?;
-        self.require_leader(&op)?;
+        self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
         let mut written = writes::apply(&self.client, &kind, ns, name, &self.plugin, &value, force)
@@ -92,7 +113,7 @@ impl ClusterAccess {
         let value: Value = serde_json::from_str(status)
             .map_err(|e| CapabilityError::Invalid(format!("{op}: the status is not JSON: {e}")))?;
         self.require(Verb::PatchStatus, "patch-status", target)?;
-        self.require_leader(&op)?;
+        self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
         let written = writes::patch_status(&self.client, &kind, ns, name, &self.plugin, &value)
@@ -110,7 +131,7 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let op = format!("delete {target}");
         self.require(Verb::Delete, "delete", target)?;
-        self.require_leader(&op)?;
+        self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let policy = match propagation {
             Propagation::Background => PropagationPolicy::Background,
@@ -123,7 +144,11 @@ impl ClusterAccess {
             .map_err(|e| failed(&op, e))
     }
 
-    /// Records an Event about `regarding`, as the plugin.
+    /// Records an Event about `regarding`, as the plugin. The plugin may record
+    /// Events only about kinds it watches or declared a permission on, and at most
+    /// client-go's spam-filter rate per object: Events over it are dropped (counted
+    /// in `wcm_plugin_limit_hits_total{limit="events"}`), not failed, since Events
+    /// are best-effort and a reconcile must not fail for one.
     pub async fn record_event(
         &self,
         regarding: &Target,
@@ -131,7 +156,13 @@ impl ClusterAccess {
         reason: &str,
         note: &str,
     ) -> Result<(), CapabilityError> {
-        let op = format!("record-event {reason} on {regarding}");
+        let op = format!(
+            "record-event {} on {regarding}",
+            crate::kube::names::shorten(reason)
+        );
+        self.require_event_permission(&op, regarding)?;
+        PluginRecorder::check(reason, note)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
         self.require_leader(&op)?;
         let uid = self
             .caches_of(&regarding.gvk, regarding.namespace.as_deref())
@@ -140,6 +171,19 @@ impl ClusterAccess {
                     .get(regarding.namespace.as_deref(), &regarding.name)
             })
             .and_then(|o| o.uid.clone());
+        let object = (
+            display_gvk(&regarding.gvk),
+            regarding.namespace.clone(),
+            regarding.name.clone(),
+            uid.clone(),
+        );
+        if !self.budget.events.allow(&object) {
+            self.budget.hit(Limit::events);
+            tracing::debug!(plugin = %self.plugin, object = %regarding, reason = %escape(reason),
+                "event dropped by the spam filter");
+            return Ok(());
+        }
+        self.admit_request(&op).await?;
         let reference = ObjectReference {
             api_version: Some(regarding.gvk.api_version()),
             kind: Some(regarding.gvk.kind.clone()),
@@ -158,6 +202,26 @@ impl ClusterAccess {
     }
 }
 
+impl ClusterAccess {
+    /// Events are allowed about the plugin's own kinds: those it watches or declared
+    /// a permission on.
+    fn require_event_permission(
+        &self,
+        op: &str,
+        regarding: &Target,
+    ) -> Result<(), CapabilityError> {
+        if self.grants.contains_key(&regarding.gvk) {
+            return Ok(());
+        }
+        Err(CapabilityError::Forbidden(format!(
+            "{op}: plugin {} may record Events only about kinds it watches or declared a \
+             permission on, and {} is neither",
+            self.plugin,
+            display_gvk(&regarding.gvk)
+        )))
+    }
+}
+
 /// A failed write as the plugin sees it: API errors by status, the rest invalid input.
 fn failed(op: &str, error: WriteError) -> CapabilityError {
     match error {
@@ -172,7 +236,7 @@ fn applied_target(object: &Value) -> Result<Target, String> {
     let api_version = text("/apiVersion").ok_or("has no apiVersion")?;
     let kind = text("/kind").ok_or("has no kind")?;
     let name = text("/metadata/name").ok_or("has no metadata.name")?;
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let (group, version) = split_api_version(api_version);
     Ok(Target {
         gvk: GroupVersionKind::gvk(group, version, kind),
         namespace: text("/metadata/namespace").map(str::to_string),

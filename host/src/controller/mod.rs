@@ -1,6 +1,8 @@
 //! One running plugin: its watches feed its queue, its workers reconcile the keys, and
 //! a new version of its code can take over the queue without dropping a key.
 
+mod health;
+mod validate;
 mod watches;
 mod worker;
 
@@ -12,6 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::bindings::Registration;
+use crate::budget::{BudgetSettings, PluginBudget};
 use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 use crate::kube::discovery::DiscoveryError;
@@ -20,7 +23,11 @@ use crate::leader::LeaderGate;
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::PluginCode;
-use watches::{Watches, grants, validate};
+pub use health::{CRASH_LOOP_AFTER, Health};
+use health::{CrashLoop, health_of};
+use validate::validate;
+pub use validate::{MAX_RESYNC, MIN_RESYNC};
+use watches::{Watches, grants};
 use worker::{Version, Worker};
 
 /// Why a registered plugin could not start, or a new version could not take over.
@@ -57,11 +64,15 @@ pub struct ControllerContext {
     /// Open while this replica leads: informers run regardless, dispatch and writes
     /// only while it is open.
     pub leader: LeaderGate,
+    /// Every plugin's budgets (defaults and per-plugin overrides).
+    pub budgets: BudgetSettings,
 }
 
 /// A plugin whose watches and workers are running.
 pub struct PluginController {
     registration: Registration,
+    /// The plugin's budgets, kept across upgrades.
+    budget: Arc<PluginBudget>,
     queue: WorkQueue<ReconcileKey>,
     watches: Watches,
     current: watch::Sender<Arc<Version>>,
@@ -78,10 +89,17 @@ impl PluginController {
         registration: Registration,
         ctx: &ControllerContext,
     ) -> Result<PluginController, StartError> {
-        validate(&registration)?;
-        let queue = WorkQueue::new(ctx.retry);
+        let budget = ctx.budgets.for_plugin(&registration.name);
+        validate(&registration, &budget)?;
+        let labels = PluginLabels {
+            plugin: registration.name.clone(),
+        };
+        let depth = ctx.metrics.queue_depth.get_or_create(&labels).clone();
+        let queue = WorkQueue::with_depth_gauge(ctx.retry, depth);
         let mut watches = Watches::acquire(&registration, &ctx.registry).await?;
-        let version = version(code, &registration, &watches, ctx);
+        let name = &registration.name;
+        let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
+        let version = version(code, &registration, &watches, &budget, ctx);
         watches.attach(
             &queue,
             &registration.name,
@@ -91,6 +109,7 @@ impl PluginController {
         let mut controller = PluginController {
             current: watch::channel(Arc::new(version)).0,
             registration,
+            budget,
             queue,
             watches,
             workers: Vec::new(),
@@ -105,6 +124,17 @@ impl PluginController {
         &self.registration
     }
 
+    /// Whether the plugin works: its watches, and whether it is crash-looping.
+    pub fn health(&self) -> Health {
+        let version = self.current.borrow();
+        health_of(&version.informers, &version.crashes)
+    }
+
+    /// The plugin's budgets.
+    pub fn budget(&self) -> &crate::budget::Budget {
+        &self.budget.budget
+    }
+
     /// Hands the queue to a new version of the plugin (same name). Its informers are
     /// acquired and synced first; if that fails, this version keeps running and the
     /// error is returned. Reconciles running on the old version finish on it; keys
@@ -115,7 +145,7 @@ impl PluginController {
         code: PluginCode,
         registration: Registration,
     ) -> Result<(), StartError> {
-        validate(&registration)?;
+        validate(&registration, &self.budget.budget)?;
         let mut watches = Watches::acquire(&registration, &self.ctx.registry).await?;
         let timeout = self.ctx.sync_timeout;
         if tokio::time::timeout(timeout, watches.synced())
@@ -124,7 +154,7 @@ impl PluginController {
         {
             return Err(StartError::SyncTimeout(timeout));
         }
-        let version = version(code, &registration, &watches, &self.ctx);
+        let version = version(code, &registration, &watches, &self.budget, &self.ctx);
         self.current.send_replace(Arc::new(version));
         self.watches.detach();
         let resync = resync_period(&registration);
@@ -151,7 +181,6 @@ impl PluginController {
                 index,
                 queue: self.queue.clone(),
                 current: self.current.subscribe(),
-                depth: metrics.queue_depth.get_or_create(&labels).clone(),
                 retries: metrics.queue_retries.get_or_create(&labels).clone(),
                 metrics: metrics.clone(),
                 labels,
@@ -194,11 +223,12 @@ fn version(
     code: PluginCode,
     registration: &Registration,
     watches: &Watches,
+    budget: &Arc<PluginBudget>,
     ctx: &ControllerContext,
 ) -> Version {
     let informers = watches.informers();
     let access = ClusterAccess::new(
-        &registration.name,
+        budget.clone(),
         &ctx.instance,
         ctx.registry.clone(),
         ctx.client.clone(),
@@ -210,11 +240,18 @@ fn version(
         0 => ctx.max_concurrent_reconciles,
         n => n.min(ctx.max_concurrent_reconciles),
     };
+    let failures = ctx
+        .metrics
+        .plugin_consecutive_failures
+        .get_or_create(&PluginLabels {
+            plugin: registration.name.clone(),
+        });
     Version {
         code,
         access: Arc::new(access),
         informers,
         concurrency: concurrency.max(1) as usize,
+        crashes: Arc::new(CrashLoop::new(failures.clone())),
     }
 }
 

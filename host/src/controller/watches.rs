@@ -1,5 +1,6 @@
 //! A plugin's watches: informers acquired for its registration, its key mappings
 //! subscribed to them, the periodic resync, and the grants its registration implies.
+//! The registration has been validated (`super::validate`) before it gets here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -75,24 +76,16 @@ impl Watches {
         for (informer, mapping) in &self.watches {
             let (q, m) = (queue.clone(), mapping.clone());
             let events = metrics.plugin_events.get_or_create(&labels).clone();
-            let depth = metrics.queue_depth.get_or_create(&labels).clone();
             let id = informer.subscribe(Arc::new(move |change: &Change| {
                 events.inc();
-                let (Change::Applied(obj) | Change::Deleted(obj)) = change;
-                if let Some(key) = m.key_for(obj) {
+                for key in m.keys_for(change) {
                     q.add(key);
-                    depth.set(q.len() as i64);
                 }
             }));
             self.attached.push(id);
         }
-        self.resync = resync.map(|period| {
-            tokio::spawn(run_resync(
-                period.max(Duration::from_millis(1)),
-                self.watches.clone(),
-                queue.clone(),
-            ))
-        });
+        self.resync = resync
+            .map(|period| tokio::spawn(run_resync(period, self.watches.clone(), queue.clone())));
     }
 
     /// Stops feeding the queue; the informers are released when this is dropped.
@@ -144,29 +137,6 @@ pub fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<
         verbs.extend(p.verbs.iter().copied());
     }
     grants
-}
-
-/// Plugin names become field managers and Event reporters: DNS-1123 labels.
-pub fn validate(reg: &Registration) -> Result<(), StartError> {
-    let name = &reg.name;
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if !ok {
-        return Err(StartError::Registration(format!(
-            "name {name:?} must be a DNS-1123 label (lower-case alphanumeric or '-', at most 63)"
-        )));
-    }
-    if reg.watches.is_empty() {
-        return Err(StartError::Registration(
-            "no watches: nothing would ever be reconciled".into(),
-        ));
-    }
-    Ok(())
 }
 
 async fn resolve_mapping(

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 use crate::bindings::Action;
@@ -14,9 +13,12 @@ use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 use crate::kube::informer::Informer;
 use crate::leader::LeaderGate;
+use crate::metrics::Limit;
 use crate::metrics::{Metrics, Outcome, PluginLabels};
 use crate::queue::WorkQueue;
-use crate::runtime::PluginCode;
+use crate::runtime::{CallError, PluginCode};
+
+use super::health::CrashLoop;
 
 /// One loaded version of a plugin, as the workers use it.
 pub struct Version {
@@ -28,6 +30,8 @@ pub struct Version {
     pub informers: Vec<Arc<Informer>>,
     /// How many workers this version runs.
     pub concurrency: usize,
+    /// Traps and timeouts in a row of this version (a new version starts afresh).
+    pub crashes: Arc<CrashLoop>,
 }
 
 /// One worker; worker `index` retires when the current version runs fewer workers.
@@ -42,8 +46,6 @@ pub struct Worker {
     pub metrics: Arc<Metrics>,
     /// The plugin's metric labels.
     pub labels: PluginLabels,
-    /// The plugin's queue-depth gauge.
-    pub depth: Gauge,
     /// The plugin's retry counter.
     pub retries: Counter,
     /// Open while this replica leads; keys are taken only then.
@@ -60,6 +62,14 @@ impl Worker {
         let retired = retired.wait_for(|v| v.concurrency <= index);
         tokio::pin!(retired);
         loop {
+            // A crash-looping version waits out its pause before it takes a key.
+            let crashes = self.current.borrow().crashes.clone();
+            tokio::select! {
+                biased;
+                _ = &mut retired => return,
+                () = self.queue.closed() => return,
+                () = crashes.wait_turn() => {}
+            }
             let key = tokio::select! {
                 biased;
                 _ = &mut retired => return,
@@ -108,10 +118,10 @@ impl Worker {
 
     async fn reconcile(&self, version: &Version, key: &ReconcileKey) {
         let plugin = self.labels.plugin.as_str();
-        self.depth.set(self.queue.len() as i64);
         let started = Instant::now();
         let outcome = match version.code.reconcile(version.access.clone(), key).await {
             Ok(action) => {
+                version.crashes.succeeded();
                 self.queue.forget(key);
                 if let Action::RequeueAfter(ms) = action {
                     self.queue.add_after(key.clone(), Duration::from_millis(ms));
@@ -123,9 +133,30 @@ impl Worker {
                 self.retries.inc();
                 let retry_in = self.queue.add_rate_limited(key.clone());
                 tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
+                self.count_crash(version, &error);
                 Outcome::error
             }
         };
         self.metrics.reconciled(plugin, outcome, started.elapsed());
+    }
+
+    /// Counts a trap, timeout or memory overrun towards crash-looping and its limit;
+    /// an error the plugin returned is an ordinary failure.
+    fn count_crash(&self, version: &Version, error: &CallError) {
+        let limit = match error {
+            CallError::Guest(_) => return,
+            CallError::Timeout(_) => Some(Limit::timeout),
+            CallError::MemoryLimit(_) => Some(Limit::memory),
+            CallError::HandleLimit(_) => Some(Limit::handles),
+            CallError::Trap(_) | CallError::Instantiate(_) => None,
+        };
+        if let Some(limit) = limit {
+            version.access.budget().hit(limit);
+        }
+        if let Some(pause) = version.crashes.crashed(&error.to_string()) {
+            tracing::warn!(plugin = %self.labels.plugin, ?pause,
+                why = %version.crashes.looping().unwrap_or_default(),
+                "plugin crash-looping: reconciles paused");
+        }
     }
 }

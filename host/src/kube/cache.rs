@@ -4,15 +4,30 @@
 //! object and no controller reads it) and serialised once, so a plugin's `get` is a
 //! copy of bytes, not a re-serialisation. A relist builds a new map on the side and
 //! swaps it in whole, so readers never see a half-rebuilt cache.
+//!
+//! A plugin's own write is stored before the watch delivers it (read-your-writes).
+//! Resource versions are opaque: they are only compared for equality. The watch
+//! delivers changes in order, so a written version the watch has not delivered yet is
+//! newer than anything cached, and until the watch reaches it the older events it
+//! still delivers for that object must not replace it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DynamicObject;
+use tokio::time::Instant;
 
 /// Namespace (none for cluster-scoped) and name of a cached object.
 pub type ObjectKey = (Option<String>, String);
+
+/// How many (object, version) pairs the watch delivered are remembered, to tell a
+/// written copy the watch has already passed from one it has not reached yet.
+const SEEN_VERSIONS: usize = 4096;
+/// How long a written copy holds off older watch events; after that the watch wins
+/// again, whatever happened to the write's own event.
+const WRITTEN_COPY_TTL: Duration = Duration::from_secs(10);
 
 /// One object as the cache holds it.
 #[derive(Debug)]
@@ -23,7 +38,7 @@ pub struct CachedObject {
     pub name: String,
     /// The object's uid, for Event references.
     pub uid: Option<String>,
-    /// The resource version it was stored with, to tell newer from older copies.
+    /// The resource version it was stored with (opaque: compared for equality only).
     pub resource_version: Option<String>,
     /// Labels, for selector matching on `list`.
     pub labels: BTreeMap<String, String>,
@@ -56,33 +71,81 @@ impl CachedObject {
     }
 }
 
-/// The objects of one watch, readable from any thread.
-#[derive(Debug, Default)]
-pub struct ObjectCache {
-    objects: RwLock<HashMap<ObjectKey, Arc<CachedObject>>>,
-}
-
 /// What changed in the cache, for delivery to subscribers.
 #[derive(Debug, Clone)]
 pub enum Change {
     /// The object was added or modified.
-    Applied(Arc<CachedObject>),
+    Applied {
+        /// Its state now.
+        new: Arc<CachedObject>,
+        /// Its state before, if it was cached (owner mappings wake a former owner).
+        old: Option<Arc<CachedObject>>,
+    },
     /// The object is gone; this is its last known state.
     Deleted(Arc<CachedObject>),
 }
 
-impl ObjectCache {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ObjectKey, Arc<CachedObject>>> {
-        self.objects.read().unwrap_or_else(|p| p.into_inner())
+impl Change {
+    /// A change that adds `obj` with nothing known before.
+    pub fn added(obj: Arc<CachedObject>) -> Change {
+        Change::Applied {
+            new: obj,
+            old: None,
+        }
+    }
+}
+
+/// A plugin's write the watch has not delivered yet.
+#[derive(Debug)]
+struct WrittenCopy {
+    version: String,
+    stored: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    objects: HashMap<ObjectKey, Arc<CachedObject>>,
+    /// Written copies waiting for their watch event, by object.
+    written: HashMap<ObjectKey, WrittenCopy>,
+    /// The last (object, version) pairs the watch delivered, oldest first.
+    seen: VecDeque<(ObjectKey, String)>,
+}
+
+impl Entries {
+    fn saw(&mut self, obj: &CachedObject) {
+        let Some(version) = &obj.resource_version else {
+            return;
+        };
+        if self.seen.len() == SEEN_VERSIONS {
+            self.seen.pop_front();
+        }
+        self.seen.push_back((obj.key(), version.clone()));
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ObjectKey, Arc<CachedObject>>> {
-        self.objects.write().unwrap_or_else(|p| p.into_inner())
+    fn has_seen(&self, key: &ObjectKey, version: &str) -> bool {
+        self.seen.iter().any(|(k, v)| v == version && k == key)
+    }
+}
+
+/// The objects of one watch, readable from any thread.
+#[derive(Debug, Default)]
+pub struct ObjectCache {
+    entries: RwLock<Entries>,
+}
+
+impl ObjectCache {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries> {
+        self.entries.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries> {
+        self.entries.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// One object, if present.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
         self.read()
+            .objects
             .get(&(namespace.map(str::to_owned), name.to_owned()))
             .cloned()
     }
@@ -90,6 +153,7 @@ impl ObjectCache {
     /// Every object matching `filter`.
     pub fn list(&self, filter: impl Fn(&CachedObject) -> bool) -> Vec<Arc<CachedObject>> {
         self.read()
+            .objects
             .values()
             .filter(|o| filter(o))
             .cloned()
@@ -98,7 +162,7 @@ impl ObjectCache {
 
     /// Number of objects held.
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().objects.len()
     }
 
     /// Whether the cache holds nothing.
@@ -106,50 +170,84 @@ impl ObjectCache {
         self.len() == 0
     }
 
-    /// Inserts or replaces one object.
+    /// Stores one object the watch delivered. While a plugin's written copy of it
+    /// waits for its own event, the older events before it do not replace it.
     pub fn apply(&self, obj: Arc<CachedObject>) -> Change {
-        self.write().insert(obj.key(), obj.clone());
-        Change::Applied(obj)
+        let mut entries = self.write();
+        entries.saw(&obj);
+        let key = obj.key();
+        if let Some(written) = entries.written.get(&key) {
+            let reached = obj.resource_version.as_deref() == Some(written.version.as_str());
+            let held = entries.objects.get(&key).cloned();
+            if let Some(held) = held
+                && !reached
+                && written.stored.elapsed() < WRITTEN_COPY_TTL
+            {
+                return Change::Applied {
+                    new: held.clone(),
+                    old: Some(held),
+                };
+            }
+            entries.written.remove(&key);
+        }
+        let old = entries.objects.insert(key, obj.clone());
+        Change::Applied { new: obj, old }
     }
 
-    /// Replaces a cached object by a newer copy (a plugin's own write, returned by the
-    /// API server before the watch delivers it), without telling subscribers: the
-    /// watch event that follows does. Absent objects and copies that are not newer
-    /// by resource version are left alone; returns whether the copy was stored.
+    /// Stores a plugin's freshly written copy of a cached object (the API server
+    /// returned it before the watch delivered it), without telling subscribers: the
+    /// watch event that follows does. Absent objects are left to the watch, and a
+    /// version the cache holds or the watch has already delivered is not stored
+    /// again; returns whether the copy was stored.
     pub fn refresh(&self, obj: Arc<CachedObject>) -> bool {
-        let mut objects = self.write();
-        let Some(cached) = objects.get(&obj.key()) else {
+        let Some(version) = obj.resource_version.clone() else {
             return false;
         };
-        let version = |o: &CachedObject| o.resource_version.as_deref()?.parse::<u64>().ok();
-        match (version(cached), version(&obj)) {
-            (Some(old), Some(new)) if new > old => {
-                objects.insert(obj.key(), obj);
-                true
-            }
-            _ => false,
+        let mut entries = self.write();
+        let key = obj.key();
+        let Some(cached) = entries.objects.get(&key) else {
+            return false;
+        };
+        if cached.resource_version.as_deref() == Some(version.as_str())
+            || entries.has_seen(&key, &version)
+        {
+            return false;
         }
+        let stored = Instant::now();
+        entries
+            .written
+            .insert(key.clone(), WrittenCopy { version, stored });
+        entries.objects.insert(key, obj);
+        true
     }
 
     /// Removes one object; returns the change if it was present.
     pub fn delete(&self, key: &ObjectKey) -> Option<Change> {
-        self.write().remove(key).map(Change::Deleted)
+        let mut entries = self.write();
+        entries.written.remove(key);
+        entries.objects.remove(key).map(Change::Deleted)
     }
 
     /// Replaces the whole content after a (re)list; returns every object of the new
-    /// content as applied and every vanished one as deleted.
+    /// content as applied (with its previous state) and every vanished one as deleted.
     pub fn replace(&self, fresh: HashMap<ObjectKey, Arc<CachedObject>>) -> Vec<Change> {
-        let old = std::mem::replace(&mut *self.write(), fresh.clone());
-        let gone: Vec<Change> = old
+        let mut old = {
+            let mut entries = self.write();
+            entries.written.clear();
+            for obj in fresh.values() {
+                entries.saw(obj);
+            }
+            std::mem::replace(&mut entries.objects, fresh.clone())
+        };
+        let mut changes: Vec<Change> = fresh
             .into_iter()
-            .filter(|(k, _)| !fresh.contains_key(k))
-            .map(|(_, o)| Change::Deleted(o))
+            .map(|(key, new)| Change::Applied {
+                old: old.remove(&key),
+                new,
+            })
             .collect();
-        fresh
-            .into_values()
-            .map(Change::Applied)
-            .chain(gone)
-            .collect()
+        changes.extend(old.into_values().map(Change::Deleted));
+        changes
     }
 }
 
@@ -183,21 +281,79 @@ mod tests {
         assert_eq!(p.key(), (Some("ns".to_string()), "a".to_string()));
     }
 
+    fn version_of(cache: &ObjectCache, name: &str) -> String {
+        let obj = cache.get(Some("ns"), name).expect("cached");
+        obj.resource_version.clone().expect("version")
+    }
+
     #[test]
-    fn a_refresh_stores_only_newer_copies_of_cached_objects() {
+    fn a_written_copy_is_read_back_until_the_watch_reaches_it() {
         let cache = ObjectCache::default();
         assert!(
-            !cache.refresh(pod_at("a", "9")),
+            !cache.refresh(pod_at("a", "w1")),
             "absent objects come from the watch"
         );
-        cache.apply(pod_at("a", "10"));
-        assert!(
-            !cache.refresh(pod_at("a", "9")),
-            "an older copy must not win"
+        cache.apply(pod_at("a", "v1"));
+        assert!(cache.refresh(pod_at("a", "w1")), "the plugin's write");
+        assert_eq!(version_of(&cache, "a"), "w1");
+        // Events the watch delivers before the write's own are older than it.
+        cache.apply(pod_at("a", "v2"));
+        assert_eq!(version_of(&cache, "a"), "w1", "an older event must not win");
+        cache.apply(pod_at("a", "w1"));
+        cache.apply(pod_at("a", "v3"));
+        assert_eq!(
+            version_of(&cache, "a"),
+            "v3",
+            "after the write, the watch rules"
         );
-        assert!(cache.refresh(pod_at("a", "11")));
-        let stored = cache.get(Some("ns"), "a").expect("cached");
-        assert_eq!(stored.resource_version.as_deref(), Some("11"));
+    }
+
+    #[test]
+    fn a_write_the_watch_already_delivered_is_not_stored_over_newer_events() {
+        let cache = ObjectCache::default();
+        cache.apply(pod_at("a", "w1"));
+        cache.apply(pod_at("a", "v2"));
+        assert!(
+            !cache.refresh(pod_at("a", "w1")),
+            "stale: the watch passed it"
+        );
+        assert_eq!(version_of(&cache, "a"), "v2");
+        assert!(!cache.refresh(pod_at("a", "v2")), "the same version");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_written_copy_whose_event_never_comes_gives_way_after_a_while() {
+        let cache = ObjectCache::default();
+        cache.apply(pod_at("a", "v1"));
+        assert!(cache.refresh(pod_at("a", "w1")));
+        tokio::time::advance(WRITTEN_COPY_TTL).await;
+        cache.apply(pod_at("a", "v2"));
+        assert_eq!(version_of(&cache, "a"), "v2");
+    }
+
+    #[test]
+    fn versions_are_not_compared_as_numbers() {
+        let cache = ObjectCache::default();
+        cache.apply(pod_at("a", "10"));
+        assert!(cache.refresh(pod_at("a", "9")), "opaque: 9 may follow 10");
+        assert_eq!(version_of(&cache, "a"), "9");
+    }
+
+    #[test]
+    fn an_update_reports_the_state_before_it() {
+        let cache = ObjectCache::default();
+        let Change::Applied { old: None, .. } = cache.apply(pod_at("a", "1")) else {
+            panic!("first sight has no previous state");
+        };
+        let Change::Applied {
+            old: Some(old),
+            new,
+        } = cache.apply(pod_at("a", "2"))
+        else {
+            panic!("an update has a previous state");
+        };
+        assert_eq!(old.resource_version.as_deref(), Some("1"));
+        assert_eq!(new.resource_version.as_deref(), Some("2"));
     }
 
     #[test]
@@ -211,7 +367,7 @@ mod tests {
             .iter()
             .filter_map(|c| match c {
                 Change::Deleted(o) => Some(o.name.as_str()),
-                Change::Applied(_) => None,
+                Change::Applied { .. } => None,
             })
             .collect();
         assert_eq!(deleted, ["a"]);

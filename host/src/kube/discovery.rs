@@ -48,6 +48,12 @@ pub fn display_gvk(gvk: &GroupVersionKind) -> String {
     }
 }
 
+/// Splits an apiVersion into group and version: `apps/v1` → (`apps`, `v1`), `v1` →
+/// (``, `v1`) for the core group.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
 /// Discovery with a cache: each kind is looked up once per host run.
 pub struct KindResolver {
     client: Client,

@@ -50,6 +50,17 @@ impl PluginRecorder {
         }
     }
 
+    /// Checks a reason and a note before anything is sent.
+    pub fn check(reason: &str, note: &str) -> Result<(), EventError> {
+        if reason.is_empty() || reason.len() > REASON_MAX {
+            return Err(EventError::Reason(reason.len()));
+        }
+        if note.len() > NOTE_MAX {
+            return Err(EventError::Note(note.len()));
+        }
+        Ok(())
+    }
+
     /// Publishes one Event about `regarding`.
     pub async fn record(
         &self,
@@ -58,12 +69,7 @@ impl PluginRecorder {
         reason: &str,
         note: &str,
     ) -> Result<(), EventError> {
-        if reason.is_empty() || reason.len() > REASON_MAX {
-            return Err(EventError::Reason(reason.len()));
-        }
-        if note.len() > NOTE_MAX {
-            return Err(EventError::Note(note.len()));
-        }
+        PluginRecorder::check(reason, note)?;
         let event = Event {
             type_: if warning {
                 EventType::Warning

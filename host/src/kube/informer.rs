@@ -65,7 +65,22 @@ pub struct Informer {
     lists: Counter,
     objects: Gauge,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Why the watch is not working, while it is not: see [`Informer::problem`].
+    problem: Mutex<Health>,
 }
+
+/// Whether an informer's list and watch work.
+#[derive(Debug, Default)]
+struct Health {
+    /// Failures since the last event that arrived.
+    failures: u32,
+    /// The API's last error, once it counts as a problem.
+    problem: Option<String>,
+}
+
+/// Failures in a row after which a synced informer counts as broken (one failure is
+/// usually an expired watch that the next list repairs).
+const FAILURES_BEFORE_PROBLEM: u32 = 3;
 
 impl std::fmt::Debug for Informer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -110,6 +125,7 @@ impl Informer {
             subscribers: RwLock::new(Vec::new()),
             next_subscriber: AtomicU64::new(0),
             task: Mutex::new(None),
+            problem: Mutex::new(Health::default()),
         });
         let weak = Arc::downgrade(&informer);
         let task = tokio::spawn(run_watch(api, config, weak));
@@ -137,6 +153,35 @@ impl Informer {
         *self.synced.borrow()
     }
 
+    /// Why this informer's list or watch keeps failing (the API server's error), or
+    /// `None` while it works. An informer that has not completed its first list has
+    /// a problem from its first failure on; a synced one after several in a row.
+    pub fn problem(&self) -> Option<String> {
+        self.health().problem.clone()
+    }
+
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.problem.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn failed(&self, error: &watcher::Error) {
+        let mut health = self.health();
+        health.failures += 1;
+        if !self.is_synced() || health.failures >= FAILURES_BEFORE_PROBLEM {
+            let text = crate::logs::escape(&error.to_string());
+            health.problem = Some(format!("{} {text}", self.labels.kind));
+        }
+    }
+
+    fn working(&self) {
+        let mut health = self.health();
+        if health.problem.take().is_some() {
+            tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
+                "informer works again");
+        }
+        health.failures = 0;
+    }
+
     /// Waits until the first full list is in the cache.
     pub async fn wait_synced(&self) {
         let mut rx = self.synced.subscribe();
@@ -148,7 +193,7 @@ impl Informer {
         let id = self.next_subscriber.fetch_add(1, Ordering::Relaxed);
         let mut subs = self.subscribers.write().unwrap_or_else(|p| p.into_inner());
         for obj in self.cache.list(|_| true) {
-            subscriber(&Change::Applied(obj));
+            subscriber(&Change::added(obj));
         }
         subs.push((id, subscriber));
         id
@@ -201,6 +246,9 @@ impl Informer {
             Event::InitApply(_) | Event::Apply(_) | Event::Delete(_)
         ) {
             self.events.inc();
+        }
+        if !matches!(event, Event::Init) {
+            self.working();
         }
         match event {
             Event::Init => {
@@ -265,9 +313,11 @@ async fn run_watch(api: Api<DynamicObject>, config: watcher::Config, informer: W
         };
         match item {
             Ok(event) => informer.on_event(event, &mut relist),
-            Err(e) => tracing::warn!(
-                kind = %display_gvk(&informer.scope.gvk), error = %e, "watch failed; retrying"
-            ),
+            Err(e) => {
+                tracing::warn!(kind = %display_gvk(&informer.scope.gvk), error = %e,
+                    "watch failed; retrying");
+                informer.failed(&e);
+            }
         }
     }
 }

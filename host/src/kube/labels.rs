@@ -4,6 +4,8 @@
 //! optional DNS-subdomain prefix and a slash, then a name of at most 63 characters;
 //! a value is empty or a name-like string of at most 63 characters.
 
+use super::names::is_dns_subdomain;
+
 /// A label key or value that Kubernetes would reject, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LabelError {
@@ -28,7 +30,6 @@ pub enum LabelError {
 }
 
 const NAME_MAX: usize = 63;
-const PREFIX_MAX: usize = 253;
 const NAME_RULE: &str = "must be at most 63 characters, alphanumeric, '-', '_' or '.', \
                          and start and end with an alphanumeric character";
 
@@ -78,20 +79,6 @@ fn is_name(s: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// RFC 1123 subdomain: dot-separated lower-case labels, at most 253 characters.
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= PREFIX_MAX
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b.len() <= NAME_MAX
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
 }
 
 #[cfg(test)]

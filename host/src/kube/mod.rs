@@ -3,8 +3,10 @@
 
 pub mod cache;
 pub mod discovery;
+pub mod event_filter;
 pub mod events;
 pub mod informer;
 pub mod labels;
+pub mod names;
 pub mod selector;
 pub mod writes;

@@ -4,12 +4,16 @@
 //! A lost lease ends the campaign (the caller exits non-zero and the pod restarts, as
 //! kube-controller-manager does): a replica that was cut off may have reconciles
 //! half done, and a fresh start with fresh caches is the simplest safe state.
+//!
+//! The campaign runs on a thread and a runtime of its own, with its own API client:
+//! nothing the plugins do on the host's runtime (a guest burning CPU, a flood of
+//! writes queued on the shared client) can delay a renewal. The operating system
+//! gives the thread its share of a CPU whatever the other threads do.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::config::{ElectionConfig, JITTER_FACTOR};
@@ -36,33 +40,62 @@ pub struct Campaign {
     /// Whether this replica leads right now.
     pub leading: watch::Receiver<bool>,
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), Lost>>,
+    /// How the campaign ended; `None` once taken.
+    ended: Option<oneshot::Receiver<Result<(), Lost>>>,
 }
 
 impl Campaign {
-    /// Starts campaigning with `elector` under `config`; the leader gauges in
+    /// Starts campaigning on a thread of its own under `config`. `elector` is called
+    /// on that thread, so the API client it builds runs there too (a kube client's
+    /// connection worker lives on the runtime that creates it). The leader gauges in
     /// `metrics` follow what this candidate sees.
-    pub fn start(elector: Elector, config: ElectionConfig, metrics: Arc<Metrics>) -> Campaign {
+    pub fn start<F>(elector: F, config: ElectionConfig, metrics: Arc<Metrics>) -> Campaign
+    where
+        F: FnOnce() -> Result<Elector, String> + Send + 'static,
+    {
         let (leading_tx, leading) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
+        let (ended_tx, ended) = oneshot::channel();
         let observer = Observer {
             metrics,
             holder: None,
         };
-        let task = tokio::spawn(run(elector, config, observer, leading_tx, stopped));
+        let thread = std::thread::Builder::new()
+            .name("leader-election".into())
+            .spawn(move || {
+                let outcome = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime.block_on(async move {
+                        let elector = elector().map_err(Lost::Failed)?;
+                        run(elector, config, observer, leading_tx, stopped).await
+                    }),
+                    Err(e) => Err(Lost::Failed(format!("no runtime for the election: {e}"))),
+                };
+                let _ = ended_tx.send(outcome);
+            });
+        if let Err(e) = thread {
+            tracing::error!(error = %e, "cannot start the leader-election thread");
+        }
         Campaign {
             leading,
             stop: Some(stop),
-            task,
+            ended: Some(ended),
         }
     }
 
     /// Waits until the campaign ends on its own: the lease was lost.
     pub async fn lost(&mut self) -> Lost {
-        match (&mut self.task).await {
+        let Some(ended) = self.ended.as_mut() else {
+            return std::future::pending().await;
+        };
+        let outcome = ended.await;
+        self.ended = None;
+        match outcome {
             Ok(Err(lost)) => lost,
             Ok(Ok(())) => std::future::pending().await, // stopped: never "lost"
-            Err(e) => Lost::Failed(e.to_string()),
+            Err(_) => Lost::Failed("the election thread ended without a word".into()),
         }
     }
 
@@ -71,7 +104,9 @@ impl Campaign {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let _ = (&mut self.task).await;
+        if let Some(ended) = self.ended.take() {
+            let _ = ended.await;
+        }
     }
 }
 

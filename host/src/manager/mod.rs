@@ -100,6 +100,7 @@ impl Manager {
             retry: config.retry,
             sync_timeout: config.sync_timeout,
             leader,
+            budgets: config.budgets.clone(),
         };
         // Watch first, then scan: a file added meanwhile is loaded twice at worst
         // (the second time it is found unchanged), never missed.

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
+
 use super::*;
 
 fn queue() -> WorkQueue<String> {
@@ -199,4 +201,63 @@ async fn a_pending_delayed_add_does_not_keep_a_dropped_queue_alive() {
     drop(q);
     tokio::task::yield_now().await;
     assert!(inner.upgrade().is_none(), "the timer keeps the queue alive");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_requeued_many_times_waits_once_at_its_earliest_deadline() {
+    let depth = Gauge::default();
+    let q = WorkQueue::with_depth_gauge(Backoff::default(), depth.clone());
+    for _ in 0..1000 {
+        q.add_after("busy".to_string(), Duration::from_secs(3600));
+    }
+    q.add_after("busy".to_string(), Duration::from_secs(60));
+    q.add_after("busy".to_string(), Duration::from_secs(7200));
+    assert_eq!(q.delayed(), 1, "one pending entry per key");
+    assert_eq!(depth.get(), 1, "the depth gauge counts delayed keys");
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(q.len(), 1, "due at the earliest deadline");
+    assert_eq!(q.delayed(), 0);
+    let key = q.next().await.expect("key");
+    assert_eq!(depth.get(), 0, "the gauge follows keys taken");
+    q.done(&key);
+    tokio::time::sleep(Duration::from_secs(7200)).await;
+    assert!(q.is_empty(), "the replaced deadlines never fire");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_replaces_a_pending_deadline() {
+    let q = queue();
+    for _ in 0..100 {
+        q.add_after("a".to_string(), Duration::from_secs(3600));
+    }
+    q.add("a".to_string());
+    assert_eq!(q.delayed(), 0);
+    let key = q.next().await.expect("key");
+    q.done(&key);
+    tokio::time::sleep(Duration::from_secs(3601)).await;
+    assert!(
+        q.is_empty(),
+        "the hour-long requeues must not fire after the add ran"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delay_beyond_the_clock_is_accepted_and_never_fires_soon() {
+    let q = queue();
+    q.add_after("a".to_string(), Duration::from_millis(u64::MAX));
+    q.add_after("b".to_string(), Duration::MAX);
+    assert_eq!(q.delayed(), 2);
+    tokio::time::sleep(Duration::from_secs(30 * 24 * 3600)).await;
+    assert!(q.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_drops_delayed_keys() {
+    let depth = Gauge::default();
+    let q = WorkQueue::with_depth_gauge(Backoff::default(), depth.clone());
+    q.add_after("a".to_string(), Duration::from_secs(1));
+    q.shut_down();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(q.next().await, None);
+    assert_eq!(q.delayed(), 0);
 }

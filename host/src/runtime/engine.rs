@@ -59,12 +59,6 @@ impl EpochTicker {
             .ok();
         EpochTicker { stop, thread }
     }
-
-    /// Ticks needed to cover `budget`, rounded up, plus one for the partial tick.
-    pub fn ticks_for(budget: Duration) -> u64 {
-        let tick = EPOCH_TICK.as_nanos();
-        u64::try_from(budget.as_nanos().div_ceil(tick) + 1).unwrap_or(u64::MAX)
-    }
 }
 
 impl Drop for EpochTicker {

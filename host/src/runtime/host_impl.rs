@@ -3,16 +3,17 @@
 use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::bindings::wcm::controller::{cluster, log, types};
 use crate::bindings::{EventType, Gvk, Level, ObjectRef, WitError};
-use crate::capabilities::Target;
+use crate::capabilities::{CapabilityError, Target, check_kind, check_namespace};
 use crate::keys::from_wit_gvk;
+use crate::metrics::Limit;
 
 use super::state::HostState;
 
-fn target(obj: &ObjectRef) -> Target {
-    Target {
-        gvk: from_wit_gvk(&obj.kind),
-        namespace: obj.namespace.clone(),
-        name: obj.name.clone(),
+impl HostState {
+    /// The object a plugin names, validated before it can reach a URL.
+    fn target(&self, op: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
+        let gvk = from_wit_gvk(&obj.kind);
+        Target::checked(op, &self.plugin, gvk, obj.namespace, obj.name)
     }
 }
 
@@ -20,7 +21,8 @@ impl types::Host for HostState {}
 
 impl cluster::Host for HostState {
     async fn get(&mut self, obj: ObjectRef) -> Result<String, WitError> {
-        Ok(self.access()?.get(&target(&obj))?.to_string())
+        let target = self.target("get", obj)?;
+        Ok(self.access()?.get(&target)?.to_string())
     }
 
     async fn list(
@@ -29,11 +31,14 @@ impl cluster::Host for HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, WitError> {
-        let found = self.access()?.list(
-            &from_wit_gvk(&kind),
-            namespace.as_deref(),
-            label_selector.as_deref(),
-        )?;
+        let gvk = from_wit_gvk(&kind);
+        check_kind("list", &self.plugin, &gvk)?;
+        if let Some(ns) = &namespace {
+            check_namespace("list", &self.plugin, ns)?;
+        }
+        let found = self
+            .access()?
+            .list(&gvk, namespace.as_deref(), label_selector.as_deref())?;
         Ok(found.iter().map(|j| j.to_string()).collect())
     }
 
@@ -43,8 +48,9 @@ impl cluster::Host for HostState {
         set: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), WitError> {
+        let target = self.target("patch-labels", obj)?;
         let access = self.access()?;
-        Ok(access.patch_labels(&target(&obj), &set, &remove).await?)
+        Ok(access.patch_labels(&target, &set, &remove).await?)
     }
 
     async fn record_event(
@@ -55,9 +61,10 @@ impl cluster::Host for HostState {
         note: String,
     ) -> Result<(), WitError> {
         let warning = matches!(type_, EventType::Warning);
+        let target = self.target("record-event", regarding)?;
         let access = self.access()?;
         Ok(access
-            .record_event(&target(&regarding), warning, &reason, &note)
+            .record_event(&target, warning, &reason, &note)
             .await?)
     }
 
@@ -66,17 +73,34 @@ impl cluster::Host for HostState {
     }
 
     async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), WitError> {
-        Ok(self.access()?.patch_status(&target(&obj), &status).await?)
+        let target = self.target("patch-status", obj)?;
+        Ok(self.access()?.patch_status(&target, &status).await?)
     }
 
     async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), WitError> {
-        Ok(self.access()?.delete(&target(&obj), propagation).await?)
+        let target = self.target("delete", obj)?;
+        Ok(self.access()?.delete(&target, propagation).await?)
     }
 }
 
 impl log::Host for HostState {
+    /// Logs the plugin's line, escaped and cut to size, within its log rate.
     async fn log(&mut self, level: Level, message: String) {
+        let Some(line) = self.logs.admit(&message) else {
+            return;
+        };
         let (plugin, key) = (&*self.plugin, self.key.as_deref().unwrap_or("-"));
+        if line.dropped_before > 0 {
+            tracing::warn!(
+                plugin,
+                dropped = line.dropped_before,
+                "plugin log lines dropped: over its log rate (--plugin-log-rate)"
+            );
+        }
+        if let (true, Some(access)) = (line.was_cut, &self.access) {
+            access.budget().hit(Limit::log_size);
+        }
+        let message = line.message;
         match level {
             Level::Trace => tracing::trace!(plugin, key, "{message}"),
             Level::Debug => tracing::debug!(plugin, key, "{message}"),

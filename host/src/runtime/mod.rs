@@ -6,6 +6,7 @@ mod engine;
 mod host_impl;
 mod plugin;
 mod state;
+mod stderr;
 
 pub use artifacts::Origin;
 pub use engine::{EPOCH_TICK, EpochTicker, build_engine};

@@ -1,16 +1,19 @@
 //! One compiled, pre-linked plugin, and the sandboxed calls into it.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::engine::EpochTicker;
 use super::state::HostState;
 use super::{Runtime, chain};
 use crate::bindings::{Action, Controller, ControllerPre, Registration, WitError};
 use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
+
+/// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
+/// it yields its thread to other tasks.
+const YIELD_EVERY_TICKS: u64 = 1;
 
 /// Why a plugin file could not be loaded; the file name is added by the caller.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +67,9 @@ pub enum CallError {
     /// The guest tried to grow its memory past the limit.
     #[error("exceeded its memory limit of {0} bytes")]
     MemoryLimit(usize),
+    /// The guest held too many host handles or grew a table past its bound.
+    #[error("exceeded its bound on host handles or table elements: {0}")]
+    HandleLimit(String),
     /// The guest returned an error from `reconcile`.
     #[error("returned an error: {0:?}")]
     Guest(WitError),
@@ -87,19 +93,30 @@ impl PluginCode {
         PluginCode { pre, runtime }
     }
 
+    /// A Store whose guest code gives its thread back at every epoch tick and traps
+    /// once the call's deadline has passed. Without the yield a guest that never
+    /// calls the host would hold a runtime worker thread until its deadline, and a
+    /// few of them would stall informers, `/healthz` and every other plugin.
     fn store(&self, state: HostState) -> Store<HostState> {
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);
         let timeout = self.runtime.limits().reconcile_timeout;
-        store.set_epoch_deadline(EpochTicker::ticks_for(timeout));
-        store.epoch_deadline_trap();
+        let deadline = Instant::now() + timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            let turn = Box::pin(tokio::task::yield_now());
+            Ok(UpdateDeadline::YieldCustom(YIELD_EVERY_TICKS, turn))
+        });
         store
     }
 
     /// Asks a fresh instance for its registration. `label` names the plugin in logs.
     pub async fn register(&self, label: &str) -> Result<Registration, CallError> {
         let limits = self.runtime.limits();
-        let state = HostState::new(label.into(), None, None, limits.max_memory_bytes);
+        let state = HostState::for_register(label, limits.max_memory_bytes);
         self.call(state, async |controller, store| {
             let reconciler = controller.wcm_controller_reconciler();
             reconciler
@@ -117,13 +134,7 @@ impl PluginCode {
         key: &ReconcileKey,
     ) -> Result<Action, CallError> {
         let limits = self.runtime.limits();
-        let plugin: Arc<str> = access.plugin().into();
-        let state = HostState::new(
-            plugin,
-            Some(key.to_string()),
-            Some(access),
-            limits.max_memory_bytes,
-        );
+        let state = HostState::for_reconcile(access, key.to_string(), limits.max_memory_bytes);
         let request = key.to_request();
         self.call(state, async |controller, store| {
             let reconciler = controller.wcm_controller_reconciler();
@@ -178,6 +189,9 @@ impl PluginCode {
         let text = chain(&e);
         if text.contains("growing memory") {
             return CallError::MemoryLimit(limits.max_memory_bytes);
+        }
+        if text.contains("growing table") || text.contains("resource table has no free keys") {
+            return CallError::HandleLimit(text.replace('\n', " "));
         }
         match e.downcast_ref::<Trap>() {
             Some(trap) => CallError::Trap(trap.to_string()),

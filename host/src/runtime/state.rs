@@ -5,14 +5,21 @@ use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Bytes of guest stderr kept per call: enough for a panic message, bounded so a
-/// plugin cannot fill the host's memory by printing.
-const STDERR_CAPACITY: usize = 16 * 1024;
-
+use super::stderr::GuestStderr;
 use crate::capabilities::{CapabilityError, ClusterAccess};
+use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
+
+/// Host-side handles (WASI streams, pollables, ...) one call may hold at once.
+/// wasmtime's default is a million; a guest creating handles in a loop would grow the
+/// host's memory with each.
+pub const MAX_HOST_HANDLES: usize = 10_000;
+/// Elements of one guest table (function pointers), as the pooling allocator's
+/// default, so a table grows no further without the pool than with it.
+pub const MAX_TABLE_ELEMENTS: usize = 20_000;
+/// Core instances, tables and memories one component may create.
+const MAX_INSTANCES: usize = 100;
 
 /// Data of one Store.
 pub struct HostState {
@@ -25,9 +32,11 @@ pub struct HostState {
     /// The key being reconciled, for log lines; none during `register`.
     pub(crate) key: Option<String>,
     /// What the guest wrote to stderr (a Rust panic message lands here).
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) stderr: GuestStderr,
     /// None during `register`: a plugin may not touch the cluster before it is set up.
-    access: Option<Arc<ClusterAccess>>,
+    pub(crate) access: Option<Arc<ClusterAccess>>,
+    /// The plugin's log budget.
+    pub(crate) logs: Arc<LogLimiter>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -40,39 +49,66 @@ impl std::fmt::Debug for HostState {
 }
 
 impl HostState {
+    /// State for `register` of the plugin in file `label`: no cluster, a log budget
+    /// of its own.
+    pub fn for_register(label: &str, max_memory_bytes: usize) -> HostState {
+        let logs = LogLimiter::new(LINES_PER_SECOND, LINES_BURST, Default::default());
+        HostState::new(label.into(), None, None, Arc::new(logs), max_memory_bytes)
+    }
+
+    /// State for reconciling `key` with the plugin's cluster access and budgets.
+    pub fn for_reconcile(
+        access: Arc<ClusterAccess>,
+        key: String,
+        max_memory_bytes: usize,
+    ) -> HostState {
+        let plugin: Arc<str> = access.plugin().into();
+        let logs = access.budget().logs.clone();
+        HostState::new(plugin, Some(key), Some(access), logs, max_memory_bytes)
+    }
+
     /// State for one call. WASI gets no preopened directories, no sockets, no
     /// environment and no arguments: a plugin sees the cluster only through imports.
-    pub fn new(
+    fn new(
         plugin: Arc<str>,
         key: Option<String>,
         access: Option<Arc<ClusterAccess>>,
+        logs: Arc<LogLimiter>,
         max_memory_bytes: usize,
     ) -> HostState {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let stderr = GuestStderr::default();
         let mut wasi = WasiCtxBuilder::new();
         wasi.allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .stderr(stderr.clone());
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HOST_HANDLES);
         HostState {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table,
             limits: StoreLimitsBuilder::new()
                 .memory_size(max_memory_bytes)
+                .table_elements(MAX_TABLE_ELEMENTS)
+                .instances(MAX_INSTANCES)
+                .tables(MAX_INSTANCES)
+                .memories(MAX_INSTANCES)
                 .trap_on_grow_failure(true)
                 .build(),
             plugin,
             key,
             stderr,
             access,
+            logs,
         }
     }
 
     /// The end of what the guest wrote to stderr (a panic message, usually), on one
-    /// line, without Rust's hint about `RUST_BACKTRACE`.
+    /// line with control characters escaped, without Rust's hint about
+    /// `RUST_BACKTRACE`.
     pub fn stderr_tail(&self) -> Option<String> {
         const TAIL_CHARS: usize = 512;
-        let bytes = self.stderr.contents();
+        let bytes = self.stderr.last_bytes();
         let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<&str> = text
             .lines()
@@ -81,7 +117,13 @@ impl HostState {
             .collect();
         let joined = lines.join(" ");
         let skip = joined.chars().count().saturating_sub(TAIL_CHARS);
-        (!joined.is_empty()).then(|| joined.chars().skip(skip).collect())
+        let tail: String = joined.chars().skip(skip).collect();
+        let cut = if skip > 0 || self.stderr.dropped() > 0 {
+            "…"
+        } else {
+            ""
+        };
+        (!tail.is_empty()).then(|| format!("{cut}{}", escape(&tail)))
     }
 
     /// The plugin's cluster access, or `unavailable` during `register`.

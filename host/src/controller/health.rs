@@ -1,0 +1,166 @@
+//! A running plugin's health: `running`, `degraded` (a watch it needs does not work)
+//! or `crash-looping` (its reconciles trap or time out again and again).
+//!
+//! A crash-looping plugin is slowed down as the kubelet slows a container in
+//! CrashLoopBackOff: after [`CRASH_LOOP_AFTER`] traps or timeouts in a row, each
+//! further reconcile waits 10 s, doubling up to 5 minutes. One success, or a new
+//! version of the plugin, ends it.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::time::Instant;
+
+use crate::kube::informer::Informer;
+
+/// Traps or timeouts in a row after which a plugin is crash-looping.
+pub const CRASH_LOOP_AFTER: u32 = 5;
+/// The first pause of a crash-looping plugin; it doubles with each further crash.
+const FIRST_PAUSE: Duration = Duration::from_secs(10);
+/// The longest pause.
+const LONGEST_PAUSE: Duration = Duration::from_secs(300);
+
+/// What a plugin's health is now, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Everything works.
+    Running,
+    /// A watch it needs fails; the API server's error.
+    Degraded(String),
+    /// Its reconciles keep trapping or timing out; the last failure.
+    CrashLooping(String),
+}
+
+impl Health {
+    /// The state's name, as the table and the metric show it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Health::Running => "running",
+            Health::Degraded(_) => "degraded",
+            Health::CrashLooping(_) => "crash-looping",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Crashes {
+    in_a_row: u32,
+    last: Option<String>,
+    /// No reconcile starts before this, while crash-looping.
+    not_before: Option<Instant>,
+}
+
+/// The crash count of one plugin, shared by its workers.
+#[derive(Debug)]
+pub struct CrashLoop {
+    crashes: Mutex<Crashes>,
+    /// `wcm_plugin_consecutive_failures` of the plugin.
+    gauge: Gauge,
+}
+
+impl CrashLoop {
+    /// A plugin that has not crashed, reporting to `gauge`.
+    pub fn new(gauge: Gauge) -> CrashLoop {
+        gauge.set(0);
+        CrashLoop {
+            crashes: Mutex::new(Crashes::default()),
+            gauge,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Crashes> {
+        self.crashes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a trap or timeout; returns the pause before the next reconcile if
+    /// the plugin is crash-looping now.
+    pub fn crashed(&self, error: &str) -> Option<Duration> {
+        let mut c = self.lock();
+        c.in_a_row = c.in_a_row.saturating_add(1);
+        c.last = Some(error.to_string());
+        self.gauge.set(i64::from(c.in_a_row));
+        let beyond = c.in_a_row.checked_sub(CRASH_LOOP_AFTER)?;
+        let pause = FIRST_PAUSE
+            .saturating_mul(2u32.saturating_pow(beyond.min(16)))
+            .min(LONGEST_PAUSE);
+        c.not_before = Some(Instant::now() + pause);
+        Some(pause)
+    }
+
+    /// Records a successful reconcile: the loop, if any, is over.
+    pub fn succeeded(&self) {
+        let mut c = self.lock();
+        if c.in_a_row > 0 {
+            *c = Crashes::default();
+            self.gauge.set(0);
+        }
+    }
+
+    /// Waits out the pause of a crash-looping plugin (at once otherwise).
+    pub async fn wait_turn(&self) {
+        let until = self.lock().not_before;
+        if let Some(until) = until {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+
+    /// The last failure, while crash-looping.
+    pub fn looping(&self) -> Option<String> {
+        let c = self.lock();
+        (c.in_a_row >= CRASH_LOOP_AFTER).then(|| {
+            format!(
+                "{} reconciles in a row trapped or timed out; last: {}",
+                c.in_a_row,
+                c.last.as_deref().unwrap_or("-")
+            )
+        })
+    }
+}
+
+/// The health of a plugin with these `informers` and crash count. A watch that does
+/// not work comes first: the plugin cannot do anything right without it.
+pub fn health_of(informers: &[std::sync::Arc<Informer>], crashes: &CrashLoop) -> Health {
+    let problems: Vec<String> = informers.iter().filter_map(|i| i.problem()).collect();
+    if !problems.is_empty() {
+        return Health::Degraded(problems.join("; "));
+    }
+    match crashes.looping() {
+        Some(why) => Health::CrashLooping(why),
+        None => Health::Running,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn five_crashes_in_a_row_start_a_growing_pause_that_a_success_ends() {
+        let gauge = Gauge::default();
+        let crashes = CrashLoop::new(gauge.clone());
+        for _ in 1..CRASH_LOOP_AFTER {
+            assert_eq!(crashes.crashed("trapped: unreachable"), None);
+        }
+        assert_eq!(crashes.looping(), None);
+        assert_eq!(crashes.crashed("timed out after 2s"), Some(FIRST_PAUSE));
+        assert_eq!(crashes.crashed("timed out after 2s"), Some(FIRST_PAUSE * 2));
+        let why = crashes.looping().expect("crash-looping");
+        assert!(why.starts_with("6 reconciles in a row"), "{why}");
+        assert!(why.ends_with("last: timed out after 2s"), "{why}");
+        assert_eq!(gauge.get(), 6);
+        let started = Instant::now();
+        crashes.wait_turn().await;
+        assert_eq!(started.elapsed(), FIRST_PAUSE * 2);
+        for _ in 0..20 {
+            crashes.crashed("again");
+        }
+        assert_eq!(crashes.crashed("again"), Some(LONGEST_PAUSE));
+        crashes.succeeded();
+        assert_eq!(crashes.looping(), None);
+        assert_eq!(gauge.get(), 0);
+        let started = Instant::now();
+        crashes.wait_turn().await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+}

@@ -1,0 +1,216 @@
+//! Checks a plugin's registration whole before anything starts: every name, kind,
+//! namespace, selector, key and period it declares, so a plugin with a mistake is
+//! refused at load with the reason instead of running without ever reconciling.
+
+use std::time::Duration;
+
+use super::StartError;
+use crate::bindings::{KeyMapping, Registration, Watch};
+use crate::budget::Budget;
+use crate::kube::names::{is_dns_label, shorten, validate_kind, validate_namespace};
+use crate::kube::selector;
+
+/// Shortest resync period: a resync walks every cached object of the plugin's
+/// watches, so a shorter one would keep a host thread busy for one plugin.
+pub const MIN_RESYNC: Duration = Duration::from_secs(1);
+/// Longest resync period (a week); "never" is `none`.
+pub const MAX_RESYNC: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest version string.
+const VERSION_MAX: usize = 64;
+/// Longest fixed key.
+const FIXED_KEY_MAX: usize = 253;
+/// Longest label selector.
+const SELECTOR_MAX: usize = 1024;
+/// Most permission entries.
+const PERMISSIONS_MAX: usize = 64;
+
+/// Checks `reg` against the rules and the plugin's `budget`.
+pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
+    let refuse = |reason: String| Err(StartError::Registration(reason));
+    if !is_dns_label(&reg.name) {
+        return refuse(format!(
+            "name {:?} must be a DNS-1123 label (lower-case alphanumeric or '-', at most 63)",
+            shorten(&reg.name)
+        ));
+    }
+    let printable = |s: &str| !s.is_empty() && !s.chars().any(|c| c.is_control() || c == ' ');
+    if !printable(&reg.version) || reg.version.len() > VERSION_MAX {
+        return refuse(format!(
+            "version {:?} must be 1 to {VERSION_MAX} printable characters without spaces",
+            shorten(&reg.version)
+        ));
+    }
+    if reg.watches.is_empty() {
+        return refuse("no watches: nothing would ever be reconciled".into());
+    }
+    if reg.watches.len() > budget.max_watches {
+        return refuse(format!(
+            "{} watches, more than the {} this plugin may have (--max-watches-per-plugin)",
+            reg.watches.len(),
+            budget.max_watches
+        ));
+    }
+    for (i, watch) in reg.watches.iter().enumerate() {
+        check_watch(watch).map_err(|e| StartError::Registration(format!("watch {i}: {e}")))?;
+    }
+    if reg.permissions.len() > PERMISSIONS_MAX {
+        return refuse(format!(
+            "{} permission entries, more than {PERMISSIONS_MAX}",
+            reg.permissions.len()
+        ));
+    }
+    for p in &reg.permissions {
+        let k = &p.kind;
+        validate_kind(&k.group, &k.version, &k.kind)
+            .map_err(|e| StartError::Registration(format!("permission: {e}")))?;
+    }
+    check_resync(reg.resync_period_ms)
+}
+
+fn check_watch(watch: &Watch) -> Result<(), String> {
+    let k = &watch.kind;
+    validate_kind(&k.group, &k.version, &k.kind).map_err(|e| e.to_string())?;
+    if let Some(ns) = &watch.namespace {
+        validate_namespace(ns).map_err(|e| e.to_string())?;
+    }
+    if let Some(sel) = &watch.label_selector {
+        if sel.len() > SELECTOR_MAX {
+            return Err(format!(
+                "label selector of {} bytes, more than {SELECTOR_MAX}",
+                sel.len()
+            ));
+        }
+        selector::parse(sel).map_err(|e| e.to_string())?;
+    }
+    match &watch.maps_to {
+        KeyMapping::Object => Ok(()),
+        KeyMapping::ControllerOwner(owner) => {
+            validate_kind(&owner.group, &owner.version, &owner.kind)
+                .map_err(|e| format!("owner {e}"))
+        }
+        KeyMapping::Fixed(key) => {
+            let ok =
+                !key.is_empty() && key.len() <= FIXED_KEY_MAX && !key.chars().any(char::is_control);
+            match ok {
+                true => Ok(()),
+                false => Err(format!(
+                    "fixed key {:?} must be 1 to {FIXED_KEY_MAX} bytes without control characters",
+                    shorten(key)
+                )),
+            }
+        }
+    }
+}
+
+fn check_resync(period_ms: Option<u64>) -> Result<(), StartError> {
+    let Some(ms) = period_ms else {
+        return Ok(());
+    };
+    let period = Duration::from_millis(ms);
+    if (MIN_RESYNC..=MAX_RESYNC).contains(&period) {
+        return Ok(());
+    }
+    Err(StartError::Registration(format!(
+        "resync-period-ms {ms} is outside {} to {} (none turns resync off)",
+        MIN_RESYNC.as_millis(),
+        MAX_RESYNC.as_millis()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::{Gvk, Permission, Verb};
+
+    fn pods() -> Gvk {
+        Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+        }
+    }
+
+    fn registration() -> Registration {
+        Registration {
+            name: "pod-counter".into(),
+            version: "0.1.0".into(),
+            watches: vec![Watch {
+                kind: pods(),
+                namespace: None,
+                label_selector: Some("app in (web, api)".into()),
+                maps_to: KeyMapping::Fixed("all-pods".into()),
+            }],
+            permissions: vec![Permission {
+                kind: pods(),
+                verbs: vec![Verb::Patch],
+            }],
+            max_concurrent_reconciles: 0,
+            resync_period_ms: None,
+        }
+    }
+
+    fn refused(change: impl FnOnce(&mut Registration)) -> String {
+        let mut reg = registration();
+        change(&mut reg);
+        match validate(&reg, &Budget::default()) {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("accepted: {reg:?}"),
+        }
+    }
+
+    #[test]
+    fn a_sound_registration_passes() {
+        assert!(validate(&registration(), &Budget::default()).is_ok());
+    }
+
+    #[test]
+    fn every_declared_string_and_number_is_checked_with_the_reason() {
+        for (reason, change) in [
+            (
+                "invalid label selector",
+                Box::new(|r: &mut Registration| {
+                    r.watches[0].label_selector = Some("app in web".into())
+                }) as Box<dyn FnOnce(&mut Registration)>,
+            ),
+            (
+                "namespace \"Not-A-Label\"",
+                Box::new(|r| r.watches[0].namespace = Some("Not-A-Label".into())),
+            ),
+            (
+                "the version must be a DNS label",
+                Box::new(|r| r.watches[0].kind.version = "v1/../..".into()),
+            ),
+            (
+                "resync-period-ms 1 is outside 1000 to 604800000",
+                Box::new(|r| r.resync_period_ms = Some(1)),
+            ),
+            (
+                &format!("resync-period-ms {} is outside", u64::MAX),
+                Box::new(|r| r.resync_period_ms = Some(u64::MAX)),
+            ),
+            (
+                "fixed key \"\"",
+                Box::new(|r| r.watches[0].maps_to = KeyMapping::Fixed(String::new())),
+            ),
+            (
+                "17 watches, more than the 16",
+                Box::new(|r| r.watches = vec![r.watches[0].clone(); 17]),
+            ),
+            (
+                "version \"0.1\\n2026",
+                Box::new(|r| r.version = "0.1\n2026 INFO forged".into()),
+            ),
+            (
+                "name \"Pod_Counter\"",
+                Box::new(|r| r.name = "Pod_Counter".into()),
+            ),
+            (
+                "permission: kind",
+                Box::new(|r| r.permissions[0].kind.kind = "Pods?x=1".into()),
+            ),
+        ] {
+            let err = refused(change);
+            assert!(err.contains(reason), "wanted {reason:?} in {err}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! What a plugin may put into the host's log: escaped, capped in size and rate.
+//!
+//! A plugin's message is untrusted text. Newlines and other control characters are
+//! escaped, so a plugin cannot end its line and forge one that looks like the host's
+//! (`... INFO became leader`); a line is cut at [`MAX_LINE_BYTES`]; and lines beyond
+//! the plugin's rate are dropped, counted, and reported once the plugin is below its
+//! rate again.
+
+use std::sync::Mutex;
+
+use prometheus_client::metrics::counter::Counter;
+use tokio::time::Instant;
+
+use crate::rate::TokenBucket;
+
+/// Longest log message kept from a plugin, in bytes; the rest is cut.
+pub const MAX_LINE_BYTES: usize = 4096;
+/// Log lines per second a plugin may write in the long run.
+pub const LINES_PER_SECOND: f64 = 100.0;
+/// Log lines a plugin may write in a burst.
+pub const LINES_BURST: u32 = 1000;
+
+/// `text` with control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`, ...), so
+/// it stays on one line and cannot move a terminal's cursor. Printable text,
+/// non-ASCII included, is kept as it is.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, saying how much went.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … ({} more bytes cut)", &text[..end], text.len() - end)
+}
+
+/// A line admitted into the log, and how many lines were dropped before it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// The message, escaped and cut.
+    pub message: String,
+    /// Lines dropped since the last admitted one (over the rate).
+    pub dropped_before: u64,
+    /// Whether the message was cut at [`MAX_LINE_BYTES`].
+    pub was_cut: bool,
+}
+
+/// The log budget of one plugin.
+#[derive(Debug)]
+pub struct LogLimiter {
+    state: Mutex<(TokenBucket, u64)>,
+    /// Counts every dropped line.
+    dropped: Counter,
+}
+
+impl LogLimiter {
+    /// A full budget of `burst` lines refilled at `rate` per second; drops are
+    /// counted in `dropped`.
+    pub fn new(rate: f64, burst: u32, dropped: Counter) -> LogLimiter {
+        LogLimiter {
+            state: Mutex::new((TokenBucket::new(rate, burst), 0)),
+            dropped,
+        }
+    }
+
+    /// The line to log for `message`, or `None` when the plugin is over its rate.
+    pub fn admit(&self, message: &str) -> Option<Admitted> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (bucket, dropped) = &mut *state;
+        if !bucket.try_take(Instant::now()) {
+            *dropped += 1;
+            self.dropped.inc();
+            return None;
+        }
+        let dropped_before = std::mem::take(dropped);
+        let escaped = escape(message);
+        Some(Admitted {
+            was_cut: escaped.len() > MAX_LINE_BYTES,
+            message: cut(&escaped, MAX_LINE_BYTES),
+            dropped_before,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_cannot_start_a_line_of_its_own() {
+        let forged = "done\n2026-12-03T09:00:00Z  INFO wcm_host: became leader\r\u{1b}[2K";
+        let escaped = escape(forged);
+        assert!(!escaped.chars().any(char::is_control), "{escaped}");
+        assert!(escaped.contains("done\\n2026"), "{escaped}");
+        assert!(escaped.contains("\\r\\u{1b}[2K"), "{escaped}");
+        assert_eq!(escape("naïve ✓"), "naïve ✓");
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_a_character_boundary() {
+        let line = "é".repeat(5_000_000);
+        let kept = cut(&line, MAX_LINE_BYTES);
+        assert!(kept.len() < MAX_LINE_BYTES + 64, "{}", kept.len());
+        assert!(
+            kept.ends_with("(9995904 more bytes cut)"),
+            "{}",
+            &kept[4000..]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lines_over_the_rate_are_dropped_counted_and_reported() {
+        let dropped = Counter::default();
+        let limiter = LogLimiter::new(LINES_PER_SECOND, LINES_BURST, dropped.clone());
+        let admitted = (0..100_000)
+            .filter_map(|i| limiter.admit(&format!("{i}")))
+            .count();
+        assert_eq!(admitted, LINES_BURST as usize);
+        assert_eq!(dropped.get(), 99_000);
+        tokio::time::advance(std::time::Duration::from_millis(10)).await;
+        let next = limiter.admit("after").expect("refilled");
+        assert_eq!(next.dropped_before, 99_000);
+        assert_eq!(next.message, "after");
+        assert!(!next.was_cut);
+    }
+}
