@@ -25,6 +25,13 @@ cargo build --target wasm32-wasip2 --profile plugin -p pod-counter --features ne
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/test-plugins/pod-counter-next.wasm
 cargo build --target wasm32-wasip2 --profile plugin -p pod-counter
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/plugins/pod-counter.wasm
+# The hostile-plugin tests' registrations, one variant per feature.
+for feature in resync-1ms resync-max bad-selector too-many-watches secrets; do
+  cargo build --target wasm32-wasip2 --profile plugin -p hostile-registration --features "$feature"
+  cp target/wasm32-wasip2/plugin/hostile_registration.wasm "target/test-plugins/hostile-$feature.wasm"
+done
+cargo build --target wasm32-wasip2 --profile plugin -p hostile-registration
+cp target/wasm32-wasip2/plugin/hostile_registration.wasm target/test-plugins/hostile-registration.wasm
 
 # Plugins in other languages: plugins/<language>/<name>/<entry> becomes
 # target/plugins/<name>.wasm when a source or the WIT changed, built by the pinned tool

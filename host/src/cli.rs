@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use wcm_host::budget::{Budget, BudgetSettings, OverrideError};
 use wcm_host::leader::{ConfigError, ElectionConfig};
 
 /// Command-line interface of the daemon.
@@ -83,6 +84,59 @@ pub struct RunArgs {
     pub missing_kind_retry: Duration,
     #[command(flatten)]
     pub election: ElectionArgs,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// Every plugin's budgets, and overrides for single plugins.
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// API requests per second a plugin may make in the long run (writes, deletions,
+    /// Events); more wait, within the reconcile's deadline.
+    #[arg(long, default_value_t = Budget::default().api_qps)]
+    pub plugin_api_qps: f64,
+    /// API requests a plugin may make in a burst before --plugin-api-qps applies.
+    #[arg(long, default_value_t = Budget::default().api_burst)]
+    pub plugin_api_burst: u32,
+    /// Largest answer of one `get` or `list` a plugin may ask for, in MiB of JSON.
+    #[arg(long, default_value_t = Budget::default().max_result_bytes >> 20)]
+    pub max_result_mib: usize,
+    /// Most watches one plugin may register.
+    #[arg(long, default_value_t = Budget::default().max_watches)]
+    pub max_watches_per_plugin: usize,
+    /// Log lines per second a plugin may write in the long run; more are dropped
+    /// and counted.
+    #[arg(long, default_value_t = Budget::default().log_lines_per_second)]
+    pub plugin_log_rate: f64,
+    /// Log lines a plugin may write in a burst.
+    #[arg(long, default_value_t = Budget::default().log_burst)]
+    pub plugin_log_burst: u32,
+    /// Other budgets for one plugin: `NAME:KEY=VALUE[,KEY=VALUE...]` with keys
+    /// api-qps, api-burst, max-result-mib, max-watches, log-rate, log-burst.
+    /// Repeat for more plugins.
+    #[arg(long, value_name = "NAME:KEY=VALUE,...")]
+    pub plugin_override: Vec<String>,
+}
+
+impl BudgetArgs {
+    /// The defaults, then each override on top of them.
+    pub fn settings(&self) -> Result<BudgetSettings, OverrideError> {
+        let mut settings = BudgetSettings {
+            defaults: Budget {
+                api_qps: self.plugin_api_qps,
+                api_burst: self.plugin_api_burst,
+                max_result_bytes: self.max_result_mib.saturating_mul(1 << 20),
+                max_watches: self.max_watches_per_plugin,
+                log_lines_per_second: self.plugin_log_rate,
+                log_burst: self.plugin_log_burst,
+            },
+            overrides: Default::default(),
+        };
+        for given in &self.plugin_override {
+            settings.add_override(given)?;
+        }
+        Ok(settings)
+    }
 }
 
 /// Leader-election flags, named and defaulted as kube-controller-manager's.
@@ -189,6 +243,24 @@ mod tests {
             .expect("parses")
             .election;
         assert_eq!(off.config("me", true), Ok(None));
+    }
+
+    #[test]
+    fn budgets_have_defaults_and_per_plugin_overrides() {
+        let args = run_args(&[
+            "--plugin-api-qps=5",
+            "--plugin-override",
+            "pod-counter:api-qps=200,api-burst=400",
+        ])
+        .expect("parses");
+        let settings = args.budgets.settings().expect("valid");
+        assert_eq!(settings.for_plugin("other").api_qps, 5.0);
+        assert_eq!(settings.for_plugin("other").api_burst, 30);
+        let pc = settings.for_plugin("pod-counter");
+        assert_eq!((pc.api_qps, pc.api_burst), (200.0, 400));
+        let bad = run_args(&["--plugin-override", "pod-counter:qps=1"]).expect("parses");
+        let err = bad.budgets.settings().expect_err("unknown key").to_string();
+        assert!(err.contains("unknown key \"qps\""), "{err}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! rate again.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::time::Instant;
@@ -19,6 +20,9 @@ pub const MAX_LINE_BYTES: usize = 4096;
 pub const LINES_PER_SECOND: f64 = 100.0;
 /// Log lines a plugin may write in a burst.
 pub const LINES_BURST: u32 = 1000;
+/// Dropped lines are reported at most this often per plugin (the report itself must
+/// not become the flood).
+pub const REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// `text` with control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`, ...), so
 /// it stays on one line and cannot move a terminal's cursor. Printable text,
@@ -52,7 +56,8 @@ pub fn cut(text: &str, max: usize) -> String {
 pub struct Admitted {
     /// The message, escaped and cut.
     pub message: String,
-    /// Lines dropped since the last admitted one (over the rate).
+    /// Lines dropped since the last report, when a report is due (at most every
+    /// [`REPORT_EVERY`]); 0 otherwise.
     pub dropped_before: u64,
     /// Whether the message was cut at [`MAX_LINE_BYTES`].
     pub was_cut: bool,
@@ -61,9 +66,18 @@ pub struct Admitted {
 /// The log budget of one plugin.
 #[derive(Debug)]
 pub struct LogLimiter {
-    state: Mutex<(TokenBucket, u64)>,
+    state: Mutex<Budget>,
     /// Counts every dropped line.
     dropped: Counter,
+}
+
+#[derive(Debug)]
+struct Budget {
+    bucket: TokenBucket,
+    /// Lines dropped since the last report.
+    unreported: u64,
+    /// When drops were last reported.
+    reported: Option<Instant>,
 }
 
 impl LogLimiter {
@@ -71,7 +85,11 @@ impl LogLimiter {
     /// counted in `dropped`.
     pub fn new(rate: f64, burst: u32, dropped: Counter) -> LogLimiter {
         LogLimiter {
-            state: Mutex::new((TokenBucket::new(rate, burst), 0)),
+            state: Mutex::new(Budget {
+                bucket: TokenBucket::new(rate, burst),
+                unreported: 0,
+                reported: None,
+            }),
             dropped,
         }
     }
@@ -79,13 +97,23 @@ impl LogLimiter {
     /// The line to log for `message`, or `None` when the plugin is over its rate.
     pub fn admit(&self, message: &str) -> Option<Admitted> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (bucket, dropped) = &mut *state;
-        if !bucket.try_take(Instant::now()) {
-            *dropped += 1;
+        let now = Instant::now();
+        if !state.bucket.try_take(now) {
+            state.unreported += 1;
             self.dropped.inc();
             return None;
         }
-        let dropped_before = std::mem::take(dropped);
+        let due = state
+            .reported
+            .is_none_or(|at| now.duration_since(at) >= REPORT_EVERY);
+        let dropped_before = match (state.unreported, due) {
+            (0, _) | (_, false) => 0,
+            (n, true) => {
+                state.reported = Some(now);
+                state.unreported = 0;
+                n
+            }
+        };
         let escaped = escape(message);
         Some(Admitted {
             was_cut: escaped.len() > MAX_LINE_BYTES,
@@ -130,10 +158,17 @@ mod tests {
             .count();
         assert_eq!(admitted, LINES_BURST as usize);
         assert_eq!(dropped.get(), 99_000);
-        tokio::time::advance(std::time::Duration::from_millis(10)).await;
+        tokio::time::advance(Duration::from_millis(10)).await;
         let next = limiter.admit("after").expect("refilled");
         assert_eq!(next.dropped_before, 99_000);
         assert_eq!(next.message, "after");
         assert!(!next.was_cut);
+        // The next drops are reported once the report interval has passed.
+        let _ = (0..100).filter_map(|_| limiter.admit("more")).count();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert_eq!(limiter.admit("soon").map(|a| a.dropped_before), Some(0));
+        tokio::time::advance(REPORT_EVERY).await;
+        let later = limiter.admit("later").expect("refilled");
+        assert_eq!(later.dropped_before, 100);
     }
 }

@@ -14,19 +14,26 @@ use wcm_host::leader::{Campaign, Elector, LeaderGate, Lost};
 use wcm_host::manager::Manager;
 use wcm_host::metrics::Metrics;
 use wcm_host::queue::Backoff;
-use wcm_host::status::{PluginTable, State};
+use wcm_host::status::PluginTable;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().command {
-        Command::Run(args) => run(*args).await,
-        Command::Plugins(args) => list_plugins(&args.address).await,
-    }
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(*args).await,
+            Command::Plugins(args) => list_plugins(&args.address).await,
+        }
+    });
+    // Do not wait for a plugin still compiling on a blocking thread: its result
+    // would be dropped anyway, and a stopping host must not hang on it.
+    runtime.shutdown_background();
+    result
 }
 
 /// Why `run` ended.
@@ -73,11 +80,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             LeaderGate::always_open()
         }
     };
-    let settings = manager_config(args, &identity);
+    let settings = manager_config(args, &identity)?;
     let manager = Manager::start(settings, client, metrics, table, gate).await?;
     tracing::info!(
-        running = manager.running().len(),
-        "manager started; watching the plugins directory"
+        loading = manager.loading(),
+        "manager started; loading plugins and watching the plugins directory"
     );
     let stop = manager
         .run(async {
@@ -141,8 +148,9 @@ async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
     Ok((config, in_cluster))
 }
 
-fn manager_config(args: RunArgs, identity: &str) -> ManagerConfig {
-    let mut config = ManagerConfig::new(args.plugins_dir, identity);
+fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig> {
+    let mut config = ManagerConfig::new(args.plugins_dir.clone(), identity);
+    config.budgets = args.budgets.settings()?;
     config.limits = Limits {
         reconcile_timeout: args.reconcile_timeout,
         max_memory_bytes: args.max_memory_mib << 20,
@@ -162,25 +170,21 @@ fn manager_config(args: RunArgs, identity: &str) -> ManagerConfig {
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
-    config
+    Ok(config)
 }
 
 /// Prints the plugin table of the host listening at `address`.
 async fn list_plugins(address: &str) -> anyhow::Result<()> {
     let rows = wcm_host::status::fetch(address).await?;
     println!(
-        "{:<28} {:<8} {:<24} {:<12} {:<14} {:<21} REASON",
+        "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} REASON",
         "FILE", "STATE", "PLUGIN", "VERSION", "HASH", "LOADED"
     );
     for row in rows {
-        let state = match row.state {
-            State::Running => "running",
-            State::Failed => "failed",
-            State::Waiting => "waiting",
-        };
+        let state = row.state.name();
         let hash = row.hash.as_deref().map(|h| &h[..h.len().min(12)]);
         println!(
-            "{:<28} {:<8} {:<24} {:<12} {:<14} {:<21} {}",
+            "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} {}",
             row.file,
             state,
             row.plugin.as_deref().unwrap_or("-"),

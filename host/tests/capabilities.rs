@@ -2,6 +2,8 @@
 //! against the real control plane: cache reads, label patches, Events, and the typed
 //! errors a plugin receives.
 
+mod support;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use wcm_host::bindings::wcm::controller::cluster::{Host, Propagation};
 use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
 use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::ClusterAccess;
-use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::kube::informer::InformerRegistry;
 use wcm_host::leader::LeaderGate;
 use wcm_host::runtime::HostState;
 
@@ -59,37 +61,7 @@ async fn state_gated(ns: &str, client: Client, leader: LeaderGate) -> Result<Hos
 
 /// As [`state_for`], for a plugin named `plugin`, with every verb granted.
 async fn state_of(plugin: &str, ns: &str, client: Client, leader: LeaderGate) -> Result<HostState> {
-    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
-    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
-    let scope = WatchScope {
-        gvk: gvk.clone(),
-        namespace: Some(ns.into()),
-        label_selector: None,
-    };
-    let informer = registry.acquire(scope).await?;
-    informer.wait_synced().await;
-    let verbs = [
-        Verb::Get,
-        Verb::List,
-        Verb::Patch,
-        Verb::Apply,
-        Verb::Delete,
-    ];
-    let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
-    let access = ClusterAccess::new(
-        budget(plugin),
-        "test-host",
-        registry,
-        client,
-        vec![informer],
-        grants,
-        leader,
-    );
-    Ok(HostState::for_reconcile(
-        Arc::new(access),
-        "key".into(),
-        64 << 20,
-    ))
+    support::access::config_map_plugin(plugin, ns, client, leader, Budget::default()).await
 }
 
 /// The default budget of `plugin`, reporting to metrics of its own.

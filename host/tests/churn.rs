@@ -34,7 +34,12 @@ async fn two_thousand_pods_in_bursts_converge_with_few_reconciles() -> Result<()
         ("pod-counter.wasm", plugin_bytes("pod-counter")),
         ("label-mirror.wasm", plugin_bytes("label-mirror")),
     ])?;
-    let host = HostProcess::start(dir.path(), &[])?;
+    // Correctness under churn, not the API budget: both plugins may write as fast
+    // as the API server takes it (the default, 20 per second, would take minutes).
+    let host = HostProcess::start(
+        dir.path(),
+        &["--plugin-api-qps=1000", "--plugin-api-burst=1000"],
+    )?;
     for plugin in ["pod-counter", "label-mirror"] {
         let plugin = format!("plugin={plugin}");
         host.wait_for_log(&["plugin loaded", &plugin], CONVERGE)

@@ -1,37 +1,60 @@
-//! A broken or hostile plugin never takes the host down: traps, endless loops and
-//! memory bombs fail one reconcile with a clear error and are retried; files that are
-//! not components are reported by name; pod-counter keeps working in the same process.
+//! A broken or hostile plugin never takes the host down. One host runs pod-counter
+//! next to `misbehaving`, which traps, loops, exhausts its memory, stack and host
+//! handles, makes 100,000 host calls, asks for a list larger than its budget, floods
+//! the log and stderr, passes names that would rewrite a request URL, floods Events
+//! and requeues itself forever. Each misdeed ends in a clear error naming the plugin
+//! and the key (or is cut, dropped and counted), and pod-counter keeps counting
+//! within seconds all the while; files that are not components are reported by name.
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use support::objects::{all_pods, create_node, create_pod, node_label};
-use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
-use wcm_control_plane::TestNamespace;
+use support::{HostProcess, eventually, plugin_bytes, plugins_dir, resources};
+use tokio::sync::Mutex;
+use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::status::State;
 
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(90);
+/// How long pod-counter may take to count a new Pod while the hostile plugin runs.
+const POD_COUNTER_PACE: Duration = Duration::from_secs(10);
 
 /// A core module (not a component): `(module)` in binary form.
 const CORE_MODULE: &[u8] = b"\0asm\x01\0\0\0";
 
-async fn misbehave(api: &Api<ConfigMap>, behaviour: &str) -> Result<()> {
+async fn misbehave(api: &Api<ConfigMap>, name: &str, data: serde_json::Value) -> Result<()> {
     let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": behaviour, "labels": {"wcm.test/misbehave": ""}},
-        "data": {"behaviour": behaviour},
+        "metadata": {"name": name, "labels": {"wcm.test/misbehave": ""}},
+        "data": data,
     }))?;
     api.create(&PostParams::default(), &cm).await?;
     Ok(())
 }
 
+fn label_of(cm: &ConfigMap, key: &str) -> Option<String> {
+    cm.metadata.labels.as_ref()?.get(key).cloned()
+}
+
+/// Waits for `key` on ConfigMap `name` and returns its value.
+async fn label_on(api: &Api<ConfigMap>, name: &str, key: &str) -> Result<String> {
+    eventually(WAIT, || async { label_of(&api.get(name).await.ok()?, key) })
+        .await
+        .with_context(|| format!("ConfigMap {name} never got label {key}"))
+}
+
+/// One scenario at a time: `misbehaving` watches ConfigMaps in every namespace.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
 #[tokio::test]
-async fn traps_loops_and_memory_bombs_fail_one_reconcile_each_and_the_host_keeps_serving()
--> Result<()> {
+async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -> Result<()> {
+    let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("hostile").await?;
     let client = ns.client();
     let dir = plugins_dir(&[
@@ -45,81 +68,299 @@ async fn traps_loops_and_memory_bombs_fail_one_reconcile_each_and_the_host_keeps
     ])?;
     let host = HostProcess::start(
         dir.path(),
-        &["--reconcile-timeout", "2s", "--max-memory-mib", "32"],
-    )?;
-
-    host.wait_for_log(
         &[
-            "plugin failed to load",
-            "random-bytes.wasm",
-            "not a WebAssembly file",
+            "--reconcile-timeout=5s",
+            "--max-memory-mib=32",
+            "--max-result-mib=1",
         ],
-        WAIT,
-    )
-    .await?;
-    host.wait_for_log(
-        &[
-            "plugin failed to load",
+    )?;
+    for (file, cause) in [
+        ("random-bytes.wasm", "not a WebAssembly file"),
+        (
             "core-module.wasm",
             "core WebAssembly module, not a component",
-        ],
-        WAIT,
-    )
-    .await?;
+        ),
+    ] {
+        host.wait_for_log(&["plugin failed to load", file, cause], WAIT)
+            .await?;
+    }
+    host.wait_for_log(&["plugin loaded", "plugin=misbehaving"], WAIT)
+        .await?;
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
-    for behaviour in ["trap", "loop", "grow", "ok"] {
-        misbehave(&cms, behaviour).await?;
+    let big = "b".repeat(400 << 10);
+    for name in ["big-1", "big-2", "big-3"] {
+        misbehave(&cms, name, json!({"behaviour": "ok", "payload": big})).await?;
     }
-    let key = |name: &str| format!("v1/ConfigMap {}/{name}", ns.name());
-    let failed =
-        |name: &str| ["reconcile failed", "plugin=\"misbehaving\"", &key(name)].map(String::from);
-    let expect = |name: &str, cause: &str| {
-        let mut n = failed(name).to_vec();
-        n.push(cause.to_string());
-        n
-    };
-    for needles in [
-        expect("trap", "deliberate panic in reconcile of trap"),
-        expect("loop", "timed out after 2s"),
-        expect("grow", "exceeded its memory limit of 33554432 bytes"),
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "victim"}}))?,
+    )
+    .await?;
+    for behaviour in [
+        "trap",
+        "loop",
+        "grow",
+        "recurse",
+        "recurse-native",
+        "handles",
+        "calls",
+        "list-all",
+        "log-flood",
+        "bad-names",
+        "events",
+        "requeue",
+        "ok",
     ] {
-        let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
-        host.wait_for_log(&needles, WAIT).await?;
+        misbehave(&cms, behaviour, json!({"behaviour": behaviour})).await?;
     }
 
-    let handled = eventually(WAIT, || async {
-        let cm = cms.get("ok").await.ok()?;
-        cm.metadata.labels?.get("wcm.test/handled").cloned()
-    })
-    .await;
-    assert_eq!(
-        handled.as_deref(),
-        Some("true"),
-        "the well-behaved key was not handled"
+    pod_counter_keeps_its_pace(&host, &client, ns.name(), ns.labels()).await?;
+    failures_name_the_plugin_the_key_and_the_cause(&host, ns.name()).await?;
+    host_calls_logs_and_stderr_are_bounded(&host, &cms).await?;
+    bad_names_never_reach_the_api_server(&cms).await?;
+    an_event_flood_is_filtered(&host, &client, &cms, ns.name()).await?;
+    requeue_forever_is_just_busy(&host).await?;
+    let peak = resources(host.pid())?.peak_rss_kib;
+    println!("host peak RSS {} MiB", peak >> 10);
+    ensure!(
+        peak < 1 << 20,
+        "the host's memory grew to {} MiB",
+        peak >> 10
     );
+    Ok(())
+}
 
-    // The same process still runs pod-counter.
-    let node = format!("{}-cp", ns.name());
-    create_node(&client, &node, true, ns.labels()).await?;
-    create_pod(&client, ns.name(), "still-counted").await?;
+/// pod-counter counts a Pod created now within [`POD_COUNTER_PACE`].
+async fn pod_counter_keeps_its_pace(
+    host: &HostProcess,
+    client: &kube::Client,
+    ns: &str,
+    labels: std::collections::BTreeMap<String, String>,
+) -> Result<()> {
+    // Let the hostile keys get going first: loops, retries and the requeue hog.
+    host.wait_for_log(&["reconcile failed", "timed out after 5s"], WAIT)
+        .await?;
+    let node = format!("{ns}-cp");
+    create_node(client, &node, true, labels).await?;
+    let created = Instant::now();
+    create_pod(client, ns, "still-counted").await?;
     let counted = eventually(WAIT, || async {
-        let pods = all_pods(&client).await.ok()?.len().to_string();
-        (node_label(&client, &node, "pod-counter.example.com/count")
+        let pods = all_pods(client).await.ok()?;
+        let seen = pods
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("still-counted"));
+        let label = node_label(client, &node, "pod-counter.example.com/count")
             .await
-            .ok()??
-            == pods)
-            .then_some(())
+            .ok()??;
+        (seen && label == pods.len().to_string()).then_some(())
     })
     .await;
     counted.context("pod-counter stopped working next to the hostile plugin")?;
+    let took = created.elapsed();
+    println!("pod-counter counted a new Pod in {took:?} next to the hostile plugin");
+    ensure!(took < POD_COUNTER_PACE, "pod-counter took {took:?}");
+    Ok(())
+}
 
+async fn failures_name_the_plugin_the_key_and_the_cause(
+    host: &HostProcess,
+    ns: &str,
+) -> Result<()> {
+    let key = |name: &str| format!("v1/ConfigMap {ns}/{name}");
+    for (name, cause) in [
+        ("trap", "deliberate panic in reconcile of trap".to_string()),
+        ("loop", "timed out after 5s".into()),
+        ("grow", "exceeded its memory limit of 33554432 bytes".into()),
+        ("recurse", "out of bounds memory access".into()),
+        ("recurse-native", "call stack exhausted".into()),
+        (
+            "handles",
+            "resource table has no free keys (at most 10000 host handles".into(),
+        ),
+        (
+            "list-all",
+            format!("more than plugin misbehaving's limit of {}", 1 << 20),
+        ),
+    ] {
+        let key = key(name);
+        let needles = ["reconcile failed", "plugin=\"misbehaving\"", &key, &cause];
+        host.wait_for_log(&needles, WAIT).await?;
+    }
     // Failures are retried with backoff, not dropped.
-    let trap_failures = eventually(WAIT, || async {
+    let retried = eventually(WAIT, || async {
         let n = host.lines_with(&["reconcile failed", &key("trap")]).len();
         (n >= 3).then_some(n)
     })
     .await;
-    assert!(trap_failures.is_some(), "the trapping key was not retried");
+    ensure!(retried.is_some(), "the trapping key was not retried");
+    Ok(())
+}
+
+async fn host_calls_logs_and_stderr_are_bounded(
+    host: &HostProcess,
+    cms: &Api<ConfigMap>,
+) -> Result<()> {
+    ensure!(label_on(cms, "calls", "wcm.test/handled").await? == "true");
+    ensure!(label_on(cms, "log-flood", "wcm.test/handled").await? == "true");
+    ensure!(label_on(cms, "ok", "wcm.test/handled").await? == "true");
+    let cut = host
+        .wait_for_log(&["plugin=\"misbehaving\"", "more bytes cut"], WAIT)
+        .await?;
+    ensure!(
+        cut.len() < 8 << 10,
+        "a plugin line of {} bytes reached the log",
+        cut.len()
+    );
+    host.wait_for_log(
+        &["plugin log lines dropped", "plugin=\"misbehaving\""],
+        WAIT,
+    )
+    .await?;
+    let flood = host.lines_with(&["flood line"]).len();
+    ensure!(flood < 5_000, "{flood} of 100,000 flood lines were logged");
+    let dropped = host
+        .metric(
+            "wcm_plugin_limit_hits_total",
+            &[("plugin", "misbehaving"), ("limit", "log_rate")],
+        )
+        .await?;
+    ensure!(
+        dropped >= 90_000.0,
+        "only {dropped} log lines counted as dropped"
+    );
+    Ok(())
+}
+
+async fn bad_names_never_reach_the_api_server(cms: &Api<ConfigMap>) -> Result<()> {
+    ensure!(label_on(cms, "bad-names", "wcm.test/refused").await? == "6");
+    ensure!(label_on(cms, "bad-names", "wcm.test/not-found").await? == "1");
+    let victim = cms.get("victim").await?;
+    ensure!(
+        label_of(&victim, "wcm.test/spoofed").is_none(),
+        "the victim was labelled"
+    );
+    let audit = ControlPlane::shared()?.audit_log();
+    let spoofed = support::audit::writes_by(&audit, "wasm-controller-manager")?
+        .into_iter()
+        .filter(|w| w.uri.contains("spoofed") || w.uri.contains("victim%2Fstatus"))
+        .count();
+    ensure!(
+        spoofed == 0,
+        "{spoofed} requests with a hostile name reached the API server"
+    );
+    Ok(())
+}
+
+async fn an_event_flood_is_filtered(
+    host: &HostProcess,
+    client: &kube::Client,
+    cms: &Api<ConfigMap>,
+    ns: &str,
+) -> Result<()> {
+    ensure!(label_on(cms, "events", "wcm.test/event-forbidden").await? == "true");
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let floods: Vec<Event> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Flood"))
+        .collect();
+    ensure!(floods.len() == 1, "{} Flood Events", floods.len());
+    let count = floods[0].series.as_ref().map_or(1, |s| s.count);
+    ensure!(count <= 25, "the spam filter let {count} Events through");
+    let dropped = host
+        .metric(
+            "wcm_plugin_limit_hits_total",
+            &[("plugin", "misbehaving"), ("limit", "events")],
+        )
+        .await?;
+    ensure!(
+        dropped >= 1_975.0,
+        "only {dropped} Events counted as dropped"
+    );
+    Ok(())
+}
+
+async fn requeue_forever_is_just_busy(host: &HostProcess) -> Result<()> {
+    let many = eventually(WAIT, || async {
+        let n = host
+            .metric(
+                "wcm_reconcile_total",
+                &[("plugin", "misbehaving"), ("result", "success")],
+            )
+            .await
+            .ok()?;
+        (n >= 200.0).then_some(n)
+    })
+    .await;
+    ensure!(many.is_some(), "the requeueing key did not keep running");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_plugin_whose_every_reconcile_traps_is_crash_looping_until_one_succeeds() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let ns = TestNamespace::create("crashloop").await?;
+    let dir = plugins_dir(&[("misbehaving.wasm", plugin_bytes("misbehaving"))])?;
+    let host = HostProcess::start(dir.path(), &[])?;
+    host.wait_for_log(&["plugin loaded", "plugin=misbehaving"], WAIT)
+        .await?;
+    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    for i in 0..3 {
+        misbehave(&cms, &format!("trap-{i}"), json!({"behaviour": "trap"})).await?;
+    }
+    host.wait_for_log(
+        &[
+            "plugin crash-looping",
+            "plugin=misbehaving",
+            "5 reconciles in a row",
+        ],
+        WAIT,
+    )
+    .await?;
+    let row = eventually(WAIT, || async {
+        let rows = wcm_host::status::fetch(&host.metrics_address().await.ok()?)
+            .await
+            .ok()?;
+        rows.into_iter().find(|r| r.state == State::CrashLooping)
+    })
+    .await
+    .context("the table never showed crash-looping")?;
+    let why = row.reason.unwrap_or_default();
+    ensure!(
+        why.contains("deliberate panic in reconcile of trap-"),
+        "{why}"
+    );
+    let looping = [("plugin", "misbehaving"), ("state", "crash-looping")];
+    ensure!(host.metric("wcm_plugin_state", &looping).await? == 1.0);
+    ensure!(
+        host.metric(
+            "wcm_plugin_consecutive_failures",
+            &[("plugin", "misbehaving")]
+        )
+        .await?
+            >= 5.0
+    );
+
+    // A key that succeeds ends the loop (after the pause, the next key taken is it).
+    for i in 0..3 {
+        cms.delete(&format!("trap-{i}"), &Default::default())
+            .await?;
+    }
+    misbehave(&cms, "fine", json!({"behaviour": "ok"})).await?;
+    ensure!(label_on(&cms, "fine", "wcm.test/handled").await? == "true");
+    host.wait_for_log(
+        &[
+            "plugin recovered",
+            "plugin=\"misbehaving\"",
+            "was=\"crash-looping\"",
+        ],
+        WAIT,
+    )
+    .await?;
+    let running = [("plugin", "misbehaving"), ("state", "running")];
+    ensure!(host.metric("wcm_plugin_state", &running).await? == 1.0);
     Ok(())
 }

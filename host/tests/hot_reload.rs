@@ -375,3 +375,34 @@ async fn a_sigterm_while_the_first_plugins_load_stops_the_host_cleanly() -> Resu
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_slow_plugin_holds_up_neither_the_others_nor_a_sigterm() -> Result<()> {
+    let _ns = TestNamespace::create("slowload").await?;
+    // The Python plugin (CPython inside, 18 MB) compiles for many seconds without
+    // the cache; its file sorts before pod-counter's.
+    let dir = plugins_dir(&[
+        ("phase-labeller.wasm", plugin_bytes("phase-labeller")),
+        ("pod-counter.wasm", plugin_bytes("pod-counter")),
+    ])?;
+    let host = HostProcess::start(dir.path(), &["--no-compile-cache"])?;
+    host.wait_for_log(&["plugin loaded", "plugin=pod-counter"], WAIT)
+        .await?;
+    let python = host.lines_with(&["plugin loaded", "plugin=phase-labeller"]);
+    ensure!(
+        python.is_empty(),
+        "pod-counter waited for the Python plugin: {python:?}"
+    );
+    let asked = std::time::Instant::now();
+    let status = host.terminate()?;
+    let took = asked.elapsed();
+    ensure!(
+        status.success(),
+        "SIGTERM mid-load ended the host with {status}"
+    );
+    ensure!(
+        took < Duration::from_secs(5),
+        "the host took {took:?} to stop mid-load"
+    );
+    Ok(())
+}

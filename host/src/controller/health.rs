@@ -47,6 +47,8 @@ impl Health {
 struct Crashes {
     in_a_row: u32,
     last: Option<String>,
+    /// Pauses imposed so far in this loop; each doubles the next.
+    pauses: u32,
     /// No reconcile starts before this, while crash-looping.
     not_before: Option<Instant>,
 }
@@ -74,17 +76,25 @@ impl CrashLoop {
     }
 
     /// Records a trap or timeout; returns the pause before the next reconcile if
-    /// the plugin is crash-looping now.
+    /// the plugin is crash-looping now. Crashes of reconciles that were already
+    /// running when a pause began (several workers fail at once) do not lengthen it.
     pub fn crashed(&self, error: &str) -> Option<Duration> {
         let mut c = self.lock();
         c.in_a_row = c.in_a_row.saturating_add(1);
         c.last = Some(error.to_string());
         self.gauge.set(i64::from(c.in_a_row));
-        let beyond = c.in_a_row.checked_sub(CRASH_LOOP_AFTER)?;
+        if c.in_a_row < CRASH_LOOP_AFTER {
+            return None;
+        }
+        let now = Instant::now();
+        if let Some(until) = c.not_before.filter(|until| *until > now) {
+            return Some(until - now);
+        }
         let pause = FIRST_PAUSE
-            .saturating_mul(2u32.saturating_pow(beyond.min(16)))
+            .saturating_mul(2u32.saturating_pow(c.pauses.min(16)))
             .min(LONGEST_PAUSE);
-        c.not_before = Some(Instant::now() + pause);
+        c.pauses = c.pauses.saturating_add(1);
+        c.not_before = Some(now + pause);
         Some(pause)
     }
 
@@ -144,17 +154,25 @@ mod tests {
         }
         assert_eq!(crashes.looping(), None);
         assert_eq!(crashes.crashed("timed out after 2s"), Some(FIRST_PAUSE));
-        assert_eq!(crashes.crashed("timed out after 2s"), Some(FIRST_PAUSE * 2));
+        // Another worker's reconcile, running when the pause began, fails too.
+        assert_eq!(crashes.crashed("timed out after 2s"), Some(FIRST_PAUSE));
         let why = crashes.looping().expect("crash-looping");
         assert!(why.starts_with("6 reconciles in a row"), "{why}");
         assert!(why.ends_with("last: timed out after 2s"), "{why}");
         assert_eq!(gauge.get(), 6);
         let started = Instant::now();
         crashes.wait_turn().await;
-        assert_eq!(started.elapsed(), FIRST_PAUSE * 2);
+        assert_eq!(started.elapsed(), FIRST_PAUSE);
+        assert_eq!(
+            crashes.crashed("again"),
+            Some(FIRST_PAUSE * 2),
+            "the next round doubles"
+        );
         for _ in 0..20 {
+            crashes.wait_turn().await;
             crashes.crashed("again");
         }
+        crashes.wait_turn().await;
         assert_eq!(crashes.crashed("again"), Some(LONGEST_PAUSE));
         crashes.succeeded();
         assert_eq!(crashes.looping(), None);

@@ -81,31 +81,67 @@ pub struct PluginController {
     ctx: ControllerContext,
 }
 
-impl PluginController {
-    /// Starts the plugin's informers (shared where possible) and workers; dispatch
-    /// waits until every informer it needs has its first full list.
-    pub async fn start(
-        code: PluginCode,
+/// A registration checked and its informers acquired (and, for a plugin that
+/// replaces a running one, synced): what [`PluginController::start`] and
+/// [`PluginController::upgrade`] need, prepared off the manager's loop.
+pub struct Prepared {
+    registration: Registration,
+    watches: Watches,
+}
+
+impl Prepared {
+    /// Validates `registration` and acquires an informer per watch (starting or
+    /// sharing one). With `synced`, also waits (up to the sync timeout) until every
+    /// informer has its first list, as a version taking over a running plugin must.
+    pub async fn new(
         registration: Registration,
         ctx: &ControllerContext,
-    ) -> Result<PluginController, StartError> {
-        let budget = ctx.budgets.for_plugin(&registration.name);
-        validate(&registration, &budget)?;
+        synced: bool,
+    ) -> Result<Prepared, StartError> {
+        validate(&registration, &ctx.budgets.for_plugin(&registration.name))?;
+        let watches = Watches::acquire(&registration, &ctx.registry).await?;
+        let timeout = ctx.sync_timeout;
+        if synced
+            && tokio::time::timeout(timeout, watches.synced())
+                .await
+                .is_err()
+        {
+            return Err(StartError::SyncTimeout(timeout));
+        }
+        Ok(Prepared {
+            registration,
+            watches,
+        })
+    }
+
+    /// The registration it was prepared for.
+    pub fn registration(&self) -> &Registration {
+        &self.registration
+    }
+}
+
+impl PluginController {
+    /// Starts the plugin's workers on its prepared watches; dispatch waits until
+    /// every informer it needs has its first full list.
+    pub fn start(
+        code: PluginCode,
+        prepared: Prepared,
+        ctx: &ControllerContext,
+    ) -> PluginController {
+        let Prepared {
+            registration,
+            mut watches,
+        } = prepared;
+        let name = &registration.name;
         let labels = PluginLabels {
-            plugin: registration.name.clone(),
+            plugin: name.clone(),
         };
         let depth = ctx.metrics.queue_depth.get_or_create(&labels).clone();
         let queue = WorkQueue::with_depth_gauge(ctx.retry, depth);
-        let mut watches = Watches::acquire(&registration, &ctx.registry).await?;
-        let name = &registration.name;
+        let budget = ctx.budgets.for_plugin(name);
         let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
         let version = version(code, &registration, &watches, &budget, ctx);
-        watches.attach(
-            &queue,
-            &registration.name,
-            &ctx.metrics,
-            resync_period(&registration),
-        );
+        watches.attach(&queue, name, &ctx.metrics, resync_period(&registration));
         let mut controller = PluginController {
             current: watch::channel(Arc::new(version)).0,
             registration,
@@ -116,7 +152,7 @@ impl PluginController {
             ctx: ctx.clone(),
         };
         controller.spawn_workers();
-        Ok(controller)
+        controller
     }
 
     /// The registration of the running version.
@@ -135,25 +171,20 @@ impl PluginController {
         &self.budget.budget
     }
 
-    /// Hands the queue to a new version of the plugin (same name). Its informers are
-    /// acquired and synced first; if that fails, this version keeps running and the
-    /// error is returned. Reconciles running on the old version finish on it; keys
+    /// How many workers the running version has.
+    pub fn concurrency(&self) -> usize {
+        self.current.borrow().concurrency
+    }
+
+    /// Hands the queue to a new version of the plugin (same name), prepared with
+    /// synced watches. Reconciles running on the old version finish on it; keys
     /// taken after the swap run on the new one; no key runs on both at once, as the
     /// queue never hands out a key that is still being processed.
-    pub async fn upgrade(
-        &mut self,
-        code: PluginCode,
-        registration: Registration,
-    ) -> Result<(), StartError> {
-        validate(&registration, &self.budget.budget)?;
-        let mut watches = Watches::acquire(&registration, &self.ctx.registry).await?;
-        let timeout = self.ctx.sync_timeout;
-        if tokio::time::timeout(timeout, watches.synced())
-            .await
-            .is_err()
-        {
-            return Err(StartError::SyncTimeout(timeout));
-        }
+    pub fn upgrade(&mut self, code: PluginCode, prepared: Prepared) {
+        let Prepared {
+            registration,
+            mut watches,
+        } = prepared;
         let version = version(code, &registration, &watches, &self.budget, &self.ctx);
         self.current.send_replace(Arc::new(version));
         self.watches.detach();
@@ -163,7 +194,6 @@ impl PluginController {
         self.watches = watches;
         self.registration = registration;
         self.spawn_workers();
-        Ok(())
     }
 
     /// Starts a worker for every index the current version runs that has none.

@@ -1,25 +1,38 @@
 //! The manager: runs the plugins of one directory and follows the directory as files
 //! are added, replaced and removed, keeping one bad file from affecting the others.
+//!
+//! The manager's loop only coordinates. Loading a file (compiling can take seconds
+//! for a Python or JavaScript plugin; an upgrade waits for its informers' first
+//! list) runs as a task of its own, so files load side by side, each plugin starts
+//! as soon as it is ready, and a signal or a lost Lease is noticed at once. One file
+//! has at most one load in flight: a newer change of the file replaces it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use kube::Client;
+use tokio::task::{AbortHandle, JoinSet};
 
-use crate::bindings::Registration;
 use crate::config::ManagerConfig;
-use crate::controller::{ControllerContext, PluginController, StartError};
+use crate::controller::{ControllerContext, Health, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
 use crate::leader::LeaderGate;
 use crate::metrics::Metrics;
-use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
-use crate::status::{PluginStatus, PluginTable};
+use crate::runtime::{LoadError, Runtime};
+use crate::status::PluginTable;
 use crate::watcher::{DirWatcher, FileChange, WatchError, is_plugin_file};
+use load::{LoadJob, LoadOutcome};
 use waiting::Waiting;
 
+mod health;
+mod load;
+mod start;
 mod waiting;
+
+/// How often the health of running plugins is brought into the table and metrics.
+const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the manager itself could not start (a plugin failing is not such a reason).
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +77,8 @@ pub enum PluginError {
 struct Running {
     controller: PluginController,
     hash: String,
+    /// The health last written into the table.
+    health: Health,
 }
 
 /// Runs the plugins of one directory.
@@ -76,12 +91,24 @@ pub struct Manager {
     watcher: DirWatcher,
     /// Loaded plugins waiting for a kind the API server does not serve yet.
     waiting: BTreeMap<String, Waiting>,
+    /// Load tasks in flight, each returning its file name with the outcome.
+    loads: JoinSet<(String, LoadOutcome)>,
+    /// The load in flight per file, to replace it when the file changes again.
+    loading: HashMap<String, AbortHandle>,
+    /// Files whose load in flight is a waiting plugin's retry.
+    retrying: HashSet<String>,
+    /// Plugins being stopped (removed or replaced), drained in the background.
+    stopping: JoinSet<()>,
+    /// Files of the first scan still loading, until none is; if then nothing runs,
+    /// the log says so once.
+    first_scan: Option<usize>,
 }
 
 impl Manager {
-    /// Sets up the runtime and loads every plugin file already in the directory.
-    /// Plugins start their informers at once; they reconcile only while `leader` is
-    /// open, so a standby keeps warm caches and takes over without relisting.
+    /// Sets up the runtime and starts loading every plugin file already in the
+    /// directory; the loads finish in [`Manager::run`]. Plugins start their
+    /// informers at once; they reconcile only while `leader` is open, so a standby
+    /// keeps warm caches and takes over without relisting.
     pub async fn start(
         config: ManagerConfig,
         client: Client,
@@ -105,6 +132,7 @@ impl Manager {
         // Watch first, then scan: a file added meanwhile is loaded twice at worst
         // (the second time it is found unchanged), never missed.
         let watcher = DirWatcher::start(&config.plugins_dir, config.settle)?;
+        let files = plugin_files(&config.plugins_dir)?;
         let mut manager = Manager {
             runtime: Arc::new(runtime),
             ctx,
@@ -112,31 +140,44 @@ impl Manager {
             table,
             watcher,
             waiting: BTreeMap::new(),
+            loads: JoinSet::new(),
+            loading: HashMap::new(),
+            retrying: HashSet::new(),
+            stopping: JoinSet::new(),
+            first_scan: Some(files.len()),
             config,
         };
-        for path in plugin_files(&manager.config.plugins_dir)? {
-            manager.load(&path).await;
+        for path in files {
+            manager.begin_load(&path);
         }
-        if manager.running.is_empty() {
-            tracing::warn!(dir = %manager.config.plugins_dir.display(), "no plugin is running");
-        }
+        manager.warn_if_idle();
         Ok(manager)
     }
 
-    /// Watches the plugins directory and applies every change until `stop` resolves,
-    /// then stops every plugin and returns what `stop` returned (`None` if the
-    /// directory watch ended first).
+    /// Plugin files being loaded now.
+    pub fn loading(&self) -> usize {
+        self.loading.len()
+    }
+
+    /// Follows the plugins directory, finishes loads and keeps the table current
+    /// until `stop` resolves, then stops every plugin and returns what `stop`
+    /// returned (`None` if the directory watch ended first).
     pub async fn run<T>(mut self, stop: impl Future<Output = T>) -> Option<T> {
         tokio::pin!(stop);
         let mut retry = tokio::time::interval(self.config.missing_kind_retry);
+        let mut health = tokio::time::interval(HEALTH_EVERY);
         let reason = loop {
             tokio::select! {
+                biased;
                 reason = &mut stop => break Some(reason),
                 change = self.watcher.next() => match change {
-                    Some(change) => self.apply(change).await,
+                    Some(change) => self.apply(change),
                     None => break None,
                 },
-                _ = retry.tick(), if !self.waiting.is_empty() => self.retry_waiting().await,
+                Some(done) = self.loads.join_next_with_id() => self.finish_load(done),
+                Some(_) = self.stopping.join_next() => {}
+                _ = retry.tick(), if !self.waiting.is_empty() => self.retry_waiting(),
+                _ = health.tick() => self.refresh_health(),
             }
         };
         tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
@@ -144,168 +185,100 @@ impl Manager {
         reason
     }
 
-    /// Applies one settled change of the directory.
-    pub async fn apply(&mut self, change: FileChange) {
+    /// Applies one settled change of the directory: a changed file is (re)loaded,
+    /// replacing a load of it still in flight; a removed file stops.
+    fn apply(&mut self, change: FileChange) {
         let (FileChange::Changed(path) | FileChange::Removed(path)) = &change;
-        self.waiting.remove(&file_name(path));
+        let file = file_name(path);
+        self.waiting.remove(&file);
+        self.retrying.remove(&file);
+        if let Some(previous) = self.loading.remove(&file) {
+            previous.abort();
+            tracing::debug!(file, "a newer change replaces the load in flight");
+        }
         match change {
-            FileChange::Changed(path) => self.load(&path).await,
-            FileChange::Removed(path) => self.remove(&file_name(&path)).await,
+            FileChange::Changed(path) => self.begin_load(&path),
+            FileChange::Removed(_) => self.remove(&file),
         }
     }
 
-    /// Loads a file: starts it, or upgrades the version running from it. Failures
-    /// are logged with the file name and recorded; a running version keeps running.
-    pub async fn load(&mut self, path: &Path) {
+    /// Starts loading `path` in a task of its own.
+    fn begin_load(&mut self, path: &Path) {
         let file = file_name(path);
-        let started = Instant::now();
-        let read = match PluginFile::read(path).await {
-            Ok(read) => read,
-            Err(e) => return self.failed(&file, None, &PluginError::Load(e)),
+        let job = LoadJob {
+            path: path.to_path_buf(),
+            file: file.clone(),
+            running_hash: self.running.get(&file).map(|r| r.hash.clone()),
         };
-        if self.running.get(&file).is_some_and(|r| r.hash == read.hash) {
-            tracing::debug!(file, hash = %short(&read.hash), "unchanged; nothing to do");
+        let (runtime, ctx) = (self.runtime.clone(), self.ctx.clone());
+        let task_file = file.clone();
+        let handle = self
+            .loads
+            .spawn(async move { (task_file, load::load(job, runtime, ctx).await) });
+        self.loading.insert(file, handle);
+    }
+
+    /// Takes a finished load task's outcome; an aborted (replaced) one is dropped.
+    fn finish_load(
+        &mut self,
+        done: Result<(tokio::task::Id, (String, LoadOutcome)), tokio::task::JoinError>,
+    ) {
+        let (id, (file, outcome)) = match done {
+            Ok(done) => done,
+            Err(e) if e.is_cancelled() => return,
+            Err(e) => return tracing::error!(error = %e, "a plugin load task failed"),
+        };
+        if self.loading.get(&file).map(AbortHandle::id) != Some(id) {
+            return; // replaced by a newer load of the same file
+        }
+        self.loading.remove(&file);
+        if !self.retrying.contains(&file) {
+            self.first_scan = self.first_scan.map(|n| n.saturating_sub(1));
+        }
+        self.settle(&file, outcome);
+        self.warn_if_idle();
+    }
+
+    /// Once the first scan's files are all loaded (or failed), warns if nothing runs.
+    fn warn_if_idle(&mut self) {
+        if self.first_scan != Some(0) {
             return;
         }
-        let hash = read.hash.clone();
-        let loaded = match self.runtime.prepare(read).await {
-            Ok(loaded) => loaded,
-            Err(e) => return self.failed(&file, Some(&hash), &PluginError::Load(e)),
-        };
-        let registered = Instant::now();
-        let registration = match loaded.code.register(&file).await {
-            Ok(r) => r,
-            Err(e) => {
-                let error = PluginError::Load(LoadError::Register(e));
-                return self.failed(&file, Some(&hash), &error);
-            }
-        };
-        let register = registered.elapsed();
-        let result = match self.running.contains_key(&file) {
-            true => self.upgrade(&file, &loaded, registration.clone()).await,
-            false => (self.start_new(&file, &loaded, registration.clone()).await).map(|_| None),
-        };
-        match result {
-            Err(PluginError::Start(StartError::Discovery(e)))
-                if e.is_not_served() && !self.running.contains_key(&file) =>
-            {
-                self.wait_for_kind(&file, &loaded, registration, &e);
-            }
-            Err(e) => self.failed(&file, Some(&hash), &e),
-            Ok(previous) => {
-                let origin = format!("{:?}", loaded.origin).to_lowercase();
-                let what = if previous.is_some() {
-                    "plugin upgraded"
-                } else {
-                    "plugin loaded"
-                };
-                tracing::info!(file, plugin = %registration.name, version = %registration.version,
-                    previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash), origin,
-                    read = ?loaded.read, compile = ?loaded.compile, link = ?loaded.link,
-                    register = ?register, total = ?started.elapsed(), "{what}");
-                self.table.set(PluginStatus::running(
-                    &file,
-                    &registration.name,
-                    &registration.version,
-                    &loaded.hash,
-                ));
-            }
-        }
-    }
-
-    /// Starts `registration` for `file`; returns the entry it displaced, if any.
-    async fn start_new(
-        &mut self,
-        file: &str,
-        loaded: &Loaded,
-        registration: Registration,
-    ) -> Result<Option<Running>, PluginError> {
-        self.check_unique(file, &registration.name)?;
-        let controller =
-            PluginController::start(loaded.code.clone(), registration, &self.ctx).await?;
-        let hash = loaded.hash.clone();
-        Ok(self
-            .running
-            .insert(file.into(), Running { controller, hash }))
-    }
-
-    /// Hands a running file's queue to its new version; returns the old version.
-    /// A new plugin name is a replacement: the new one starts, then the old one stops.
-    async fn upgrade(
-        &mut self,
-        file: &str,
-        loaded: &Loaded,
-        registration: Registration,
-    ) -> Result<Option<String>, PluginError> {
-        self.check_unique(file, &registration.name)?;
-        let Some(running) = self.running.get_mut(file) else {
-            return self
-                .start_new(file, loaded, registration)
-                .await
-                .map(|_| None);
-        };
-        let old = running.controller.registration().clone();
-        if old.name == registration.name {
-            running
-                .controller
-                .upgrade(loaded.code.clone(), registration)
-                .await?;
-            running.hash = loaded.hash.clone();
-        } else if let Some(replaced) = self.start_new(file, loaded, registration).await? {
-            replaced
-                .controller
-                .stop(self.config.limits.reconcile_timeout)
-                .await;
-        }
-        Ok(Some(format!("{} {}", old.name, old.version)))
-    }
-
-    fn check_unique(&self, file: &str, name: &str) -> Result<(), PluginError> {
-        let other = self
-            .running
-            .iter()
-            .find(|(f, r)| *f != file && r.controller.registration().name == name);
-        match other {
-            Some((other, _)) => Err(PluginError::DuplicateName {
-                name: name.into(),
-                other: other.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Records a failure: a running version keeps running and its row notes the
-    /// refused upgrade; otherwise the file is marked failed.
-    fn failed(&self, file: &str, hash: Option<&str>, error: &PluginError) {
-        let hash = hash.map_or("-", short);
-        if let Some(running) = self.running.get(file) {
-            let reg = running.controller.registration();
-            tracing::error!(file, hash, %error, running = %format!("{} {}", reg.name, reg.version),
-                running_hash = %short(&running.hash),
-                "plugin upgrade failed; the running version keeps running");
-            self.table
-                .set_reason(file, Some(format!("upgrade refused: {error}")));
-        } else {
-            tracing::error!(file, hash, %error, "plugin failed to load");
-            self.table
-                .set(PluginStatus::failed(file, &error.to_string()));
+        self.first_scan = None;
+        if self.running.is_empty() && self.waiting.is_empty() {
+            tracing::warn!(dir = %self.config.plugins_dir.display(), "no plugin is running");
         }
     }
 
     /// Stops the plugin of a removed file: no new reconciles; in-flight ones finish
     /// or are cut at their deadline; informers no one else uses are released.
-    pub async fn remove(&mut self, file: &str) {
+    fn remove(&mut self, file: &str) {
         self.table.remove(file);
         let Some(running) = self.running.remove(file) else {
             return;
         };
         let reg = running.controller.registration().clone();
-        running
-            .controller
-            .stop(self.config.limits.reconcile_timeout)
-            .await;
         tracing::info!(file, plugin = %reg.name, version = %reg.version,
-            hash = %short(&running.hash), "plugin removed");
+            "plugin file removed; stopping the plugin");
+        let (file, hash) = (file.to_string(), running.hash);
+        self.stop_in_background(running.controller, move || {
+            tracing::info!(file, plugin = %reg.name, version = %reg.version,
+                hash = %short(&hash), "plugin removed");
+        });
+    }
+
+    /// Lets `controller`'s in-flight reconciles finish (within the reconcile
+    /// deadline) without holding up the loop, then calls `done`.
+    fn stop_in_background(
+        &mut self,
+        controller: PluginController,
+        done: impl FnOnce() + Send + 'static,
+    ) {
+        let grace = self.config.limits.reconcile_timeout;
+        self.stopping.spawn(async move {
+            controller.stop(grace).await;
+            done();
+        });
     }
 
     /// Names of running plugins by file name.
@@ -321,11 +294,16 @@ impl Manager {
         &self.ctx.registry
     }
 
-    /// Stops every plugin: no new reconciles, in-flight ones get the grace period.
-    pub async fn shutdown(self) {
+    /// Stops every plugin: loads in flight are dropped, no new reconciles start,
+    /// in-flight ones get the grace period.
+    pub async fn shutdown(mut self) {
+        self.loads.shutdown().await;
         let grace = self.config.shutdown_grace;
-        let stops = self.running.into_values().map(|r| r.controller.stop(grace));
+        let stops = std::mem::take(&mut self.running)
+            .into_values()
+            .map(|r| r.controller.stop(grace));
         futures::future::join_all(stops).await;
+        while self.stopping.join_next().await.is_some() {}
     }
 }
 

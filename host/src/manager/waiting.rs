@@ -2,13 +2,14 @@
 //! yet, typically a custom resource whose CRD is not installed: they are kept, shown
 //! as waiting, and started once discovery finds the kind, without a restart.
 
+use std::time::{Duration, Instant};
+
 use crate::bindings::Registration;
-use crate::controller::StartError;
 use crate::kube::discovery::DiscoveryError;
 use crate::runtime::Loaded;
 use crate::status::PluginStatus;
 
-use super::{Manager, PluginError, short};
+use super::{Manager, load};
 
 /// A registered plugin whose start waits for a kind.
 pub(super) struct Waiting {
@@ -26,15 +27,19 @@ impl Manager {
         error: &DiscoveryError,
     ) {
         let retry = self.config.missing_kind_retry;
-        tracing::warn!(file, plugin = %registration.name, kind = %error.gvk, %error, ?retry,
-            "plugin waits for a kind the API server does not serve (is its CRD installed?)");
-        let reason = format!(
-            "waiting for {}: not served by the API server (is its CRD installed?)",
-            error.gvk
-        );
-        let (name, version) = (&registration.name, &registration.version);
-        self.table
-            .set(PluginStatus::waiting(file, name, version, &reason));
+        if self.retrying.remove(file) {
+            tracing::debug!(file, kind = %error.gvk, "kind still not served");
+        } else {
+            tracing::warn!(file, plugin = %registration.name, kind = %error.gvk, %error, ?retry,
+                "plugin waits for a kind the API server does not serve (is its CRD installed?)");
+            let reason = format!(
+                "waiting for {}: not served by the API server (is its CRD installed?)",
+                error.gvk
+            );
+            let (name, version) = (&registration.name, &registration.version);
+            self.table
+                .set(PluginStatus::waiting(file, name, version, &reason));
+        }
         let loaded = loaded.clone();
         let waiting = Waiting {
             loaded,
@@ -43,28 +48,24 @@ impl Manager {
         self.waiting.insert(file.to_string(), waiting);
     }
 
-    /// Tries to start every waiting plugin; those whose kinds are still missing wait on.
-    pub(super) async fn retry_waiting(&mut self) {
+    /// Tries again to start every waiting plugin, each in a task of its own; those
+    /// whose kinds are still missing come back waiting.
+    pub(super) fn retry_waiting(&mut self) {
         for (file, waiting) in std::mem::take(&mut self.waiting) {
             let Waiting {
                 loaded,
                 registration,
-            } = &waiting;
-            match self.start_new(&file, loaded, registration.clone()).await {
-                Ok(_) => {
-                    tracing::info!(file, plugin = %registration.name,
-                        version = %registration.version, hash = %short(&loaded.hash),
-                        "plugin loaded: the kinds it waited for are served now");
-                    let (name, version) = (&registration.name, &registration.version);
-                    let row = PluginStatus::running(&file, name, version, &loaded.hash);
-                    self.table.set(row);
-                }
-                Err(PluginError::Start(StartError::Discovery(e))) if e.is_not_served() => {
-                    tracing::debug!(file, kind = %e.gvk, "kind still not served");
-                    self.waiting.insert(file, waiting);
-                }
-                Err(e) => self.failed(&file, Some(&loaded.hash), &e),
-            }
+            } = waiting;
+            let ctx = self.ctx.clone();
+            let task_file = file.clone();
+            let handle = self.loads.spawn(async move {
+                let began = Instant::now();
+                let outcome =
+                    load::prepare(loaded, registration, &ctx, false, Duration::ZERO, began).await;
+                (task_file, outcome)
+            });
+            self.retrying.insert(file.clone());
+            self.loading.insert(file, handle);
         }
     }
 }

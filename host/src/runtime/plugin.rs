@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::state::HostState;
+use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS};
 use super::{Runtime, chain};
 use crate::bindings::{Action, Controller, ControllerPre, Registration, WitError};
 use crate::capabilities::ClusterAccess;
@@ -181,6 +181,8 @@ impl PluginCode {
             .unwrap_or(Err(CallError::Timeout(timeout)))
     }
 
+    /// Sorts a failed call by cause, with a one-line message: the trap, or the root
+    /// cause of a host-side refusal (not wasmtime's backtrace).
     fn classify(&self, e: wasmtime::Error) -> CallError {
         let limits = self.runtime.limits();
         if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
@@ -190,12 +192,16 @@ impl PluginCode {
         if text.contains("growing memory") {
             return CallError::MemoryLimit(limits.max_memory_bytes);
         }
+        let cause = e.root_cause().to_string().replace('\n', " ");
         if text.contains("growing table") || text.contains("resource table has no free keys") {
-            return CallError::HandleLimit(text.replace('\n', " "));
+            return CallError::HandleLimit(format!(
+                "{cause} (at most {MAX_HOST_HANDLES} host handles and {MAX_TABLE_ELEMENTS} \
+                 table elements per call)"
+            ));
         }
         match e.downcast_ref::<Trap>() {
             Some(trap) => CallError::Trap(trap.to_string()),
-            None => CallError::Trap(text.replace('\n', " ")),
+            None => CallError::Trap(cause),
         }
     }
 }

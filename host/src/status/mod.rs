@@ -10,12 +10,21 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::Budget;
+
 /// The state of one plugin file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum State {
-    /// A version is running.
+    /// A version is running and working.
     Running,
+    /// A version runs, but a watch it needs fails (the API server refuses to list
+    /// its kind, for instance); `reason` has the API's error. It recovers by itself
+    /// when the cause goes away.
+    Degraded,
+    /// A version runs, but its reconciles trap or time out again and again; they
+    /// are paused with a growing backoff. A success or a new version ends it.
+    CrashLooping,
     /// Nothing runs for this file; `reason` says why.
     Failed,
     /// Loaded, but a kind it needs is not served yet (a CRD not installed); it starts
@@ -23,8 +32,35 @@ pub enum State {
     Waiting,
 }
 
+impl State {
+    /// The name the table and the metrics use.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Running => "running",
+            State::Degraded => "degraded",
+            State::CrashLooping => "crash-looping",
+            State::Failed => "failed",
+            State::Waiting => "waiting",
+        }
+    }
+}
+
+/// The limits a running plugin works within, as the operator set them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Deadline of one reconcile (`--reconcile-timeout`), in milliseconds.
+    pub reconcile_timeout_ms: u64,
+    /// Linear memory of one instance (`--max-memory-mib`), in bytes.
+    pub max_memory_bytes: usize,
+    /// Reconciles at once: the plugin's wish capped by `--max-concurrent-reconciles`.
+    pub concurrent_reconciles: usize,
+    /// API rate, result size, watch and log budgets.
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
 /// One row of the plugin table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginStatus {
     /// File name in the plugins directory.
     pub file: String,
@@ -38,9 +74,12 @@ pub struct PluginStatus {
     pub hash: Option<String>,
     /// When the running version was loaded (RFC 3339, UTC).
     pub loaded_at: Option<String>,
-    /// Why the file is not running, or why its last upgrade was refused while an
-    /// older version keeps running.
+    /// Why the file is not running, why it is degraded or crash-looping, or why
+    /// its last upgrade was refused while an older version keeps running.
     pub reason: Option<String>,
+    /// The limits of the running version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
 }
 
 impl PluginStatus {
@@ -54,6 +93,15 @@ impl PluginStatus {
             hash: Some(hash.into()),
             loaded_at: Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string()),
             reason: None,
+            limits: None,
+        }
+    }
+
+    /// The same row with the running version's limits.
+    pub fn with_limits(self, limits: Limits) -> PluginStatus {
+        PluginStatus {
+            limits: Some(limits),
+            ..self
         }
     }
 
@@ -80,6 +128,7 @@ impl PluginStatus {
             hash: None,
             loaded_at: None,
             reason: Some(reason.into()),
+            limits: None,
         }
     }
 }
@@ -95,6 +144,15 @@ impl PluginTable {
     pub fn set(&self, status: PluginStatus) {
         let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
         rows.insert(status.file.clone(), status);
+    }
+
+    /// Sets the health of a running file's row: its state and why.
+    pub fn set_health(&self, file: &str, state: State, reason: Option<String>) {
+        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(row) = rows.get_mut(file) {
+            row.state = state;
+            row.reason = reason;
+        }
     }
 
     /// Notes a refused upgrade on a running file's row.

@@ -24,6 +24,8 @@ pub struct Write {
     pub received: Timestamp,
     /// The response code.
     pub code: u16,
+    /// The request's path and query, as received.
+    pub uri: String,
 }
 
 /// Every write in the audit log at `path` made by a client whose User-Agent contains
@@ -56,6 +58,7 @@ pub fn writes_by(path: &Path, agent: &str) -> Result<Vec<Write>> {
                 .context("no requestReceivedTimestamp")?
                 .parse()?,
             code: entry["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+            uri: text(&entry["requestURI"]).unwrap_or_default(),
         });
     }
     Ok(writes)

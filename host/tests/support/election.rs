@@ -52,6 +52,8 @@ pub struct Scene {
     pub node: String,
     pub dir: tempfile::TempDir,
     pub timings: Timings,
+    /// More flags for every replica.
+    pub extra: Vec<String>,
 }
 
 /// One host process and its identity in the Lease.
@@ -71,6 +73,7 @@ impl Scene {
             node,
             dir,
             timings: SHORT,
+            extra: Vec::new(),
         })
     }
 
@@ -93,7 +96,9 @@ impl Scene {
             format!("--leader-elect-resource-name={name}"),
             format!("--leader-elect-resource-namespace={name}"),
         ]
-        .into()
+        .into_iter()
+        .chain(self.extra.iter().cloned())
+        .collect()
     }
 
     /// Starts a host against the control plane (through `kubeconfig` if given).

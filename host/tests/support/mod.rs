@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::jiff::Timestamp;
 use wcm_control_plane::ControlPlane;
 
+pub mod access;
 pub mod audit;
 pub mod election;
 pub mod objects;
@@ -242,6 +243,8 @@ pub struct Resources {
     pub threads: usize,
     /// `VmRSS:` of `/proc/<pid>/status`, in KiB.
     pub rss_kib: usize,
+    /// `VmHWM:` of `/proc/<pid>/status`: the highest resident memory so far, in KiB.
+    pub peak_rss_kib: usize,
 }
 
 /// Reads [`Resources`] of `pid`.
@@ -260,11 +263,12 @@ pub fn resources(pid: u32) -> Result<Resources> {
         fds,
         threads: field("Threads:")?,
         rss_kib: field("VmRSS:")?,
+        peak_rss_kib: field("VmHWM:")?,
     })
 }
 
 /// A plain HTTP/1.0 GET (the host's endpoint serves it); returns the body.
-async fn http_get(addr: &str, path: &str) -> Result<String> {
+pub async fn http_get(addr: &str, path: &str) -> Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");

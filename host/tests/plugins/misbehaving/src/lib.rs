@@ -1,16 +1,33 @@
 //! A hostile test plugin. It watches ConfigMaps labelled `wcm.test/misbehave` and, for
-//! each, does what the ConfigMap's `behaviour` key says: `trap` panics, `loop` spins
-//! forever, `grow` allocates until memory runs out, `sleep` labels it
-//! `wcm.test/started=true`, waits in a host call (WASI's clock) for `seconds` (default
-//! 3) and then acts as `ok`, and `ok` labels the
-//! ConfigMap `wcm.test/handled=true` so a test can see the plugin works for that key.
+//! each, does what the ConfigMap's `behaviour` key says:
+//!
+//! - `trap` panics, `loop` spins forever, `grow` allocates until memory runs out,
+//!   `recurse` recurses until its stack in linear memory overflows, `recurse-native`
+//!   until WebAssembly's own call stack is exhausted, `handles` holds host handles
+//!   (WASI pollables) until the host's bound refuses more;
+//! - `sleep` labels it `wcm.test/started=true`, waits in a host call (WASI's clock)
+//!   for `seconds` (default 3) and then acts as `ok`;
+//! - `calls` makes 100,000 host calls (`get` of itself), then acts as `ok`;
+//! - `list-all` lists every ConfigMap it watches (the test makes that answer too
+//!   large) and fails with the host's error;
+//! - `log-flood` writes a 10 MB log line, 100,000 log lines and 10 MB to stderr,
+//!   then acts as `ok`;
+//! - `bad-names` patches objects whose names and namespaces a host must refuse or
+//!   the API server cannot find, and labels itself with how many of each it got:
+//!   `wcm.test/refused` (`invalid`) and `wcm.test/not-found`;
+//! - `events` records 2,000 Events about itself and one about a Secret it does not
+//!   watch, then labels itself `wcm.test/event-forbidden=true` if that one was
+//!   refused as `forbidden`;
+//! - `requeue` asks to run again at once, forever;
+//! - `ok` labels the ConfigMap `wcm.test/handled=true` so a test can see the plugin
+//!   works for that key.
 
 use std::hint::black_box;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::{
-    Action, Controller, Error, ObjectRef, Registration, Request, Verb, Watch, cluster,
-    export_controller,
+    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Verb, Watch, cluster,
+    export_controller, log,
 };
 
 /// The plugin.
@@ -18,35 +35,63 @@ pub struct Misbehaving;
 
 impl Controller for Misbehaving {
     fn registration() -> Registration {
-        Registration::new("misbehaving", "0.1.0")
+        Registration::new("misbehaving", "0.2.0")
             .watch(Watch::all::<ConfigMap>().labels("wcm.test/misbehave"))
             .permit::<ConfigMap>(&[Verb::Patch])
             .max_concurrent_reconciles(4)
     }
 
     fn reconcile(req: Request) -> Result<Action, Error> {
-        let cm: ConfigMap = cluster::get(req.namespace.as_deref(), &req.name)?;
-        let behaviour = cm.data.as_ref().and_then(|d| d.get("behaviour")).cloned();
-        match behaviour.as_deref() {
+        let cm: ConfigMap = match cluster::get(req.namespace.as_deref(), &req.name) {
+            Ok(cm) => cm,
+            Err(Error::NotFound(_)) => return Ok(Action::Done),
+            Err(e) => return Err(e),
+        };
+        let data = cm.data.clone().unwrap_or_default();
+        let target = ObjectRef::of(&cm);
+        match data.get("behaviour").map(String::as_str) {
             Some("trap") => panic!("deliberate panic in reconcile of {}", req.name),
             Some("loop") => spin(),
             Some("grow") => grow(),
+            Some("recurse") => Ok(Action::RequeueAfter(recurse(black_box(1)))),
+            Some("recurse-native") => Ok(Action::RequeueAfter(recurse_native(black_box(1)))),
+            Some("handles") => hold_handles(),
             Some("sleep") => {
-                let target = ObjectRef::of(&cm);
                 cluster::patch_labels(&target, &[("wcm.test/started", "true")], &[])?;
-                let data = cm.data.as_ref();
-                let seconds = data.and_then(|d| d.get("seconds")?.parse().ok());
+                let seconds = data.get("seconds").and_then(|s| s.parse().ok());
                 std::thread::sleep(std::time::Duration::from_secs(seconds.unwrap_or(3)));
-                cluster::patch_labels(&target, &[("wcm.test/handled", "true")], &[])?;
-                Ok(Action::Done)
+                handled(&target)
             }
-            _ => {
-                let target = ObjectRef::of(&cm);
-                cluster::patch_labels(&target, &[("wcm.test/handled", "true")], &[])?;
-                Ok(Action::Done)
+            Some("calls") => {
+                for _ in 0..100_000 {
+                    cluster::get_json(&target)?;
+                }
+                handled(&target)
             }
+            Some("list-all") => {
+                let all: Vec<ConfigMap> = cluster::list(None, Some("wcm.test/misbehave"))?;
+                log::info(&format!("listed {} ConfigMaps", all.len()));
+                handled(&target)
+            }
+            Some("log-flood") => {
+                log::info(&"x".repeat(10 << 20));
+                for i in 0..100_000 {
+                    log::info(&format!("flood line {i}"));
+                }
+                eprint!("{}", "e".repeat(10 << 20));
+                handled(&target)
+            }
+            Some("bad-names") => bad_names(&cm, &target),
+            Some("events") => events(&target),
+            Some("requeue") => Ok(Action::RequeueAfter(0)),
+            _ => handled(&target),
         }
     }
+}
+
+fn handled(target: &ObjectRef) -> Result<Action, Error> {
+    cluster::patch_labels(target, &[("wcm.test/handled", "true")], &[])?;
+    Ok(Action::Done)
 }
 
 fn spin() -> ! {
@@ -61,6 +106,85 @@ fn grow() -> ! {
     loop {
         hoard.push(black_box(vec![1u8; 1 << 20]));
     }
+}
+
+/// Recurses with a frame the optimiser cannot remove until the stack runs out.
+#[allow(unconditional_recursion)] // the point: it ends only in a stack overflow
+fn recurse(depth: u64) -> u64 {
+    let frame = black_box([depth; 64]);
+    recurse(black_box(depth + 1)) + frame[(depth % 64) as usize]
+}
+
+/// Recurses with nothing in linear memory, so each frame is on WebAssembly's own
+/// call stack, which the runtime bounds.
+#[allow(unconditional_recursion)] // the point: it ends only in a stack overflow
+fn recurse_native(depth: u64) -> u64 {
+    black_box(recurse_native(black_box(depth + 1))).wrapping_add(depth)
+}
+
+/// Creates WASI pollables and never drops them: each is a host handle.
+fn hold_handles() -> ! {
+    loop {
+        std::mem::forget(wasip2::clocks::monotonic_clock::subscribe_duration(1));
+    }
+}
+
+/// Names and namespaces the host must refuse before any request, and a namespace
+/// the API server does not have.
+fn bad_names(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Error> {
+    let ns = target.namespace.clone();
+    let victim = cm.data.as_ref().and_then(|d| d.get("victim")).cloned();
+    let victim = victim.unwrap_or_else(|| "victim".into());
+    let long = "n".repeat(300);
+    let names = [
+        format!("{victim}?fieldManager=spoofed&x="),
+        format!("{victim}/status"),
+        "..".to_string(),
+        String::new(),
+        long,
+    ];
+    let (mut refused, mut not_found) = (0, 0);
+    for name in &names {
+        let obj = ObjectRef::new::<ConfigMap>(ns.as_deref(), name);
+        match cluster::patch_labels(&obj, &[("wcm.test/spoofed", "true")], &[]) {
+            Err(Error::Invalid(message)) => {
+                log::info(&format!("refused as it should be: {message}"));
+                refused += 1;
+            }
+            other => log::error(&format!("not refused: {name:?}: {other:?}")),
+        }
+    }
+    for namespace in ["Not_A_Namespace", "no-such-namespace-wcm-test"] {
+        let obj = ObjectRef::new::<ConfigMap>(Some(namespace), &victim);
+        match cluster::patch_labels(&obj, &[("wcm.test/spoofed", "true")], &[]) {
+            Err(Error::Invalid(_)) => refused += 1,
+            Err(Error::NotFound(_)) => not_found += 1,
+            other => log::error(&format!("namespace {namespace}: {other:?}")),
+        }
+    }
+    let (refused, not_found) = (refused.to_string(), not_found.to_string());
+    let labels = [
+        ("wcm.test/refused", refused.as_str()),
+        ("wcm.test/not-found", not_found.as_str()),
+    ];
+    cluster::patch_labels(target, &labels, &[])?;
+    Ok(Action::Done)
+}
+
+/// An Event flood about one object, and an Event about a kind it does not watch.
+fn events(target: &ObjectRef) -> Result<Action, Error> {
+    for i in 0..2000 {
+        let note = format!("flood {i}");
+        cluster::record_event(target, EventType::Normal, "Flood", &note)?;
+    }
+    let secret = ObjectRef::new::<Secret>(target.namespace.as_deref(), "anything");
+    let forbidden = matches!(
+        cluster::record_event(&secret, EventType::Normal, "Spy", "not mine"),
+        Err(Error::Forbidden(_))
+    );
+    let value = if forbidden { "true" } else { "false" };
+    cluster::patch_labels(target, &[("wcm.test/event-forbidden", value)], &[])?;
+    Ok(Action::Done)
 }
 
 export_controller!(Misbehaving);

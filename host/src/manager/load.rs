@@ -1,0 +1,120 @@
+//! The slow half of loading a plugin file, run as a task of its own so the manager's
+//! loop stays free: read, compile (on a blocking thread) or take from the compile
+//! cache, `register`, check the registration and acquire its informers (synced, when
+//! it replaces a running version). The manager then starts or swaps it in one step.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bindings::Registration;
+use crate::controller::{ControllerContext, Prepared, StartError};
+use crate::kube::discovery::DiscoveryError;
+use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
+
+use super::PluginError;
+
+/// What a load task is asked to do.
+pub(super) struct LoadJob {
+    /// The file to load.
+    pub path: PathBuf,
+    /// Its name in the plugins directory.
+    pub file: String,
+    /// The content hash of the version running from this file, if any: the same
+    /// bytes again are nothing to do, and a new version waits for its informers'
+    /// first list before it takes over.
+    pub running_hash: Option<String>,
+}
+
+/// A loaded plugin ready to start or take over.
+pub(super) struct Ready {
+    pub loaded: Loaded,
+    pub prepared: Prepared,
+    /// Time `register` took.
+    pub register: Duration,
+    /// When the load began.
+    pub began: Instant,
+}
+
+/// A registered plugin waiting for a kind the API server does not serve yet.
+pub(super) struct Pending {
+    pub loaded: Loaded,
+    pub registration: Registration,
+    pub error: DiscoveryError,
+}
+
+/// How a load task ended.
+pub(super) enum LoadOutcome {
+    /// The file holds the version already running.
+    Unchanged { hash: String },
+    /// Loaded, registered and prepared.
+    Ready(Box<Ready>),
+    /// Registered, but a kind it needs is not served yet.
+    Waiting(Box<Pending>),
+    /// Not loadable; the running version (if any) stays.
+    Failed {
+        hash: Option<String>,
+        error: PluginError,
+    },
+}
+
+/// Runs `job`.
+pub(super) async fn load(
+    job: LoadJob,
+    runtime: Arc<Runtime>,
+    ctx: ControllerContext,
+) -> LoadOutcome {
+    let began = Instant::now();
+    let read = match PluginFile::read(&job.path).await {
+        Ok(read) => read,
+        Err(e) => return failed(None, e.into()),
+    };
+    if job.running_hash.as_deref() == Some(read.hash.as_str()) {
+        return LoadOutcome::Unchanged { hash: read.hash };
+    }
+    let hash = read.hash.clone();
+    let loaded = match runtime.prepare(read).await {
+        Ok(loaded) => loaded,
+        Err(e) => return failed(Some(hash), e.into()),
+    };
+    let registering = Instant::now();
+    let registration = match loaded.code.register(&job.file).await {
+        Ok(r) => r,
+        Err(e) => return failed(Some(hash), LoadError::Register(e).into()),
+    };
+    let register = registering.elapsed();
+    let replaces = job.running_hash.is_some();
+    prepare(loaded, registration, &ctx, replaces, register, began).await
+}
+
+/// Checks and prepares a registered plugin: the last step of a load, and the retry
+/// of a plugin waiting for a kind.
+pub(super) async fn prepare(
+    loaded: Loaded,
+    registration: Registration,
+    ctx: &ControllerContext,
+    replaces: bool,
+    register: Duration,
+    began: Instant,
+) -> LoadOutcome {
+    match Prepared::new(registration.clone(), ctx, replaces).await {
+        Ok(prepared) => LoadOutcome::Ready(Box::new(Ready {
+            loaded,
+            prepared,
+            register,
+            began,
+        })),
+        Err(StartError::Discovery(error)) if error.is_not_served() && !replaces => {
+            LoadOutcome::Waiting(Box::new(Pending {
+                loaded,
+                registration,
+                error,
+            }))
+        }
+        Err(e) => failed(Some(loaded.hash.clone()), e.into()),
+    }
+}
+
+fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {
+    LoadOutcome::Failed { hash, error }
+}

@@ -1,0 +1,133 @@
+//! The quick half of loading a plugin file, on the manager's loop: what a finished
+//! load task found becomes a running plugin, an upgrade, a replacement, a waiting
+//! plugin or a recorded failure. Nothing here waits on the network.
+
+use super::load::{LoadOutcome, Pending, Ready};
+use super::{Manager, PluginError, Running, short};
+use crate::controller::{Health, PluginController};
+use crate::runtime::Loaded;
+use crate::status::{Limits, PluginStatus};
+
+impl Manager {
+    /// Applies the outcome of `file`'s load.
+    pub(super) fn settle(&mut self, file: &str, outcome: LoadOutcome) {
+        match outcome {
+            LoadOutcome::Unchanged { hash } => {
+                tracing::debug!(file, hash = %short(&hash), "unchanged; nothing to do");
+            }
+            LoadOutcome::Ready(ready) => self.start_ready(file, *ready),
+            LoadOutcome::Waiting(pending) => {
+                let Pending {
+                    loaded,
+                    registration,
+                    error,
+                } = *pending;
+                self.wait_for_kind(file, &loaded, registration, &error)
+            }
+            LoadOutcome::Failed { hash, error } => self.failed(file, hash.as_deref(), &error),
+        }
+    }
+
+    /// Starts a ready plugin: new, an upgrade of the same name, or a replacement.
+    fn start_ready(&mut self, file: &str, ready: Ready) {
+        let name = ready.prepared.registration().name.clone();
+        if let Err(e) = self.check_unique(file, &name) {
+            return self.failed(file, Some(&ready.loaded.hash), &e);
+        }
+        let Ready {
+            loaded,
+            prepared,
+            register,
+            began,
+        } = ready;
+        let registration = prepared.registration().clone();
+        let previous = match self.running.get_mut(file) {
+            Some(running) if running.controller.registration().name == name => {
+                let old = running.controller.registration().clone();
+                running.controller.upgrade(loaded.code.clone(), prepared);
+                running.hash = loaded.hash.clone();
+                running.health = Health::Running;
+                Some(format!("{} {}", old.name, old.version))
+            }
+            _ => {
+                let controller = PluginController::start(loaded.code.clone(), prepared, &self.ctx);
+                let fresh = Running {
+                    controller,
+                    hash: loaded.hash.clone(),
+                    health: Health::Running,
+                };
+                let replaced = self.running.insert(file.to_string(), fresh);
+                replaced.map(|old| {
+                    let reg = old.controller.registration().clone();
+                    let was = format!("{} {}", reg.name, reg.version);
+                    self.stop_in_background(old.controller, move || {
+                        tracing::info!(plugin = %reg.name, version = %reg.version,
+                            "replaced plugin stopped");
+                    });
+                    was
+                })
+            }
+        };
+        let origin = format!("{:?}", loaded.origin).to_lowercase();
+        let what = match (previous.is_some(), self.retrying.remove(file)) {
+            (true, _) => "plugin upgraded",
+            (false, true) => "plugin loaded: the kinds it waited for are served now",
+            (false, false) => "plugin loaded",
+        };
+        tracing::info!(file, plugin = %registration.name, version = %registration.version,
+            previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash), origin,
+            read = ?loaded.read, compile = ?loaded.compile, link = ?loaded.link,
+            register = ?register, total = ?began.elapsed(), "{what}");
+        self.show_running(file, &loaded);
+    }
+
+    /// Writes the running row of `file`, with its limits, and its state metric.
+    pub(super) fn show_running(&self, file: &str, loaded: &Loaded) {
+        let Some(running) = self.running.get(file) else {
+            return;
+        };
+        let controller = &running.controller;
+        let reg = controller.registration();
+        let limits = Limits {
+            reconcile_timeout_ms: self.config.limits.reconcile_timeout.as_millis() as u64,
+            max_memory_bytes: self.config.limits.max_memory_bytes,
+            concurrent_reconciles: controller.concurrency(),
+            budget: controller.budget().clone(),
+        };
+        let row = PluginStatus::running(file, &reg.name, &reg.version, &loaded.hash);
+        self.table.set(row.with_limits(limits));
+        self.ctx.metrics.set_plugin_state(&reg.name, "running");
+    }
+
+    fn check_unique(&self, file: &str, name: &str) -> Result<(), PluginError> {
+        let other = self
+            .running
+            .iter()
+            .find(|(f, r)| *f != file && r.controller.registration().name == name);
+        match other {
+            Some((other, _)) => Err(PluginError::DuplicateName {
+                name: name.into(),
+                other: other.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a failure: a running version keeps running and its row notes the
+    /// refused upgrade; otherwise the file is marked failed.
+    pub(super) fn failed(&self, file: &str, hash: Option<&str>, error: &PluginError) {
+        let hash = hash.map_or("-", short);
+        if let Some(running) = self.running.get(file) {
+            let reg = running.controller.registration();
+            tracing::error!(file, hash, %error, running = %format!("{} {}", reg.name, reg.version),
+                running_hash = %short(&running.hash),
+                "plugin upgrade failed; the running version keeps running");
+            self.table
+                .set_reason(file, Some(format!("upgrade refused: {error}")));
+        } else {
+            tracing::error!(file, hash, %error, "plugin failed to load");
+            self.table
+                .set(PluginStatus::failed(file, &error.to_string()));
+        }
+    }
+}

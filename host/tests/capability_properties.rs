@@ -1,0 +1,236 @@
+//! Every capability called with arbitrary arguments — hostile strings of any length
+//! and alphabet, kinds, namespaces, label sets, JSON and not-JSON — never panics the
+//! host, always answers with a message, and never sends a name a URL would
+//! misread. Runs against the real control plane (the few well-formed calls reach it).
+
+mod support;
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use wcm_control_plane::TestNamespace;
+use wcm_host::bindings::wcm::controller::cluster::{Host as Cluster, Propagation};
+use wcm_host::bindings::wcm::controller::log::Host as Log;
+use wcm_host::bindings::{EventType, Gvk, Level, ObjectRef, WitError};
+use wcm_host::budget::Budget;
+use wcm_host::leader::LeaderGate;
+use wcm_host::runtime::HostState;
+
+/// Strings a hostile plugin would try: anything, near-valid names, URL syntax,
+/// control characters, and lengths around the limits.
+fn hostile_string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?",
+        "[a-z]{1,8}[?#/%&= ][a-z=&]{0,12}",
+        "[\\x00-\\x1f\\x7f]{1,4}[a-z]{0,4}",
+        Just(String::new()),
+        Just("..".to_string()),
+        "[a-z]{250,300}",
+        "v1|apps|ConfigMap|Pod|Secret",
+    ]
+}
+
+fn gvk() -> impl Strategy<Value = Gvk> {
+    prop_oneof![
+        Just(("".to_string(), "v1".to_string(), "ConfigMap".to_string())),
+        (hostile_string(), hostile_string(), hostile_string()),
+    ]
+    .prop_map(|(group, version, kind)| Gvk {
+        group,
+        version,
+        kind,
+    })
+}
+
+fn object_ref(ns: String) -> impl Strategy<Value = ObjectRef> {
+    let namespace = prop_oneof![Just(Some(ns)), Just(None), hostile_string().prop_map(Some)];
+    (gvk(), namespace, hostile_string()).prop_map(|(kind, namespace, name)| ObjectRef {
+        kind,
+        namespace,
+        name,
+    })
+}
+
+fn json_or_not() -> impl Strategy<Value = String> {
+    let object = (
+        hostile_string(),
+        hostile_string(),
+        hostile_string(),
+        hostile_string(),
+    )
+        .prop_map(|(api_version, kind, name, ns)| {
+            serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": name, "namespace": ns}, "data": {"k": name}})
+            .to_string()
+        });
+    prop_oneof![
+        any::<String>(),
+        object,
+        Just("{}".to_string()),
+        Just("[]".into())
+    ]
+}
+
+/// One arbitrary call of every capability.
+#[derive(Debug, Clone)]
+struct Calls {
+    target: ObjectRef,
+    kind: Gvk,
+    namespace: Option<String>,
+    selector: Option<String>,
+    set: Vec<(String, String)>,
+    remove: Vec<String>,
+    reason: String,
+    note: String,
+    object: String,
+    force: bool,
+    propagation: u8,
+}
+
+fn calls(ns: String) -> impl Strategy<Value = Calls> {
+    let strings = || proptest::collection::vec(hostile_string(), 0..4);
+    (
+        (
+            object_ref(ns.clone()),
+            gvk(),
+            proptest::option::of(hostile_string()),
+        ),
+        (proptest::option::of(hostile_string()), strings(), strings()),
+        (
+            hostile_string(),
+            hostile_string(),
+            json_or_not(),
+            any::<bool>(),
+            0u8..3,
+        ),
+    )
+        .prop_map(
+            move |((target, kind, namespace), (selector, keys, remove), rest)| {
+                let set = keys.into_iter().map(|k| (k.clone(), k)).collect();
+                let (reason, note, object, force, propagation) = rest;
+                Calls {
+                    target,
+                    kind,
+                    namespace,
+                    selector,
+                    set,
+                    remove,
+                    reason,
+                    note,
+                    object,
+                    force,
+                    propagation,
+                }
+            },
+        )
+}
+
+/// The message of an error, which must never be empty.
+fn message(error: &WitError) -> &str {
+    match error {
+        WitError::NotFound(m)
+        | WitError::Forbidden(m)
+        | WitError::Conflict(m)
+        | WitError::Invalid(m)
+        | WitError::Unavailable(m)
+        | WitError::Other(m) => m,
+    }
+}
+
+fn check<T>(op: &str, result: &Result<T, WitError>) -> Result<(), TestCaseError> {
+    if let Err(e) = result {
+        prop_assert!(!message(e).is_empty(), "{op}: an error without a message");
+    }
+    Ok(())
+}
+
+async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCaseError> {
+    let name_is_url_safe = !c.target.name.is_empty()
+        && c.target.name.len() <= 253
+        && c.target.name != "."
+        && c.target.name != ".."
+        && c.target
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-._:@~".contains(ch));
+    check("get", &state.get(c.target.clone()).await)?;
+    let listed = state
+        .list(c.kind.clone(), c.namespace.clone(), c.selector.clone())
+        .await;
+    check("list", &listed)?;
+    let patched = state
+        .patch_labels(c.target.clone(), c.set.clone(), c.remove.clone())
+        .await;
+    check("patch-labels", &patched)?;
+    if !name_is_url_safe {
+        prop_assert!(
+            matches!(patched, Err(WitError::Invalid(_))),
+            "name {:?} was not refused: {patched:?}",
+            c.target.name
+        );
+    }
+    let event = state.record_event(
+        c.target.clone(),
+        EventType::Warning,
+        c.reason.clone(),
+        c.note.clone(),
+    );
+    check("record-event", &event.await)?;
+    check("apply", &state.apply(c.object.clone(), c.force).await)?;
+    check(
+        "patch-status",
+        &state.patch_status(c.target.clone(), c.object.clone()).await,
+    )?;
+    let propagation = [
+        Propagation::Background,
+        Propagation::Foreground,
+        Propagation::Orphan,
+    ];
+    let deleted = state
+        .delete(c.target.clone(), propagation[usize::from(c.propagation)])
+        .await;
+    check("delete", &deleted)?;
+    Log::log(state, Level::Error, c.note).await;
+    Ok(())
+}
+
+#[test]
+fn every_capability_survives_arbitrary_arguments() {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| tokio::runtime::Runtime::new().expect("tokio"));
+    let (ns, state) = runtime.block_on(async {
+        let ns = TestNamespace::create("cap-props").await.expect("namespace");
+        // As fast as the API server takes it: the budget is not under test here.
+        let budget = Budget {
+            api_qps: 1_000.0,
+            api_burst: 1_000,
+            ..Budget::default()
+        };
+        let state = support::access::config_map_plugin(
+            "property-test",
+            ns.name(),
+            ns.client(),
+            LeaderGate::always_open(),
+            budget,
+        )
+        .await
+        .expect("state");
+        (ns, state)
+    });
+    let mut runner = TestRunner::new(Config {
+        cases: 256,
+        ..Config::default()
+    });
+    let strategy = calls(ns.name().to_string());
+    let state = std::sync::Mutex::new(state);
+    let outcome = runner.run(&strategy, |c| {
+        let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+        runtime.block_on(call_everything(&mut state, c))
+    });
+    runtime.block_on(async move { drop(ns) });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+}

@@ -1,0 +1,178 @@
+//! Registrations a host must not run as they are: resync periods of 1 ms and of
+//! `u64::MAX`, a selector that does not parse and too many watches are refused at
+//! load with the reason in the plugin table and the log; a plugin watching a kind the
+//! host may not list is shown `degraded` with the API server's error and starts
+//! working by itself once the right is granted.
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::status::{PluginStatus, State};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn row(host: &HostProcess, file: &str) -> Result<Option<PluginStatus>> {
+    let rows = wcm_host::status::fetch(&host.metrics_address().await?).await?;
+    Ok(rows.into_iter().find(|r| r.file == file))
+}
+
+/// Waits until `file`'s row is in `state` and returns it.
+async fn row_in(host: &HostProcess, file: &str, state: State) -> Result<PluginStatus> {
+    let found = eventually(WAIT, || async {
+        row(host, file).await.ok()?.filter(|r| r.state == state)
+    })
+    .await;
+    found.with_context(|| format!("{file} never became {}", state.name()))
+}
+
+#[tokio::test]
+async fn registrations_a_host_cannot_serve_are_refused_with_the_reason() -> Result<()> {
+    let dir = plugins_dir(&[
+        ("resync-1ms.wasm", plugin_bytes("hostile-resync-1ms")),
+        ("resync-max.wasm", plugin_bytes("hostile-resync-max")),
+        ("bad-selector.wasm", plugin_bytes("hostile-bad-selector")),
+        (
+            "too-many-watches.wasm",
+            plugin_bytes("hostile-too-many-watches"),
+        ),
+        ("harmless.wasm", plugin_bytes("hostile-registration")),
+    ])?;
+    let host = HostProcess::start(dir.path(), &[])?;
+    for (file, reason) in [
+        (
+            "resync-1ms.wasm",
+            "resync-period-ms 1 is outside 1000 to 604800000".to_string(),
+        ),
+        (
+            "resync-max.wasm",
+            format!("resync-period-ms {} is outside 1000 to 604800000", u64::MAX),
+        ),
+        (
+            "bad-selector.wasm",
+            "watch 0: invalid label selector \"app in web\"".into(),
+        ),
+        (
+            "too-many-watches.wasm",
+            "17 watches, more than the 16 this plugin may have".into(),
+        ),
+    ] {
+        let failed = row_in(&host, file, State::Failed).await?;
+        let why = failed.reason.unwrap_or_default();
+        ensure!(why.contains(&reason), "{file}: {why}");
+        host.wait_for_log(&["plugin failed to load", file, &reason], WAIT)
+            .await?;
+    }
+    let harmless = row_in(&host, "harmless.wasm", State::Running).await?;
+    let limits = harmless.limits.context("a running row shows its limits")?;
+    ensure!(limits.budget.api_qps == 20.0 && limits.budget.api_burst == 30);
+    ensure!(limits.budget.max_watches == 16);
+    Ok(())
+}
+
+/// A kubeconfig acting as `user` (impersonated by the admin), with no rights but
+/// those RBAC grants `user`.
+fn kubeconfig_as(user: &str, dir: &std::path::Path) -> Result<std::path::PathBuf> {
+    let admin = std::fs::read_to_string(ControlPlane::shared()?.admin_kubeconfig())?;
+    let mut config: serde_json::Value = serde_saphyr::from_str(&admin)?;
+    for entry in config["users"].as_array_mut().context("users")? {
+        entry["user"]["as"] = json!(user);
+    }
+    let path = dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string(&config)?)?;
+    Ok(path)
+}
+
+async fn grant(client: &Client, name: &str, user: &str, rules: serde_json::Value) -> Result<()> {
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name}, "rules": rules,
+    }))?;
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &role)
+        .await?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await?;
+    Ok(())
+}
+
+async fn revoke(client: &Client, name: &str) {
+    let _ = Api::<ClusterRoleBinding>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+#[tokio::test]
+async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Result<()> {
+    let ns = TestNamespace::create("no-list").await?;
+    let admin = ns.client();
+    let user = format!("wcm-limited-{}", ns.name());
+    let dir = plugins_dir(&[("secrets.wasm", plugin_bytes("hostile-secrets"))])?;
+    let kubeconfig = kubeconfig_as(&user, dir.path())?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "watched", "labels": {"wcm.test/hostile-secret": ""}},
+        "stringData": {"k": "v"},
+    }))?;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns.name());
+    secrets.create(&PostParams::default(), &secret).await?;
+
+    let host = HostProcess::start_with(&kubeconfig, dir.path(), &[])?;
+    let degraded = row_in(&host, "secrets.wasm", State::Degraded).await?;
+    let why = degraded.reason.unwrap_or_default();
+    ensure!(
+        why.contains("v1/Secret") && why.contains("forbidden"),
+        "{why}"
+    );
+    ensure!(why.contains(&user), "the API's error names the user: {why}");
+    host.wait_for_log(
+        &["plugin degraded", "plugin=\"hostile-secrets\"", "forbidden"],
+        WAIT,
+    )
+    .await?;
+    let state = host
+        .metric(
+            "wcm_plugin_state",
+            &[("plugin", "hostile-secrets"), ("state", "degraded")],
+        )
+        .await?;
+    ensure!(state == 1.0, "wcm_plugin_state degraded = {state}");
+
+    let role = format!("{user}-secrets");
+    let rules = json!([{"apiGroups": [""], "resources": ["secrets"],
+                        "verbs": ["list", "watch", "patch"]}]);
+    grant(&admin, &role, &user, rules).await?;
+    let recovered = async {
+        row_in(&host, "secrets.wasm", State::Running).await?;
+        let seen = eventually(WAIT, || async {
+            let s = secrets.get("watched").await.ok()?;
+            s.metadata.labels?.get("wcm.test/seen").cloned()
+        })
+        .await;
+        ensure!(
+            seen.as_deref() == Some("true"),
+            "the granted plugin never worked"
+        );
+        host.wait_for_log(&["plugin recovered", "plugin=\"hostile-secrets\""], WAIT)
+            .await?;
+        Ok(())
+    }
+    .await;
+    revoke(&admin, &role).await;
+    recovered
+}

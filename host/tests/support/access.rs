@@ -1,0 +1,59 @@
+//! A plugin's host state built without Wasm, for calling the WIT imports directly:
+//! its ConfigMap cache in one namespace, every verb on ConfigMaps, a budget.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use anyhow::Result;
+use kube::Client;
+use kube::core::GroupVersionKind;
+use wcm_host::bindings::Verb;
+use wcm_host::budget::{Budget, PluginBudget};
+use wcm_host::capabilities::ClusterAccess;
+use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::leader::LeaderGate;
+use wcm_host::runtime::HostState;
+
+/// The host state of `plugin`, which watches ConfigMaps in `ns` and may do anything
+/// with them, writing only while `leader` is open and within `budget`.
+pub async fn config_map_plugin(
+    plugin: &str,
+    ns: &str,
+    client: Client,
+    leader: LeaderGate,
+    budget: Budget,
+) -> Result<HostState> {
+    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
+    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+    let scope = WatchScope {
+        gvk: gvk.clone(),
+        namespace: Some(ns.into()),
+        label_selector: None,
+    };
+    let informer = registry.acquire(scope).await?;
+    informer.wait_synced().await;
+    let verbs = [
+        Verb::Get,
+        Verb::List,
+        Verb::Patch,
+        Verb::Apply,
+        Verb::PatchStatus,
+        Verb::Delete,
+    ];
+    let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
+    let budget = Arc::new(PluginBudget::new(plugin, budget, Default::default()));
+    let access = ClusterAccess::new(
+        budget,
+        "test-host",
+        registry,
+        client,
+        vec![informer],
+        grants,
+        leader,
+    );
+    Ok(HostState::for_reconcile(
+        Arc::new(access),
+        "key".into(),
+        64 << 20,
+    ))
+}
