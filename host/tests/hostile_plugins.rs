@@ -5,6 +5,8 @@
 //! and requeues itself forever. Each misdeed ends in a clear error naming the plugin
 //! and the key (or is cut, dropped and counted), and pod-counter keeps counting
 //! within seconds all the while; files that are not components are reported by name.
+//! (`misbehaving` watches ConfigMaps in every namespace: one scenario per binary;
+//! the crash loop is in `hostile_crash_loop.rs`.)
 
 mod support;
 
@@ -16,11 +18,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
-use support::objects::{all_pods, create_node, create_pod, node_label};
+use support::objects::{all_pods, create_misbehaving, create_node, create_pod, node_label};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir, resources};
-use tokio::sync::Mutex;
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::status::State;
 
 const WAIT: Duration = Duration::from_secs(90);
 /// How long pod-counter may take to count a new Pod while the hostile plugin runs.
@@ -29,32 +29,45 @@ const POD_COUNTER_PACE: Duration = Duration::from_secs(10);
 /// A core module (not a component): `(module)` in binary form.
 const CORE_MODULE: &[u8] = b"\0asm\x01\0\0\0";
 
-async fn misbehave(api: &Api<ConfigMap>, name: &str, data: serde_json::Value) -> Result<()> {
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"wcm.test/misbehave": ""}},
-        "data": data,
-    }))?;
-    api.create(&PostParams::default(), &cm).await?;
-    Ok(())
-}
-
 fn label_of(cm: &ConfigMap, key: &str) -> Option<String> {
     cm.metadata.labels.as_ref()?.get(key).cloned()
 }
 
-/// Waits for `key` on ConfigMap `name` and returns its value.
-async fn label_on(api: &Api<ConfigMap>, name: &str, key: &str) -> Result<String> {
-    eventually(WAIT, || async { label_of(&api.get(name).await.ok()?, key) })
-        .await
-        .with_context(|| format!("ConfigMap {name} never got label {key}"))
+/// Waits for `key` on ConfigMap `name` and returns its value; if it never comes, the
+/// error shows what the host logged about that ConfigMap.
+async fn label_on(
+    host: &HostProcess,
+    api: &Api<ConfigMap>,
+    name: &str,
+    key: &str,
+) -> Result<String> {
+    let found = eventually(WAIT, || async { label_of(&api.get(name).await.ok()?, key) }).await;
+    if let Some(value) = found {
+        return Ok(value);
+    }
+    std::fs::write("/tmp/hostile-host.log", host.logs().join("\n")).ok();
+    std::fs::write(
+        "/tmp/hostile-metrics.txt",
+        host.metrics().await.unwrap_or_default(),
+    )
+    .ok();
+    let names: Vec<String> = api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    let about = host.lines_with(&[&format!("/{name} ")]);
+    let last: Vec<_> = about.iter().rev().take(5).collect();
+    anyhow::bail!(
+        "ConfigMap {name} never got label {key}; the host said: {last:#?}; \
+         ConfigMaps in the namespace: {names:?}"
+    )
 }
-
-/// One scenario at a time: `misbehaving` watches ConfigMaps in every namespace.
-static SERIAL: Mutex<()> = Mutex::const_new(());
 
 #[tokio::test]
 async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -> Result<()> {
-    let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("hostile").await?;
     let client = ns.client();
     let dir = plugins_dir(&[
@@ -72,6 +85,7 @@ async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -
             "--reconcile-timeout=5s",
             "--max-memory-mib=32",
             "--max-result-mib=1",
+            "--plugin-override=misbehaving:api-qps=10,api-burst=10",
         ],
     )?;
     for (file, cause) in [
@@ -90,7 +104,7 @@ async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let big = "b".repeat(400 << 10);
     for name in ["big-1", "big-2", "big-3"] {
-        misbehave(&cms, name, json!({"behaviour": "ok", "payload": big})).await?;
+        create_misbehaving(&cms, name, json!({"behaviour": "ok", "payload": big})).await?;
     }
     cms.create(
         &PostParams::default(),
@@ -110,16 +124,19 @@ async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -
         "bad-names",
         "events",
         "requeue",
+        "long-error",
+        "writes",
         "ok",
     ] {
-        misbehave(&cms, behaviour, json!({"behaviour": behaviour})).await?;
+        create_misbehaving(&cms, behaviour, json!({"behaviour": behaviour})).await?;
     }
 
     pod_counter_keeps_its_pace(&host, &client, ns.name(), ns.labels()).await?;
     failures_name_the_plugin_the_key_and_the_cause(&host, ns.name()).await?;
     host_calls_logs_and_stderr_are_bounded(&host, &cms).await?;
-    bad_names_never_reach_the_api_server(&cms).await?;
+    bad_names_never_reach_the_api_server(&host, &cms).await?;
     an_event_flood_is_filtered(&host, &client, &cms, ns.name()).await?;
+    writes_keep_to_the_plugins_api_rate(&host, &cms, ns.name()).await?;
     requeue_forever_is_just_busy(&host).await?;
     let peak = resources(host.pid())?.peak_rss_kib;
     println!("host peak RSS {} MiB", peak >> 10);
@@ -201,9 +218,9 @@ async fn host_calls_logs_and_stderr_are_bounded(
     host: &HostProcess,
     cms: &Api<ConfigMap>,
 ) -> Result<()> {
-    ensure!(label_on(cms, "calls", "wcm.test/handled").await? == "true");
-    ensure!(label_on(cms, "log-flood", "wcm.test/handled").await? == "true");
-    ensure!(label_on(cms, "ok", "wcm.test/handled").await? == "true");
+    ensure!(label_on(host, cms, "calls", "wcm.test/handled").await? == "true");
+    ensure!(label_on(host, cms, "log-flood", "wcm.test/handled").await? == "true");
+    ensure!(label_on(host, cms, "ok", "wcm.test/handled").await? == "true");
     let cut = host
         .wait_for_log(&["plugin=\"misbehaving\"", "more bytes cut"], WAIT)
         .await?;
@@ -217,6 +234,19 @@ async fn host_calls_logs_and_stderr_are_bounded(
         WAIT,
     )
     .await?;
+    let forged = host
+        .logs()
+        .iter()
+        .filter(|l| l.starts_with("2026-12-03T00:00:00"))
+        .count();
+    ensure!(forged == 0, "a plugin started a log line of its own");
+    host.wait_for_log(
+        &["done\\n2026-12-03T00:00:00.000000Z  INFO wcm_host: forged"],
+        WAIT,
+    )
+    .await?;
+    let longest = host.logs().iter().map(String::len).max().unwrap_or(0);
+    ensure!(longest < 16 << 10, "a log line of {longest} bytes");
     let flood = host.lines_with(&["flood line"]).len();
     ensure!(flood < 5_000, "{flood} of 100,000 flood lines were logged");
     let dropped = host
@@ -232,9 +262,12 @@ async fn host_calls_logs_and_stderr_are_bounded(
     Ok(())
 }
 
-async fn bad_names_never_reach_the_api_server(cms: &Api<ConfigMap>) -> Result<()> {
-    ensure!(label_on(cms, "bad-names", "wcm.test/refused").await? == "6");
-    ensure!(label_on(cms, "bad-names", "wcm.test/not-found").await? == "1");
+async fn bad_names_never_reach_the_api_server(
+    host: &HostProcess,
+    cms: &Api<ConfigMap>,
+) -> Result<()> {
+    ensure!(label_on(host, cms, "bad-names", "wcm.test/refused").await? == "6");
+    ensure!(label_on(host, cms, "bad-names", "wcm.test/not-found").await? == "1");
     let victim = cms.get("victim").await?;
     ensure!(
         label_of(&victim, "wcm.test/spoofed").is_none(),
@@ -258,7 +291,7 @@ async fn an_event_flood_is_filtered(
     cms: &Api<ConfigMap>,
     ns: &str,
 ) -> Result<()> {
-    ensure!(label_on(cms, "events", "wcm.test/event-forbidden").await? == "true");
+    ensure!(label_on(host, cms, "events", "wcm.test/event-forbidden").await? == "true");
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let floods: Vec<Event> = events
         .list(&ListParams::default())
@@ -283,6 +316,40 @@ async fn an_event_flood_is_filtered(
     Ok(())
 }
 
+/// 30 label patches in one reconcile at 10 per second (burst 10): the API server
+/// receives them over two seconds at least, and the wait is counted.
+async fn writes_keep_to_the_plugins_api_rate(
+    host: &HostProcess,
+    cms: &Api<ConfigMap>,
+    ns: &str,
+) -> Result<()> {
+    ensure!(label_on(host, cms, "writes", "wcm.test/handled").await? == "true");
+    let audit = ControlPlane::shared()?.audit_log();
+    let patches: Vec<_> = support::audit::writes_by(&audit, "wasm-controller-manager")?
+        .into_iter()
+        .filter(|w| w.namespace.as_deref() == Some(ns) && w.name.as_deref() == Some("writes"))
+        .collect();
+    ensure!(patches.len() >= 30, "{} patches of writes", patches.len());
+    let first = patches.first().context("no patch")?.received;
+    let last = patches.last().context("no patch")?.received;
+    let spread = last.duration_since(first);
+    ensure!(
+        spread >= k8s_openapi::jiff::SignedDuration::from_millis(1900),
+        "30 writes at 10 per second reached the API server within {spread:?}"
+    );
+    let waited = host
+        .metric(
+            "wcm_plugin_api_wait_seconds_total",
+            &[("plugin", "misbehaving")],
+        )
+        .await?;
+    ensure!(
+        waited >= 1.5,
+        "the plugin's writes waited {waited} s in all"
+    );
+    Ok(())
+}
+
 async fn requeue_forever_is_just_busy(host: &HostProcess) -> Result<()> {
     let many = eventually(WAIT, || async {
         let n = host
@@ -296,71 +363,5 @@ async fn requeue_forever_is_just_busy(host: &HostProcess) -> Result<()> {
     })
     .await;
     ensure!(many.is_some(), "the requeueing key did not keep running");
-    Ok(())
-}
-
-#[tokio::test]
-async fn a_plugin_whose_every_reconcile_traps_is_crash_looping_until_one_succeeds() -> Result<()> {
-    let _serial = SERIAL.lock().await;
-    let ns = TestNamespace::create("crashloop").await?;
-    let dir = plugins_dir(&[("misbehaving.wasm", plugin_bytes("misbehaving"))])?;
-    let host = HostProcess::start(dir.path(), &[])?;
-    host.wait_for_log(&["plugin loaded", "plugin=misbehaving"], WAIT)
-        .await?;
-    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
-    for i in 0..3 {
-        misbehave(&cms, &format!("trap-{i}"), json!({"behaviour": "trap"})).await?;
-    }
-    host.wait_for_log(
-        &[
-            "plugin crash-looping",
-            "plugin=misbehaving",
-            "5 reconciles in a row",
-        ],
-        WAIT,
-    )
-    .await?;
-    let row = eventually(WAIT, || async {
-        let rows = wcm_host::status::fetch(&host.metrics_address().await.ok()?)
-            .await
-            .ok()?;
-        rows.into_iter().find(|r| r.state == State::CrashLooping)
-    })
-    .await
-    .context("the table never showed crash-looping")?;
-    let why = row.reason.unwrap_or_default();
-    ensure!(
-        why.contains("deliberate panic in reconcile of trap-"),
-        "{why}"
-    );
-    let looping = [("plugin", "misbehaving"), ("state", "crash-looping")];
-    ensure!(host.metric("wcm_plugin_state", &looping).await? == 1.0);
-    ensure!(
-        host.metric(
-            "wcm_plugin_consecutive_failures",
-            &[("plugin", "misbehaving")]
-        )
-        .await?
-            >= 5.0
-    );
-
-    // A key that succeeds ends the loop (after the pause, the next key taken is it).
-    for i in 0..3 {
-        cms.delete(&format!("trap-{i}"), &Default::default())
-            .await?;
-    }
-    misbehave(&cms, "fine", json!({"behaviour": "ok"})).await?;
-    ensure!(label_on(&cms, "fine", "wcm.test/handled").await? == "true");
-    host.wait_for_log(
-        &[
-            "plugin recovered",
-            "plugin=\"misbehaving\"",
-            "was=\"crash-looping\"",
-        ],
-        WAIT,
-    )
-    .await?;
-    let running = [("plugin", "misbehaving"), ("state", "running")];
-    ensure!(host.metric("wcm_plugin_state", &running).await? == 1.0);
     Ok(())
 }

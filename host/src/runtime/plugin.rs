@@ -142,7 +142,7 @@ impl PluginCode {
                 .call_reconcile(store, &request)
                 .await
                 .map_err(|e| self.classify(e))?
-                .map_err(CallError::Guest)
+                .map_err(|e| CallError::Guest(capped(e)))
         })
         .await
     }
@@ -203,6 +203,20 @@ impl PluginCode {
             Some(trap) => CallError::Trap(trap.to_string()),
             None => CallError::Trap(cause),
         }
+    }
+}
+
+/// The error a guest returned, its message cut to a log line's size: the message is
+/// the plugin's text and ends up in the host's log.
+fn capped(error: WitError) -> WitError {
+    let cut = |m: String| crate::logs::cut(&m, crate::logs::MAX_LINE_BYTES);
+    match error {
+        WitError::NotFound(m) => WitError::NotFound(cut(m)),
+        WitError::Forbidden(m) => WitError::Forbidden(cut(m)),
+        WitError::Conflict(m) => WitError::Conflict(cut(m)),
+        WitError::Invalid(m) => WitError::Invalid(cut(m)),
+        WitError::Unavailable(m) => WitError::Unavailable(cut(m)),
+        WitError::Other(m) => WitError::Other(cut(m)),
     }
 }
 

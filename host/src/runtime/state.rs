@@ -144,3 +144,50 @@ impl WasiView for HostState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::{Component, Linker};
+    use wasmtime::{Config, Engine, Store};
+
+    use super::*;
+
+    /// A component whose `grow` adds `n` elements to a table and returns its old size.
+    const GROWS_A_TABLE: &str = r#"(component
+        (core module $m
+            (table $t 1 funcref)
+            (func (export "grow") (param i32) (result i32)
+                (table.grow $t (ref.null func) (local.get 0))))
+        (core instance $i (instantiate $m))
+        (func (export "grow") (param "n" u32) (result s32) (canon lift (core func $i "grow"))))"#;
+
+    #[test]
+    fn a_table_grows_no_further_than_its_bound_without_the_pooling_allocator() {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).expect("engine"); // on-demand allocation
+        let component = Component::new(&engine, GROWS_A_TABLE).expect("component");
+        let mut store = Store::new(&engine, HostState::for_register("table-test", 1 << 20));
+        store.limiter(|s| &mut s.limits);
+        let instance = Linker::new(&engine)
+            .instantiate(&mut store, &component)
+            .expect("instance");
+        let grow = instance
+            .get_typed_func::<(u32,), (i32,)>(&mut store, "grow")
+            .expect("grow");
+        let below = (MAX_TABLE_ELEMENTS - 1) as u32;
+        assert_eq!(grow.call(&mut store, (below,)).expect("within bound"), (1,));
+        let err = grow.call(&mut store, (1,)).expect_err("past the bound");
+        assert!(
+            format!("{err:?}").contains("forcing trap when growing table"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn host_handles_are_bounded() {
+        let mut state = HostState::for_register("handles-test", 1 << 20);
+        let table = state.ctx().table;
+        assert_eq!(table.max_capacity(), MAX_HOST_HANDLES);
+    }
+}

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Creates a Node; `control_plane` adds the control-plane role label.
 pub async fn create_node(
@@ -169,4 +169,14 @@ pub async fn config_map_label(
         .metadata
         .labels
         .and_then(|mut l| l.remove(key)))
+}
+
+/// A ConfigMap that tells the `misbehaving` test plugin what to do (`data.behaviour`).
+pub async fn create_misbehaving(api: &Api<ConfigMap>, name: &str, data: Value) -> Result<()> {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"wcm.test/misbehave": ""}},
+        "data": data,
+    }))?;
+    api.create(&PostParams::default(), &cm).await?;
+    Ok(())
 }

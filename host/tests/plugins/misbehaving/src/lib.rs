@@ -19,6 +19,9 @@
 //!   watch, then labels itself `wcm.test/event-forbidden=true` if that one was
 //!   refused as `forbidden`;
 //! - `requeue` asks to run again at once, forever;
+//! - `long-error` fails with a 10 MB error message;
+//! - `writes` patches its own labels 30 times in one reconcile (the test sets a low
+//!   API rate), then acts as `ok` (once: a handled ConfigMap is left alone);
 //! - `ok` labels the ConfigMap `wcm.test/handled=true` so a test can see the plugin
 //!   works for that key.
 
@@ -75,6 +78,7 @@ impl Controller for Misbehaving {
             }
             Some("log-flood") => {
                 log::info(&"x".repeat(10 << 20));
+                log::info("done\n2026-12-03T00:00:00.000000Z  INFO wcm_host: forged by a plugin");
                 for i in 0..100_000 {
                     log::info(&format!("flood line {i}"));
                 }
@@ -84,6 +88,20 @@ impl Controller for Misbehaving {
             Some("bad-names") => bad_names(&cm, &target),
             Some("events") => events(&target),
             Some("requeue") => Ok(Action::RequeueAfter(0)),
+            Some("long-error") => Err(Error::other("e".repeat(10 << 20))),
+            Some("writes")
+                if !cm
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key("wcm.test/handled")) =>
+            {
+                for i in 0..30 {
+                    let value = i.to_string();
+                    cluster::patch_labels(&target, &[("wcm.test/write", value.as_str())], &[])?;
+                }
+                handled(&target)
+            }
             _ => handled(&target),
         }
     }
