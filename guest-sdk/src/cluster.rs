@@ -2,6 +2,12 @@
 //!
 //! Reads come from the host's informer cache of the kinds the plugin watches; writes
 //! go to the API server under the plugin's own field manager (the plugin's name).
+//!
+//! The host checks every name, namespace and kind before it is used (one that is not
+//! valid in Kubernetes, or would need escaping in a URL, is [`Error::Invalid`]), answers
+//! larger than the operator's `--max-result-mib` are refused, and writes wait for the
+//! plugin's API rate within the reconcile's deadline (see the host's
+//! `docs/isolation.md`).
 
 use k8s_openapi::Resource;
 use serde::Serialize;
@@ -73,7 +79,11 @@ pub fn patch_labels(obj: &ObjectRef, set: &[(&str, &str)], remove: &[&str]) -> R
 }
 
 /// Records an Event about `regarding`; `reason` is a short PascalCase word such as
-/// `Counted`, `note` a sentence for humans (at most 1 KiB).
+/// `Counted`, `note` a sentence for humans (at most 1 KiB). `regarding` must be of a
+/// kind the plugin watches or declared a permission on ([`Error::Forbidden`]
+/// otherwise). Beyond 25 Events about one object, one more is written every five
+/// minutes and the rest are dropped (not failed): record what happened, not every
+/// reconcile.
 pub fn record_event(
     regarding: &ObjectRef,
     kind: EventType,
