@@ -8,7 +8,7 @@ TEST_CLUSTER_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/wasm-controller
 
 .PHONY: setup build plugins run test lint cluster-up cluster-down bench measure-failover
 
-## setup: install the Rust target and Debian tools, build the pinned control plane (cached)
+## setup: install the Rust target and Debian tools (containerd, runc, CNI), build the pinned control plane (cached)
 setup:
 	scripts/setup.sh
 
@@ -47,7 +47,7 @@ measure-failover: setup plugins
 	control-plane/scripts/up.sh >/dev/null
 	$(CARGO) test -p wasm-controller-manager --test leader_failover -- --ignored --nocapture measure_failover_times
 
-## cluster-up: start etcd + kube-apiserver on loopback; prints `export KUBECONFIG=...`
+## cluster-up: start etcd, kube-apiserver, kube-controller-manager and the node; prints `export KUBECONFIG=...`
 cluster-up:
 	control-plane/scripts/up.sh
 

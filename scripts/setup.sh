@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing: Debian tools the
-# control-plane scripts use, the wasm32-wasip2 Rust target, componentize-py and
+# control-plane scripts use, containerd, runc and the CNI plugins for the local node,
+# the wasm32-wasip2 Rust target, componentize-py and
 # componentize-js for Python and JavaScript plugins (pinned, in the cache), and the
 # pinned control plane (built once into the cache). Idempotent and quick when everything is there.
 set -euo pipefail
@@ -15,6 +16,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq openssl curl jq python3 util-linux >/dev/null
+fi
+
+# The local node's container runtime: containerd 1.6, runc and the CNI plugins from
+# Debian (Kubernetes 1.35 is the last release that supports containerd 1.x).
+if ! command -v containerd >/dev/null || ! command -v runc >/dev/null ||
+    [ ! -x /usr/lib/cni/bridge ] || ! command -v ip >/dev/null; then
+  echo "setup: installing containerd, runc, the CNI plugins and iproute2 for the local node" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq containerd runc containernetworking-plugins iproute2 >/dev/null
 fi
 
 command -v go >/dev/null || { echo "setup: Go is required (go.dev/doc/install)" >&2; exit 1; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the pinned kube-apiserver, kube-controller-manager and etcd from the Go module
-# proxy into the cache.
+# Builds the pinned etcd and Kubernetes binaries (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet, kubectl) from the Go module proxy into the cache.
 #
-# Usage: control-plane/build.sh [kube-apiserver|kube-controller-manager|etcd ...]   (default: all)
+# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl ...]
+# (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -65,11 +66,12 @@ build_etcd() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) build_etcd ;;
-    kube-apiserver | kube-controller-manager) build_kubernetes_binary "$t" ;;
-    *) die "unknown control-plane component '$t' (expected etcd, kube-apiserver, kube-controller-manager)" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
+      build_kubernetes_binary "$t" ;;
+    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl)" ;;
   esac
 done

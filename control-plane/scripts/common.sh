@@ -12,6 +12,9 @@ CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/wasm-controller-manager/control-plan
 K8S_BIN_DIR="$CACHE_ROOT/kubernetes-$KUBERNETES_VERSION"
 ETCD_BIN_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
 
+# The sandbox image of the local node's Pods, built by images.sh from control-plane/images.
+PAUSE_IMAGE=wcm.local/pause:1
+
 # Runtime state (certs, kubeconfigs, etcd data, logs, pids) of the one local control
 # plane this user runs. Override with WCM_CLUSTER_DIR to run an isolated one.
 STATE_DIR="${WCM_CLUSTER_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/wasm-controller-manager/cluster}"

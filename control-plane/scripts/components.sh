@@ -15,7 +15,7 @@ start_etcd() {
     --unsafe-no-fsync --quota-backend-bytes=4294967296 --log-level=warn
 }
 
-# RBAC is on; the ServiceAccount admission plugin is off because no controller creates
+# RBAC is on (and the Node authorizer, for the local node's kubelet); the ServiceAccount admission plugin is off because no controller creates
 # the per-namespace "default" ServiceAccount that Pods would otherwise need. Every
 # write is audited (user agent, verb, object, timestamps) to $STATE_DIR/audit/audit.log.
 start_apiserver() {
@@ -26,7 +26,7 @@ start_apiserver() {
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
     --cert-dir="$STATE_DIR/apiserver-certs" \
     --tls-cert-file="$d/apiserver.crt" --tls-private-key-file="$d/apiserver.key" \
-    --client-ca-file="$d/ca.crt" --authorization-mode=RBAC \
+    --client-ca-file="$d/ca.crt" --authorization-mode=Node,RBAC \
     --service-account-key-file="$d/sa.pub" --service-account-signing-key-file="$d/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
@@ -37,14 +37,15 @@ start_apiserver() {
 }
 
 # The garbage collector (owner references cascade), the Deployment and ReplicaSet
-# controllers (Deployments get ReplicaSets, Pods and a real status) and the namespace
-# controller (deleted namespaces are emptied and go away). Pods stay Pending: there is
-# no scheduler and no kubelet. It talks to the apiserver as the admin identity and
+# controllers (Deployments get ReplicaSets, Pods and a real status), the namespace
+# controller (deleted namespaces are emptied and go away) and the node lifecycle
+# controller (a Ready node loses its not-ready taint; a silent one gets it back). Pods run on the local node
+# when it is there (node.sh). It talks to the apiserver as the admin identity and
 # serves nothing itself.
 start_controller_manager() {
   spawn kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
     --kubeconfig="$STATE_DIR/admin.kubeconfig" \
-    --controllers=garbagecollector,deployment,replicaset,namespace \
+    --controllers=garbagecollector,deployment,replicaset,namespace,nodelifecycle \
     --leader-elect=false --use-service-account-credentials=false --secure-port=0 \
     --concurrent-gc-syncs=5 --v="${WCM_CONTROLLER_MANAGER_VERBOSITY:-1}"
 }

@@ -2,6 +2,7 @@
 # Stops the local control plane started by up.sh and removes its state. Safe to repeat.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$CONTROL_PLANE_DIR/process.sh"
+source "$CONTROL_PLANE_DIR/node.sh"
 
 if [ -d "$STATE_DIR" ]; then
   mkdir -p "$(dirname "$STATE_DIR")"

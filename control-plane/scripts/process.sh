@@ -25,7 +25,12 @@ owned_pid() {
 
 pid_alive() { owned_pid "$1" >/dev/null; }
 
-cluster_running() { pid_alive etcd && pid_alive kube-apiserver && pid_alive kube-controller-manager; }
+cluster_running() {
+  pid_alive etcd && pid_alive kube-apiserver && pid_alive kube-controller-manager || return 1
+  # A node that was started must still be there (node.sh).
+  [ -f "$STATE_DIR/node.enabled" ] || return 0
+  pid_alive containerd && pid_alive kubelet && pid_alive kube-scheduler
+}
 
 # stop_component NAME: TERM, then KILL after 10 s; a no-op if it is not running.
 stop_component() {
@@ -37,10 +42,13 @@ stop_component() {
   rm -f "$(pid_file "$1")"
 }
 
-# Stops dependants first: the controller manager, the apiserver, then etcd.
+# Stops dependants first: the controller manager, the node (its Pods drained through
+# the apiserver while it still runs; node.sh), the apiserver, then etcd.
 stop_all() {
   local name
-  for name in kube-controller-manager kube-apiserver etcd; do
+  stop_component kube-controller-manager
+  if declare -F stop_node >/dev/null; then stop_node; fi
+  for name in kube-scheduler kubelet containerd kube-apiserver etcd; do
     stop_component "$name"
   done
 }

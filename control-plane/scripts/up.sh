@@ -6,6 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$CONTROL_PLANE_DIR/process.sh"
 source "$CONTROL_PLANE_DIR/components.sh"
+source "$CONTROL_PLANE_DIR/node.sh"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -59,7 +60,7 @@ KUBECONFIG
 }
 
 start_cluster() {
-  "$CONTROL_PLANE_DIR/build.sh" etcd kube-apiserver kube-controller-manager
+  "$CONTROL_PLANE_DIR/build.sh"
   rm -rf "$STATE_DIR" && mkdir -p "$STATE_DIR/logs"
   local etcd_port peer_port api_port
   etcd_port="$(free_port)"; peer_port="$(free_port)"; api_port="$(free_port)"
@@ -74,6 +75,7 @@ start_cluster() {
   start_controller_manager
   sleep 1
   pid_alive kube-controller-manager || { show_logs; stop_all; die "kube-controller-manager exited during start-up (logs above)"; }
+  start_node "$api_port"
   log "kube-apiserver ready at https://127.0.0.1:$api_port, kube-controller-manager running (state in $STATE_DIR)"
 }
 

@@ -10,9 +10,11 @@
 //! label for the cluster-scoped objects it creates, all deleted when it is dropped.
 
 mod namespace;
+mod poll;
 mod private;
 
 pub use namespace::TestNamespace;
+pub use poll::poll_until;
 pub use private::PrivateControlPlane;
 
 use std::path::{Path, PathBuf};
@@ -41,6 +43,13 @@ pub enum Error {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 }
+
+/// The local node's name (a control-plane node: labelled and tainted as such).
+pub const NODE_NAME: &str = "wcm-control-plane";
+
+/// The image every Pod sandbox of the local node runs, built locally (no registry);
+/// a container may run it too (`imagePullPolicy: Never`).
+pub const PAUSE_IMAGE: &str = "wcm.local/pause:1";
 
 /// A running local control plane and the two identities it was started with.
 #[derive(Debug, Clone)]
@@ -73,13 +82,14 @@ impl ControlPlane {
         Self::up(None)
     }
 
-    /// Runs `up.sh`, in state directory `state_dir` if given.
+    /// Runs `up.sh`, in state directory `state_dir` if given (then without a node:
+    /// a private control plane is for disturbing the apiserver, not for running Pods).
     fn up(state_dir: Option<&Path>) -> Result<ControlPlane, Error> {
         let up = script("up.sh");
         let mut command = Command::new("bash");
         command.arg(&up);
         if let Some(dir) = state_dir {
-            command.env("WCM_CLUSTER_DIR", dir);
+            command.env("WCM_CLUSTER_DIR", dir).env("WCM_NO_NODE", "1");
         }
         let out = command
             .output()
@@ -98,6 +108,11 @@ impl ControlPlane {
         }
     }
 
+    /// The control plane `up.sh` started in `state_dir` (`WCM_CLUSTER_DIR`).
+    pub fn in_state_dir(state_dir: &Path) -> ControlPlane {
+        Self::at(&state_dir.join("admin.kubeconfig"))
+    }
+
     /// A control plane whose admin kubeconfig is at `admin_kubeconfig`.
     fn at(admin_kubeconfig: &Path) -> ControlPlane {
         let dir = admin_kubeconfig.parent().unwrap_or(Path::new("."));
@@ -105,6 +120,13 @@ impl ControlPlane {
             admin_kubeconfig: admin_kubeconfig.to_path_buf(),
             restricted_kubeconfig: dir.join("restricted.kubeconfig"),
         }
+    }
+
+    /// The name of the local node (kubelet, containerd, kube-scheduler) if this
+    /// control plane runs one; `up.sh` says why when it does not.
+    pub fn node(&self) -> Option<&'static str> {
+        let dir = self.admin_kubeconfig.parent().unwrap_or(Path::new("."));
+        dir.join("node.enabled").exists().then_some(NODE_NAME)
     }
 
     /// Path of the admin kubeconfig, for child processes (`KUBECONFIG=...`).

@@ -15,10 +15,10 @@ pub const TEST_LABEL: &str = "wcm.test/namespace";
 
 /// One test's namespace on the shared control plane, plus an admin client.
 ///
-/// Dropping it deletes the Pods (with no grace period: there is no kubelet) and
-/// ConfigMaps in it, the namespace, and every Node carrying [`TestNamespace::labels`].
-/// The local control plane runs no namespace controller, so objects of other kinds
-/// stay behind in the `Terminating` namespace.
+/// Dropping it deletes the Pods (with no grace period: most never ran, and a running
+/// one is stopped by the node in the background) and ConfigMaps in it, the namespace,
+/// and every Node carrying [`TestNamespace::labels`]; kube-controller-manager's
+/// namespace controller removes what else is left.
 pub struct TestNamespace {
     /// Unique namespace name: `<prefix>-<nanoseconds>`.
     name: String,

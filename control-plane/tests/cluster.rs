@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::api::{Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_control_plane::{ControlPlane, TestNamespace, poll_until};
 
 #[tokio::test]
 async fn node_and_pod_round_trip_and_watch_sees_a_modification() -> Result<()> {
@@ -42,8 +42,11 @@ async fn node_and_pod_round_trip_and_watch_sees_a_modification() -> Result<()> {
     pods.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     let modified = tokio::time::timeout(Duration::from_secs(20), async {
+        // The scheduler may write the Pod's status first; wait for the label.
         while let Some(event) = events.try_next().await? {
-            if let WatchEvent::Modified(pod) = event {
+            if let WatchEvent::Modified(pod) = event
+                && pod.labels().contains_key("tier")
+            {
                 return Ok::<_, kube::Error>(Some(pod));
             }
         }
@@ -103,7 +106,7 @@ async fn the_controller_manager_runs_deployments_and_collects_garbage() -> Resul
         .create(&PostParams::default(), &deployment)
         .await?;
     // The Deployment controller creates a ReplicaSet it owns and reports status.
-    let owned = poll(|| async {
+    let owned = poll_until(Duration::from_secs(60), || async {
         let listed = replica_sets.list(&ListParams::default()).await.ok()?;
         let rs = listed.items.into_iter().next()?;
         let owner = rs.owner_references().first()?.name.clone();
@@ -117,26 +120,11 @@ async fn the_controller_manager_runs_deployments_and_collects_garbage() -> Resul
     deployments
         .delete("web", &DeleteParams::background())
         .await?;
-    poll(|| async {
+    poll_until(Duration::from_secs(60), || async {
         let listed = replica_sets.list(&ListParams::default()).await.ok()?;
         listed.items.is_empty().then_some(())
     })
     .await
     .context("the ReplicaSet outlived its Deployment: no garbage collection")?;
     Ok(())
-}
-
-/// Polls `probe` every 200 ms for up to 60 s.
-async fn poll<T, F, Fut>(mut probe: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    for _ in 0..300 {
-        if let Some(v) = probe().await {
-            return Some(v);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    None
 }

@@ -1,0 +1,107 @@
+//! The local node is a real kubelet on containerd: it registers as a Ready
+//! control-plane node (labelled and tainted as one), and a Pod that tolerates the
+//! taint runs, with an address on the node's bridge, from an image built locally.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use wcm_control_plane::{ControlPlane, PAUSE_IMAGE, TestNamespace, poll_until};
+
+/// How long the node and its Pods may take.
+const WAIT: Duration = Duration::from_secs(90);
+
+fn is_ready(node: &Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test]
+async fn the_node_is_a_ready_control_plane_node_and_runs_a_pod() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let name = plane
+        .node()
+        .context("the control plane runs without a node: see up.sh's log line `no node: ...`")?;
+    let ns = TestNamespace::create("node").await?;
+    let nodes: Api<Node> = Api::all(ns.client());
+    let node = poll_until(WAIT, || async {
+        nodes.get(name).await.ok().filter(is_ready)
+    })
+    .await
+    .context("the node did not become Ready within 90 s")?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    ensure!(
+        labels.contains_key("node-role.kubernetes.io/control-plane"),
+        "{labels:?}"
+    );
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    ensure!(
+        taints
+            .iter()
+            .any(|t| t.key == "node-role.kubernetes.io/control-plane" && t.effect == "NoSchedule"),
+        "{taints:?}"
+    );
+    let version = node.status.as_ref().and_then(|s| s.node_info.as_ref());
+    let runtime = version
+        .map(|v| v.container_runtime_version.clone())
+        .unwrap_or_default();
+    ensure!(runtime.starts_with("containerd://"), "runtime {runtime}");
+
+    let pods: Api<Pod> = Api::namespaced(ns.client(), ns.name());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "runs"},
+        "spec": {
+            "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "app", "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}],
+        },
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let running = poll_until(WAIT, || async {
+        let pod = pods.get("runs").await.ok()?;
+        let status = pod.status?;
+        (status.phase.as_deref() == Some("Running")).then_some(status)
+    })
+    .await
+    .context("the Pod did not run within 90 s")?;
+    let ip = running.pod_ip.unwrap_or_default();
+    ensure!(
+        ip.starts_with("10.88."),
+        "Pod IP {ip:?} is not on the node's bridge"
+    );
+    ensure!(running.host_ip.is_some(), "no host IP");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pod_without_the_toleration_is_not_scheduled_on_the_control_plane_node() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    plane
+        .node()
+        .context("the control plane runs without a node")?;
+    let ns = TestNamespace::create("taint").await?;
+    let pods: Api<Pod> = Api::namespaced(ns.client(), ns.name());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "stays"},
+        "spec": {"containers": [{"name": "app", "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}]},
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let refused = poll_until(WAIT, || async {
+        let conditions = pods.get("stays").await.ok()?.status?.conditions?;
+        conditions
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .and_then(|c| c.message)
+    })
+    .await
+    .context("the scheduler never said why the Pod stays Pending")?;
+    ensure!(refused.contains("untolerated taint"), "{refused}");
+    Ok(())
+}
