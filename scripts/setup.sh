@@ -8,14 +8,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 missing=()
-for tool in openssl curl jq python3 flock setsid; do
+for tool in openssl curl jq python3 flock setsid objcopy; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages for: ${missing[*]}" >&2
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq openssl curl jq python3 util-linux >/dev/null
+  $SUDO apt-get install -y -qq openssl curl jq python3 util-linux binutils >/dev/null
 fi
 
 # The local node's container runtime: containerd 1.6, runc and the CNI plugins from

@@ -27,6 +27,8 @@ start_apiserver() {
     --cert-dir="$STATE_DIR/apiserver-certs" \
     --tls-cert-file="$d/apiserver.crt" --tls-private-key-file="$d/apiserver.key" \
     --client-ca-file="$d/ca.crt" --authorization-mode=Node,RBAC \
+    --kubelet-client-certificate="$d/admin.crt" --kubelet-client-key="$d/admin.key" \
+    --kubelet-preferred-address-types=InternalIP \
     --service-account-key-file="$d/sa.pub" --service-account-signing-key-file="$d/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \

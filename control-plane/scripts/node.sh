@@ -143,12 +143,12 @@ make_cgroup_root() {
 }
 
 start_kubelet() {
-  local api_port="$1" healthz
-  healthz="$(free_port)"
+  local api_port="$1" port healthz
+  read -r port healthz < <(free_ports 2)
   make_cgroup_root
   issue_cert "$STATE_DIR/pki" kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" ""
   write_kubeconfig kubelet "$api_port"
-  write_kubelet_config "$(free_port)" "$healthz"
+  write_kubelet_config "$port" "$healthz"
   write_cni_config
   create_node_object "$api_port"
   spawn kubelet "$K8S_BIN_DIR/kubelet" --config="$NODE_DIR/kubelet.yaml" \

@@ -8,8 +8,13 @@ source "$CONTROL_PLANE_DIR/process.sh"
 source "$CONTROL_PLANE_DIR/components.sh"
 source "$CONTROL_PLANE_DIR/node.sh"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# free_ports N: N distinct free loopback ports (all held open until each is known, so
+# two calls in a row cannot hand out the same port).
+free_ports() {
+  python3 -c 'import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
 # Certificates: one CA signs the apiserver's serving cert and both client identities.
@@ -63,7 +68,7 @@ start_cluster() {
   "$CONTROL_PLANE_DIR/build.sh"
   rm -rf "$STATE_DIR" && mkdir -p "$STATE_DIR/logs"
   local etcd_port peer_port api_port
-  etcd_port="$(free_port)"; peer_port="$(free_port)"; api_port="$(free_port)"
+  read -r etcd_port peer_port api_port < <(free_ports 3)
   make_certs
   write_kubeconfig admin "$api_port"
   write_kubeconfig restricted "$api_port"

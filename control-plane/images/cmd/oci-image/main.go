@@ -44,19 +44,20 @@ func main() {
 	out := flag.String("out", "", "where to write the image archive")
 	tag := flag.String("tag", "", "the image reference, e.g. wcm.local/pause:1")
 	entrypoint := flag.String("entrypoint", "", "entrypoint as a JSON array, or one path")
+	cmd := flag.String("cmd", "", "default arguments (CMD) as a JSON array")
 	user := flag.String("user", "", "user (and group) to run as, e.g. 65532:65532")
 	workdir := flag.String("workdir", "/", "working directory")
 	flag.Var(&adds, "add", "SRC=DST[:MODE] (octal), repeatable")
 	flag.Var(&envs, "env", "KEY=VALUE, repeatable")
 	flag.Var(&dirs, "dir", "DST[:MODE] an empty directory, repeatable")
 	flag.Parse()
-	if err := run(*out, *tag, *entrypoint, *user, *workdir, adds, envs, dirs); err != nil {
+	if err := run(*out, *tag, *entrypoint, *cmd, *user, *workdir, adds, envs, dirs); err != nil {
 		fmt.Fprintln(os.Stderr, "oci-image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, tag, entrypoint, user, workdir string, adds, envs, dirs []string) error {
+func run(out, tag, entrypoint, args, user, workdir string, adds, envs, dirs []string) error {
 	if out == "" || tag == "" {
 		return fmt.Errorf("-out and -tag are required")
 	}
@@ -82,7 +83,11 @@ func run(out, tag, entrypoint, user, workdir string, adds, envs, dirs []string) 
 	if err != nil {
 		return err
 	}
-	cmd, err := parseEntrypoint(entrypoint)
+	cmd, err := parseCommand("entrypoint", entrypoint)
+	if err != nil {
+		return err
+	}
+	defaults, err := parseCommand("cmd", args)
 	if err != nil {
 		return err
 	}
@@ -93,21 +98,22 @@ func run(out, tag, entrypoint, user, workdir string, adds, envs, dirs []string) 
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", "amd64"
 	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cfg.Config = v1.Config{Entrypoint: cmd, User: user, Env: envs, WorkingDir: workdir}
+	cfg.Config = v1.Config{Entrypoint: cmd, Cmd: defaults, User: user, Env: envs, WorkingDir: workdir}
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
 	return tarball.WriteToFile(out, ref, img)
 }
 
-func parseEntrypoint(s string) ([]string, error) {
+// parseCommand reads an entrypoint or CMD: a JSON array, or one path.
+func parseCommand(what, s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
 	if strings.HasPrefix(s, "[") {
 		var cmd []string
 		if err := json.Unmarshal([]byte(s), &cmd); err != nil {
-			return nil, fmt.Errorf("entrypoint %q: %w", s, err)
+			return nil, fmt.Errorf("%s %q: %w", what, s, err)
 		}
 		return cmd, nil
 	}
