@@ -1,5 +1,6 @@
 //! Watches the plugins directory and reports a plugin file once it has stopped
-//! changing: written in place, copied in slowly, renamed into place, or deleted.
+//! changing: written in place, copied in slowly, renamed into place, deleted, or
+//! swapped underneath a symlink as the kubelet updates a ConfigMap volume.
 //!
 //! Raw events come from `notify` (inotify on Linux). The quiet-period debounce is
 //! ours: notify's debouncers report a file that keeps changing at a fixed interval
@@ -8,6 +9,16 @@
 //! quiet period. What is reported is decided by looking at the file then, not by the
 //! event kinds: present means "changed" (create, write, rename into place), absent
 //! means "removed" (delete, rename away), which covers every sequence of events.
+//!
+//! A ConfigMap volume holds `x.wasm -> ..data/x.wasm` symlinks; an update writes a new
+//! hidden directory and swaps the `..data` link, so no event names `x.wasm`. Any event
+//! on another entry of the directory therefore triggers a rescan, which compares what
+//! every plugin file resolves to with what it resolved to before. The directory itself
+//! is checked every [`RECHECK`]: deleted and created again, or re-pointed (a symlinked
+//! directory), it is watched anew and rescanned; a rescan also runs then, catching
+//! anything an event could not tell.
+
+mod listing;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +27,11 @@ use std::time::Duration;
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use listing::{Listing, dir_identity};
+
+/// How often the directory's identity is checked and its listing compared.
+pub const RECHECK: Duration = Duration::from_secs(2);
 
 /// What happened to one plugin file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,44 +62,35 @@ pub fn is_plugin_file(path: &Path) -> bool {
     !name.starts_with('.') && name.ends_with(".wasm") && name.len() > ".wasm".len()
 }
 
+/// What a raw event asks for.
+#[derive(Debug)]
+enum Touched {
+    /// A plugin file was touched.
+    Plugin(PathBuf),
+    /// Something else in the directory changed: look at every plugin again.
+    Other,
+}
+
 /// A running watch of one directory; dropping it stops the watch.
 pub struct DirWatcher {
-    _watcher: RecommendedWatcher,
     changes: mpsc::UnboundedReceiver<FileChange>,
 }
 
 impl DirWatcher {
     /// Starts watching `dir` (not recursively) with the given quiet period.
     pub fn start(dir: &Path, quiet: Duration) -> Result<DirWatcher, WatchError> {
-        let err = |source| WatchError {
-            dir: dir.to_path_buf(),
-            source,
-        };
         let (raw_tx, raw_rx) = mpsc::unbounded_channel();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-                // Opening or reading a file changes nothing; the host itself reads every
-                // plugin it loads, which must not count as a change.
-                Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
-                Ok(event) => event
-                    .paths
-                    .into_iter()
-                    .filter(|p| is_plugin_file(p))
-                    .for_each(|p| {
-                        let _ = raw_tx.send(p);
-                    }),
-                Err(e) => tracing::warn!(error = %e, "plugins directory watch error"),
-            })
-            .map_err(err)?;
-        watcher
-            .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(err)?;
+        let watch = watch(dir, raw_tx.clone())?;
         let (tx, changes) = mpsc::unbounded_channel();
-        tokio::spawn(debounce(raw_rx, tx, quiet));
-        Ok(DirWatcher {
-            _watcher: watcher,
-            changes,
-        })
+        let state = WatchState {
+            dir: dir.to_path_buf(),
+            identity: dir_identity(dir),
+            listing: Listing::read(dir),
+            watch: Some(watch),
+            raw_tx,
+        };
+        tokio::spawn(state.run(raw_rx, tx, quiet));
+        Ok(DirWatcher { changes })
     }
 
     /// The next settled change; `None` once the watch has stopped.
@@ -92,49 +99,138 @@ impl DirWatcher {
     }
 }
 
-/// Holds each touched path until it has been quiet for `quiet`, then reports it.
-async fn debounce(
-    mut raw: mpsc::UnboundedReceiver<PathBuf>,
-    out: mpsc::UnboundedSender<FileChange>,
-    quiet: Duration,
-) {
-    let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
-    loop {
-        let next_due = pending.values().min().copied();
-        let sleep = async {
-            match next_due {
-                Some(due) => tokio::time::sleep_until(due).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            path = raw.recv() => match path {
-                Some(path) => {
-                    pending.insert(path, Instant::now() + quiet);
+/// A notify watch of `dir` whose events go to `raw`.
+fn watch(
+    dir: &Path,
+    raw: mpsc::UnboundedSender<Touched>,
+) -> Result<RecommendedWatcher, WatchError> {
+    let err = |source| WatchError {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            // Opening or reading a file changes nothing; the host itself reads every
+            // plugin it loads, which must not count as a change.
+            Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
+            Ok(event) => event.paths.into_iter().for_each(|p| {
+                let touched = match is_plugin_file(&p) {
+                    true => Touched::Plugin(p),
+                    false => Touched::Other,
+                };
+                let _ = raw.send(touched);
+            }),
+            Err(e) => tracing::warn!(error = %e, "plugins directory watch error"),
+        })
+        .map_err(err)?;
+    watcher
+        .watch(dir, RecursiveMode::NonRecursive)
+        .map_err(err)?;
+    Ok(watcher)
+}
+
+/// The watch task's state: the directory as last seen, and the notify watch on it.
+struct WatchState {
+    dir: PathBuf,
+    identity: Option<(u64, u64)>,
+    listing: Listing,
+    /// None while the directory is missing.
+    watch: Option<RecommendedWatcher>,
+    raw_tx: mpsc::UnboundedSender<Touched>,
+}
+
+impl WatchState {
+    /// Holds each touched path until it has been quiet for `quiet`, then reports it;
+    /// rescans on other events and every [`RECHECK`].
+    async fn run(
+        mut self,
+        mut raw: mpsc::UnboundedReceiver<Touched>,
+        out: mpsc::UnboundedSender<FileChange>,
+        quiet: Duration,
+    ) {
+        let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
+        let mut recheck = tokio::time::interval(RECHECK);
+        loop {
+            let next_due = pending.values().min().copied();
+            let sleep = async {
+                match next_due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
                 }
-                None => return,
-            },
-            () = sleep => {
-                let now = Instant::now();
-                let due: Vec<PathBuf> = pending
-                    .iter()
-                    .filter(|(_, at)| **at <= now)
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                for path in due {
-                    pending.remove(&path);
-                    let change = if path.exists() {
-                        FileChange::Changed(path)
-                    } else {
-                        FileChange::Removed(path)
-                    };
-                    if out.send(change).is_err() {
+            };
+            tokio::select! {
+                touched = raw.recv() => match touched {
+                    Some(Touched::Plugin(path)) => {
+                        pending.insert(path, Instant::now() + quiet);
+                    }
+                    Some(Touched::Other) => self.rescan(&mut pending, quiet),
+                    None => return,
+                },
+                _ = recheck.tick() => {
+                    self.recheck_dir();
+                    self.rescan(&mut pending, quiet);
+                }
+                () = sleep => {
+                    if !report_due(&mut pending, &out) {
                         return;
                     }
                 }
             }
         }
     }
+
+    /// Marks every plugin file whose resolved content moved since the last look.
+    fn rescan(&mut self, pending: &mut HashMap<PathBuf, Instant>, quiet: Duration) {
+        let now = Listing::read(&self.dir);
+        for path in self.listing.changed_in(&now) {
+            pending.insert(path, Instant::now() + quiet);
+        }
+        self.listing = now;
+    }
+
+    /// Watches the directory anew if it was deleted and created again, or re-pointed.
+    fn recheck_dir(&mut self) {
+        let identity = dir_identity(&self.dir);
+        if identity == self.identity {
+            return;
+        }
+        tracing::info!(dir = %self.dir.display(), present = identity.is_some(),
+            "plugins directory replaced; watching it anew");
+        self.identity = identity;
+        self.watch = None;
+        if identity.is_some() {
+            match watch(&self.dir, self.raw_tx.clone()) {
+                Ok(w) => self.watch = Some(w),
+                Err(e) => tracing::warn!(error = %e, "cannot watch the plugins directory again"),
+            }
+        }
+    }
+}
+
+/// Reports every path whose quiet period is over: changed if present, removed if not.
+/// Returns false once nobody listens.
+fn report_due(
+    pending: &mut HashMap<PathBuf, Instant>,
+    out: &mpsc::UnboundedSender<FileChange>,
+) -> bool {
+    let now = Instant::now();
+    let due: Vec<PathBuf> = pending
+        .iter()
+        .filter(|(_, at)| **at <= now)
+        .map(|(p, _)| p.clone())
+        .collect();
+    for path in due {
+        pending.remove(&path);
+        let change = if path.exists() {
+            FileChange::Changed(path)
+        } else {
+            FileChange::Removed(path)
+        };
+        if out.send(change).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -210,5 +306,86 @@ mod tests {
         assert_eq!(next(&mut w).await, FileChange::Changed(path.clone()));
         std::fs::remove_file(&path).expect("delete");
         assert_eq!(next(&mut w).await, FileChange::Removed(path));
+    }
+
+    /// Writes the ConfigMap-volume layout the kubelet keeps: a timestamped hidden
+    /// directory with the files, `..data` pointing at it, a symlink per key.
+    fn configmap_update(dir: &Path, generation: u32, files: &[(&str, &[u8])]) {
+        use std::os::unix::fs::symlink;
+        let data = format!("..2026_12_03_00_00_0{generation}");
+        std::fs::create_dir(dir.join(&data)).expect("data dir");
+        for (name, bytes) in files {
+            std::fs::write(dir.join(&data).join(name), bytes).expect("write");
+        }
+        symlink(&data, dir.join("..data_tmp")).expect("link");
+        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("swap");
+        for (name, _) in files {
+            let link = dir.join(name);
+            if std::fs::symlink_metadata(&link).is_err() {
+                symlink(format!("..data/{name}"), link).expect("key link");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configmap_volume_update_is_seen_through_its_symlinks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        configmap_update(dir.path(), 1, &[("p.wasm", b"one")]);
+        let mut w = DirWatcher::start(dir.path(), Duration::from_millis(100)).expect("watch");
+        let p = dir.path().join("p.wasm");
+        configmap_update(dir.path(), 2, &[("p.wasm", b"two")]);
+        assert_eq!(next(&mut w).await, FileChange::Changed(p.clone()));
+        assert_eq!(std::fs::read(&p).expect("read"), b"two");
+        configmap_update(dir.path(), 3, &[("p.wasm", b"two"), ("q.wasm", b"new")]);
+        let mut seen = vec![next(&mut w).await];
+        let more = tokio::time::timeout(Duration::from_millis(700), w.next()).await;
+        seen.extend(more.ok().flatten());
+        assert!(
+            seen.contains(&FileChange::Changed(dir.path().join("q.wasm"))),
+            "{seen:?}"
+        );
+        // A key removed: the kubelet deletes its link.
+        configmap_update(dir.path(), 4, &[("q.wasm", b"new")]);
+        std::fs::remove_file(&p).expect("unlink");
+        let removed = loop {
+            match next(&mut w).await {
+                FileChange::Removed(path) => break path,
+                FileChange::Changed(_) => continue,
+            }
+        };
+        assert_eq!(removed, p);
+    }
+
+    #[tokio::test]
+    async fn a_directory_deleted_and_created_again_is_watched_anew() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let dir = parent.path().join("plugins");
+        std::fs::create_dir(&dir).expect("dir");
+        let mut w = DirWatcher::start(&dir, Duration::from_millis(100)).expect("watch");
+        std::fs::remove_dir(&dir).expect("remove dir");
+        tokio::time::sleep(RECHECK + Duration::from_millis(500)).await;
+        std::fs::create_dir(&dir).expect("dir again");
+        tokio::time::sleep(RECHECK + Duration::from_millis(500)).await;
+        let path = dir.join("p.wasm");
+        std::fs::write(&path, b"bytes").expect("write");
+        assert_eq!(next(&mut w).await, FileChange::Changed(path));
+    }
+
+    #[tokio::test]
+    async fn a_re_pointed_directory_link_reports_what_it_points_at_now() {
+        use std::os::unix::fs::symlink;
+        let parent = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (parent.path().join("a"), parent.path().join("b"));
+        std::fs::create_dir(&a).expect("a");
+        std::fs::create_dir(&b).expect("b");
+        std::fs::write(b.join("p.wasm"), b"in b").expect("write");
+        let link = parent.path().join("plugins");
+        symlink(&a, &link).expect("link");
+        let mut w = DirWatcher::start(&link, Duration::from_millis(100)).expect("watch");
+        std::fs::remove_file(&link).expect("unlink");
+        symlink(&b, &link).expect("re-point");
+        assert_eq!(next(&mut w).await, FileChange::Changed(link.join("p.wasm")));
+        std::fs::write(link.join("q.wasm"), b"new in b").expect("write");
+        assert_eq!(next(&mut w).await, FileChange::Changed(link.join("q.wasm")));
     }
 }
