@@ -14,6 +14,18 @@ use wcm_host::leader::{ConfigError, ElectionConfig};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines as text for people, or one JSON object per line for log pipelines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written (to standard error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `2026-12-03T10:00:00Z  INFO target: message field=value`.
+    Text,
+    /// `{"timestamp":...,"level":"INFO","fields":{"message":...},"target":...}`.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,6 +17,7 @@ pub mod leader;
 pub mod logs;
 pub mod manager;
 pub mod metrics;
+pub mod probes;
 pub mod queue;
 pub mod rate;
 pub mod runtime;

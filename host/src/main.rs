@@ -6,23 +6,21 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, RunArgs};
+use cli::{Cli, Command, LogFormat, RunArgs};
 use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
 use wcm_host::leader::{Campaign, Elector, LeaderGate, Lost};
 use wcm_host::manager::Manager;
 use wcm_host::metrics::Metrics;
+use wcm_host::metrics::rest::CountRequests;
+use wcm_host::probes::Probes;
 use wcm_host::queue::Backoff;
 use wcm_host::status::PluginTable;
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
         match cli.command {
@@ -34,6 +32,19 @@ fn main() -> anyhow::Result<()> {
     // would be dropped anyway, and a stopping host must not hang on it.
     runtime.shutdown_background();
     result
+}
+
+/// Logs to standard error, filtered by `RUST_LOG` (default `info`), as text or JSON.
+fn init_logging(format: LogFormat) {
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
 }
 
 /// Why `run` ended.
@@ -48,40 +59,50 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
     let identity = identity();
     let (config, in_cluster) = kube_config(&identity).await?;
-    let client = kube::Client::try_from(config.clone())?;
+    let metrics = Arc::new(Metrics::new());
+    let client = counted_client(config.clone(), &metrics)?;
     let election = args
         .election
         .config(&identity, in_cluster)
         .context("invalid leader election settings")?;
-    let metrics = Arc::new(Metrics::new());
     let table = PluginTable::default();
+    let probes = Probes::default();
     let _server = match args.metrics_bind_address.0 {
-        Some(addr) => Some(wcm_host::server::serve(addr, metrics.clone(), table.clone()).await?),
+        Some(addr) => Some(
+            wcm_host::server::serve(addr, metrics.clone(), table.clone(), probes.clone()).await?,
+        ),
         None => None,
     };
+    let lease_duration = election.as_ref().map(|e| e.lease_duration);
     let mut campaign = election.map(|election| {
         tracing::info!(identity, lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
             lease_duration = ?election.lease_duration, renew_deadline = ?election.renew_deadline,
             retry_period = ?election.retry_period, "leader election on; campaigning");
         // The election builds its own client on its own thread: plugin traffic on
         // the shared client cannot queue ahead of a renewal.
-        let (config, lease) = (config.clone(), election.clone());
+        let (config, lease, counted) = (config.clone(), election.clone(), metrics.clone());
         let elector = move || {
-            let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+            let client = counted_client(config, &counted).map_err(|e| e.to_string())?;
             Ok(Elector::new(client, lease))
         };
         Campaign::start(elector, election, metrics.clone())
     });
+    if let (Some(campaign), Some(lease)) = (&campaign, lease_duration) {
+        probes.watch_renewals(
+            campaign.last_renewal.clone(),
+            campaign.leading.clone(),
+            lease,
+        );
+    }
     let gate = match &campaign {
         Some(campaign) => LeaderGate::following(campaign.leading.clone()),
         None => {
             tracing::info!(identity, "leader election off; this replica reconciles");
-            metrics.leader_election_leading.set(1);
             LeaderGate::always_open()
         }
     };
     let settings = manager_config(args, &identity)?;
-    let manager = Manager::start(settings, client, metrics, table, gate).await?;
+    let manager = Manager::start(settings, client, metrics, table, gate, probes).await?;
     tracing::info!(
         loading = manager.loading(),
         "manager started; loading plugins and watching the plugins directory"
@@ -146,6 +167,19 @@ async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
         http::HeaderValue::from_str(&agent).context("identity is not a valid header value")?,
     ));
     Ok((config, in_cluster))
+}
+
+/// A client whose requests are counted in `rest_client_requests_total`, as client-go's.
+fn counted_client(config: kube::Config, metrics: &Metrics) -> anyhow::Result<kube::Client> {
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let layer = CountRequests::new(metrics.standard.rest_requests.clone(), &host);
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .build())
 }
 
 fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig> {

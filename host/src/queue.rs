@@ -24,10 +24,10 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::metrics::QueueMetrics;
 use crate::rate::TokenBucket;
 use delayed::DelayedKeys;
 
@@ -89,8 +89,8 @@ struct Inner<K> {
     /// `Inner` so the sleeping task holds the queue only weakly.
     timer: Arc<Notify>,
     backoff: Backoff,
-    /// Keys waiting, ready or delayed, published on every change.
-    depth: Option<Gauge>,
+    /// client-go's work-queue series (depth, adds, retries, durations), if kept.
+    metrics: Option<QueueMetrics>,
 }
 
 impl<K> Drop for Inner<K> {
@@ -114,6 +114,10 @@ struct State<K> {
     delayed: DelayedKeys<K>,
     /// Whether the timer task has been started.
     timer_running: bool,
+    /// When each pending key was first added since it was last taken.
+    added: HashMap<K, Instant>,
+    /// When each key being processed was taken.
+    started: HashMap<K, Instant>,
     /// Consecutive failures per key, for backoff.
     failures: HashMap<K, u32>,
     /// The overall retry budget.
@@ -127,19 +131,21 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         Self::build(backoff, None)
     }
 
-    /// An empty queue that keeps `depth` at the number of keys waiting, ready or
-    /// delayed.
-    pub fn with_depth_gauge(backoff: Backoff, depth: Gauge) -> Self {
-        Self::build(backoff, Some(depth))
+    /// An empty queue that keeps client-go's work-queue series in `metrics`: depth
+    /// (ready and delayed keys), adds, retries, time queued and time worked.
+    pub fn with_metrics(backoff: Backoff, metrics: QueueMetrics) -> Self {
+        Self::build(backoff, Some(metrics))
     }
 
-    fn build(backoff: Backoff, depth: Option<Gauge>) -> Self {
+    fn build(backoff: Backoff, metrics: Option<QueueMetrics>) -> Self {
         let state = State {
             ready: VecDeque::new(),
             dirty: HashSet::new(),
             processing: HashSet::new(),
             delayed: DelayedKeys::default(),
             timer_running: false,
+            added: HashMap::new(),
+            started: HashMap::new(),
             failures: HashMap::new(),
             bucket: TokenBucket::new(backoff.retry_rate, backoff.retry_burst),
             shutting_down: false,
@@ -151,7 +157,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 closed: Notify::new(),
                 timer: Arc::new(Notify::new()),
                 backoff,
-                depth,
+                metrics,
             }),
         }
     }
@@ -175,6 +181,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     fn add_locked(&self, s: &mut State<K>, key: K) {
         if s.shutting_down || !s.dirty.insert(key.clone()) {
             return;
+        }
+        s.added.insert(key.clone(), Instant::now());
+        if let Some(m) = &self.inner.metrics {
+            m.adds.inc();
         }
         s.delayed.cancel(&key);
         if !s.processing.contains(&key) {
@@ -232,9 +242,31 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn publish_depth(&self, s: &State<K>) {
-        if let Some(depth) = &self.inner.depth {
-            depth.set((s.ready.len() + s.delayed.len()) as i64);
+        if let Some(m) = &self.inner.metrics {
+            m.depth.set((s.ready.len() + s.delayed.len()) as i64);
         }
+    }
+
+    /// Brings `workqueue_unfinished_work_seconds` and
+    /// `workqueue_longest_running_processor_seconds` up to now; called whenever a
+    /// key is taken or done, and by whoever wants them current between those.
+    pub fn refresh_work_gauges(&self) {
+        let s = self.state();
+        self.publish_work(&s);
+    }
+
+    fn publish_work(&self, s: &State<K>) {
+        let Some(m) = &self.inner.metrics else {
+            return;
+        };
+        let now = Instant::now();
+        let ages = s
+            .started
+            .values()
+            .map(|at| now.duration_since(*at).as_secs_f64());
+        let (sum, longest) = ages.fold((0.0, 0.0f64), |(sum, max), age| (sum + age, max.max(age)));
+        m.unfinished.set(sum);
+        m.longest.set(longest);
     }
 
     /// Re-adds a key whose reconcile failed, after the longer of its own backoff and
@@ -249,6 +281,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             let overall = s.bucket.reserve(Instant::now());
             per_key.max(overall)
         };
+        if let Some(m) = &self.inner.metrics {
+            m.retries.inc();
+        }
         self.add_after(key, delay);
         delay
     }
@@ -272,6 +307,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 if let Some(key) = s.ready.pop_front() {
                     s.dirty.remove(&key);
                     s.processing.insert(key.clone());
+                    self.taken(&mut s, &key);
                     if !s.ready.is_empty() {
                         self.inner.ready.notify_one();
                     }
@@ -283,10 +319,26 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
+    /// Records how long `key` waited, and when its work began.
+    fn taken(&self, s: &mut State<K>, key: &K) {
+        let now = Instant::now();
+        let waited = s.added.remove(key).map(|at| now.duration_since(at));
+        s.started.insert(key.clone(), now);
+        if let (Some(m), Some(waited)) = (&self.inner.metrics, waited) {
+            m.queue_duration.observe(waited.as_secs_f64());
+        }
+        self.publish_work(s);
+    }
+
     /// Ends the processing of `key`; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &K) {
         let mut s = self.state();
         s.processing.remove(key);
+        if let (Some(at), Some(m)) = (s.started.remove(key), &self.inner.metrics) {
+            m.work_duration
+                .observe(Instant::now().duration_since(at).as_secs_f64());
+        }
+        self.publish_work(&s);
         if s.dirty.contains(key) {
             s.ready.push_back(key.clone());
             self.publish_depth(&s);
@@ -302,6 +354,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             let mut s = self.state();
             s.shutting_down = true;
             s.delayed.clear();
+            s.added.clear();
         }
         self.inner.timer.notify_one();
         self.inner.ready.notify_waiters();

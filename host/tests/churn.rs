@@ -136,10 +136,13 @@ async fn reconciles_stay_below_events(host: &HostProcess) -> Result<()> {
     let mut ratios = Vec::new();
     for plugin in ["pod-counter", "label-mirror"] {
         let labels = [("plugin", plugin)];
+        let controller = [("controller", plugin)];
         let events = host.metric("wcm_plugin_events_total", &labels).await?;
-        let reconciles = host.metric("wcm_reconcile_total", &labels).await?;
+        let reconciles = host
+            .metric("controller_runtime_reconcile_total", &controller)
+            .await?;
         let busy = host
-            .metric("wcm_reconcile_duration_seconds_sum", &labels)
+            .metric("controller_runtime_reconcile_time_seconds_sum", &controller)
             .await?;
         report.push(format!(
             "{plugin}: {reconciles} reconciles ({busy:.1} s) for {events} events"

@@ -354,8 +354,8 @@ async fn requeue_forever_is_just_busy(host: &HostProcess) -> Result<()> {
     let many = eventually(WAIT, || async {
         let n = host
             .metric(
-                "wcm_reconcile_total",
-                &[("plugin", "misbehaving"), ("result", "success")],
+                "controller_runtime_reconcile_total",
+                &[("controller", "misbehaving"), ("result", "requeue")],
             )
             .await
             .ok()?;

@@ -127,7 +127,11 @@ async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Resu
     let config = short(ns.name(), "overwritten", "leader");
     let (mut campaign, metrics) = start_campaign(ns.client(), config);
     wait_until(&mut campaign.leading, true).await?;
-    assert_eq!(metrics.leader_election_leading.get(), 1);
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"leader_election_master_status{name="overwritten"} 1"#)
+    );
     let api = Api::<Lease>::namespaced(ns.client(), ns.name());
     let mut lease = api.get("overwritten").await?;
     let spec = lease.spec.as_mut().context("no spec")?;
@@ -140,7 +144,7 @@ async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Resu
     assert_eq!(campaign.lost().await, Lost::TakenBy("intruder".into()));
     let exported = metrics.encode();
     assert!(
-        exported.contains("wcm_leader_election_leading 0"),
+        exported.contains(r#"leader_election_master_status{name="overwritten"} 0"#),
         "{exported}"
     );
     assert!(

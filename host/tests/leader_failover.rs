@@ -39,25 +39,19 @@ async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits()
     all_counted_once_by(&reporters, &a.identity)?;
 
     // The standby's caches are warm, yet it neither reconciled nor wrote anything.
-    let reconciles = [("plugin", "pod-counter")];
-    ensure!(a.host.metric("wcm_reconcile_total", &reconciles).await? > 0.0);
-    assert_eq!(
-        b.host.metric("wcm_reconcile_total", &reconciles).await?,
-        0.0
-    );
+    let reconciles = [("controller", "pod-counter")];
+    let total = "controller_runtime_reconcile_total";
+    ensure!(a.host.metric(total, &reconciles).await? > 0.0);
+    assert_eq!(b.host.metric(total, &reconciles).await?, 0.0);
     let pod_cache = b
         .host
         .metric("wcm_informer_objects", &[("kind", "v1/Pod")])
         .await?;
     ensure!(pod_cache >= 10.0, "standby caches {pod_cache} Pods");
-    assert_eq!(
-        a.host.metric("wcm_leader_election_leading", &[]).await?,
-        1.0
-    );
-    assert_eq!(
-        b.host.metric("wcm_leader_election_leading", &[]).await?,
-        0.0
-    );
+    let lease = [("name", scene.ns.name())];
+    let status = "leader_election_master_status";
+    assert_eq!(a.host.metric(status, &lease).await?, 1.0);
+    assert_eq!(b.host.metric(status, &lease).await?, 0.0);
     let seen = [("identity", a.identity.as_str())];
     assert_eq!(
         b.host.metric("wcm_leader_election_holder", &seen).await?,

@@ -20,6 +20,7 @@ use crate::keys::ReconcileKey;
 use crate::kube::discovery::DiscoveryError;
 use crate::kube::informer::InformerRegistry;
 use crate::leader::LeaderGate;
+use crate::metrics::standard::ControllerLabels;
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::PluginCode;
@@ -133,11 +134,7 @@ impl PluginController {
             mut watches,
         } = prepared;
         let name = &registration.name;
-        let labels = PluginLabels {
-            plugin: name.clone(),
-        };
-        let depth = ctx.metrics.queue_depth.get_or_create(&labels).clone();
-        let queue = WorkQueue::with_depth_gauge(ctx.retry, depth);
+        let queue = WorkQueue::with_metrics(ctx.retry, ctx.metrics.standard.queue(name));
         let budget = ctx.budgets.for_plugin(name);
         let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
         let version = version(code, &registration, &watches, &budget, ctx);
@@ -166,9 +163,24 @@ impl PluginController {
         health_of(&version.informers, &version.crashes)
     }
 
+    /// Whether an informer of the running version is still on its first list (and
+    /// not failing: a failing one makes the plugin degraded, not unready).
+    pub fn syncing(&self) -> bool {
+        let version = self.current.borrow();
+        version
+            .informers
+            .iter()
+            .any(|i| !i.is_synced() && i.problem().is_none())
+    }
+
     /// The plugin's budgets.
     pub fn budget(&self) -> &crate::budget::Budget {
         &self.budget.budget
+    }
+
+    /// Brings the series that age by themselves (work in progress) up to now.
+    pub fn refresh_metrics(&self) {
+        self.queue.refresh_work_gauges();
     }
 
     /// How many workers the running version has.
@@ -199,6 +211,15 @@ impl PluginController {
     /// Starts a worker for every index the current version runs that has none.
     fn spawn_workers(&mut self) {
         let wanted = self.current.borrow().concurrency;
+        let controller = ControllerLabels {
+            controller: self.registration.name.clone(),
+        };
+        let standard = &self.ctx.metrics.standard;
+        let max = standard
+            .max_concurrent_reconciles
+            .get_or_create(&controller);
+        max.set(wanted as i64);
+        let active = standard.active_workers.get_or_create(&controller).clone();
         for index in 0..wanted {
             if self.workers.get(index).is_some_and(|w| !w.is_finished()) {
                 continue;
@@ -211,7 +232,7 @@ impl PluginController {
                 index,
                 queue: self.queue.clone(),
                 current: self.current.subscribe(),
-                retries: metrics.queue_retries.get_or_create(&labels).clone(),
+                active: active.clone(),
                 metrics: metrics.clone(),
                 labels,
                 leader: self.ctx.leader.clone(),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 use crate::bindings::Action;
@@ -14,7 +14,7 @@ use crate::keys::ReconcileKey;
 use crate::kube::informer::Informer;
 use crate::leader::LeaderGate;
 use crate::metrics::Limit;
-use crate::metrics::{Metrics, Outcome, PluginLabels};
+use crate::metrics::{Metrics, PluginLabels, ReconcileResult};
 use crate::queue::WorkQueue;
 use crate::runtime::{CallError, PluginCode};
 
@@ -46,8 +46,8 @@ pub struct Worker {
     pub metrics: Arc<Metrics>,
     /// The plugin's metric labels.
     pub labels: PluginLabels,
-    /// The plugin's retry counter.
-    pub retries: Counter,
+    /// `controller_runtime_active_workers` of the plugin.
+    pub active: Gauge,
     /// Open while this replica leads; keys are taken only then.
     pub leader: LeaderGate,
 }
@@ -119,7 +119,10 @@ impl Worker {
     async fn reconcile(&self, version: &Version, key: &ReconcileKey) {
         let plugin = self.labels.plugin.as_str();
         let started = Instant::now();
-        let outcome = match version.code.reconcile(version.access.clone(), key).await {
+        self.active.inc();
+        let called = version.code.reconcile(version.access.clone(), key).await;
+        self.active.dec();
+        let outcome = match called {
             Ok(action) => {
                 version.crashes.succeeded();
                 self.queue.forget(key);
@@ -127,14 +130,17 @@ impl Worker {
                     self.queue.add_after(key.clone(), Duration::from_millis(ms));
                 }
                 tracing::debug!(plugin, key = %key, ?action, "reconciled");
-                Outcome::success
+                match action {
+                    Action::Done => ReconcileResult::success,
+                    Action::RequeueAfter(0) => ReconcileResult::requeue,
+                    Action::RequeueAfter(_) => ReconcileResult::requeue_after,
+                }
             }
             Err(error) => {
-                self.retries.inc();
                 let retry_in = self.queue.add_rate_limited(key.clone());
                 tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
                 self.count_crash(version, &error);
-                Outcome::error
+                ReconcileResult::error
             }
         };
         self.metrics.reconciled(plugin, outcome, started.elapsed());

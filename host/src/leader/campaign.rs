@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::config::{ElectionConfig, JITTER_FACTOR};
 use super::elector::{Attempt, Elector};
 use crate::metrics::Metrics;
+use crate::probes::LastRenewal;
 
 /// Why a leader stopped leading.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +40,8 @@ pub enum Lost {
 pub struct Campaign {
     /// Whether this replica leads right now.
     pub leading: watch::Receiver<bool>,
+    /// When this replica last acquired or renewed the Lease (for `/healthz`).
+    pub last_renewal: LastRenewal,
     stop: Option<oneshot::Sender<()>>,
     /// How the campaign ended; `None` once taken.
     ended: Option<oneshot::Receiver<Result<(), Lost>>>,
@@ -56,9 +59,12 @@ impl Campaign {
         let (leading_tx, leading) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
         let (ended_tx, ended) = oneshot::channel();
+        let last_renewal = LastRenewal::default();
+        metrics.set_leading(&config.lease_name, false);
         let observer = Observer {
             metrics,
             holder: None,
+            last_renewal: last_renewal.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("leader-election".into())
@@ -80,6 +86,7 @@ impl Campaign {
         }
         Campaign {
             leading,
+            last_renewal,
             stop: Some(stop),
             ended: Some(ended),
         }
@@ -121,15 +128,16 @@ async fn run(
         sent = acquire(&mut elector, &config, &mut observer) => sent,
         _ = &mut stopped => return Ok(()),
     };
+    // The metric first: whoever sees the state change also sees it counted.
+    observer.metrics.set_leading(&config.lease_name, true);
     leading.send_replace(true);
-    observer.metrics.leader_election_leading.set(1);
     tracing::info!(identity = elector.identity(), lease = %config.lease_name, "became leader");
     let outcome = tokio::select! {
         lost = renew(&mut elector, &config, &mut observer, acquired) => Err(lost),
         _ = &mut stopped => Ok(()),
     };
+    observer.metrics.set_leading(&config.lease_name, false);
     leading.send_replace(false);
-    observer.metrics.leader_election_leading.set(0);
     match &outcome {
         Err(lost) => tracing::error!(identity = elector.identity(), %lost, "leadership lost"),
         Ok(()) => match elector.release().await {
@@ -144,9 +152,16 @@ async fn run(
 struct Observer {
     metrics: Arc<Metrics>,
     holder: Option<String>,
+    last_renewal: LastRenewal,
 }
 
 impl Observer {
+    /// Notes a successful acquire or renewal.
+    fn renewed(&self) {
+        let mut last = self.last_renewal.lock().unwrap_or_else(|p| p.into_inner());
+        *last = Some(std::time::Instant::now());
+    }
+
     fn saw(&mut self, elector: &Elector) {
         let Some(record) = elector.observed() else {
             return;
@@ -182,7 +197,10 @@ async fn acquire(
         let attempt = elector.try_acquire_or_renew().await;
         observer.saw(elector);
         match attempt {
-            Ok(Attempt::Leading) => return sent,
+            Ok(Attempt::Leading) => {
+                observer.renewed();
+                return sent;
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot reach the lease; retrying"),
         }
@@ -209,7 +227,10 @@ async fn renew(
         let attempt = tokio::time::timeout_at(deadline, elector.try_acquire_or_renew()).await;
         observer.saw(elector);
         match attempt {
-            Ok(Ok(Attempt::Leading)) => renewed = sent,
+            Ok(Ok(Attempt::Leading)) => {
+                observer.renewed();
+                renewed = sent;
+            }
             Ok(Ok(Attempt::Following { holder })) => return Lost::TakenBy(holder),
             Ok(Ok(Attempt::LostRace)) | Ok(Err(_)) if Instant::now() < deadline => {}
             _ => return Lost::RenewDeadline(config.renew_deadline),

@@ -12,6 +12,7 @@ impl Manager {
     /// another API error) only update the table.
     pub(super) fn refresh_health(&mut self) {
         for (file, running) in &mut self.running {
+            running.controller.refresh_metrics();
             let health = running.controller.health();
             if health == running.health {
                 continue;
@@ -33,6 +34,25 @@ impl Manager {
             }
             self.table.set_health(file, state, reason);
             running.health = health;
+        }
+        self.probes.set_ready(self.readiness());
+    }
+
+    /// Ready once the first scan's files are loaded (or failed) and every informer a
+    /// running plugin needs has listed, unless it fails (that plugin is `degraded`).
+    fn readiness(&self) -> Result<(), String> {
+        if let Some(left) = self.first_scan.filter(|n| *n > 0) {
+            return Err(format!("loading {left} plugin file(s) found at start"));
+        }
+        let waiting: Vec<&str> = self
+            .running
+            .values()
+            .filter(|r| r.controller.syncing())
+            .map(|r| r.controller.registration().name.as_str())
+            .collect();
+        match waiting.is_empty() {
+            true => Ok(()),
+            false => Err(format!("informers of {} still listing", waiting.join(", "))),
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::controller::{ControllerContext, Health, PluginController, StartError}
 use crate::kube::informer::InformerRegistry;
 use crate::leader::LeaderGate;
 use crate::metrics::Metrics;
+use crate::probes::Probes;
 use crate::runtime::{LoadError, Runtime};
 use crate::status::PluginTable;
 use crate::watcher::{DirWatcher, FileChange, WatchError, is_plugin_file};
@@ -102,6 +103,8 @@ pub struct Manager {
     /// Files of the first scan still loading, until none is; if then nothing runs,
     /// the log says so once.
     first_scan: Option<usize>,
+    /// What `/readyz` answers, kept current by the health tick.
+    probes: Probes,
 }
 
 impl Manager {
@@ -115,6 +118,7 @@ impl Manager {
         metrics: Arc<Metrics>,
         table: PluginTable,
         leader: LeaderGate,
+        probes: Probes,
     ) -> Result<Manager, ManagerError> {
         let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
             .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
@@ -145,6 +149,7 @@ impl Manager {
             retrying: HashSet::new(),
             stopping: JoinSet::new(),
             first_scan: Some(files.len()),
+            probes,
             config,
         };
         for path in files {

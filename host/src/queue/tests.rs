@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus_client::metrics::gauge::Gauge;
+use crate::metrics::QueueMetrics;
 
 use super::*;
 
@@ -205,8 +205,9 @@ async fn a_pending_delayed_add_does_not_keep_a_dropped_queue_alive() {
 
 #[tokio::test(start_paused = true)]
 async fn a_key_requeued_many_times_waits_once_at_its_earliest_deadline() {
-    let depth = Gauge::default();
-    let q = WorkQueue::with_depth_gauge(Backoff::default(), depth.clone());
+    let metrics = QueueMetrics::detached();
+    let depth = metrics.depth.clone();
+    let q = WorkQueue::with_metrics(Backoff::default(), metrics);
     for _ in 0..1000 {
         q.add_after("busy".to_string(), Duration::from_secs(3600));
     }
@@ -253,11 +254,46 @@ async fn a_delay_beyond_the_clock_is_accepted_and_never_fires_soon() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_drops_delayed_keys() {
-    let depth = Gauge::default();
-    let q = WorkQueue::with_depth_gauge(Backoff::default(), depth.clone());
+    let q = WorkQueue::with_metrics(Backoff::default(), QueueMetrics::detached());
     q.add_after("a".to_string(), Duration::from_secs(1));
     q.shut_down();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(q.next().await, None);
     assert_eq!(q.delayed(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_queue_keeps_client_gos_series() {
+    let m = QueueMetrics::detached();
+    let q = WorkQueue::with_metrics(Backoff::default(), m.clone());
+    q.add("a".to_string());
+    q.add("a".to_string());
+    q.add("b".to_string());
+    assert_eq!(m.adds.get(), 2, "a repeat of a pending key is not an add");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let a = q.next().await.expect("a");
+    tokio::time::advance(Duration::from_secs(3)).await;
+    q.refresh_work_gauges();
+    assert_eq!(m.longest.get(), 3.0);
+    assert_eq!(m.unfinished.get(), 3.0);
+    q.done(&a);
+    assert_eq!(m.longest.get(), 0.0);
+    q.add_rate_limited("b".to_string());
+    assert_eq!(m.retries.get(), 1);
+    let text = {
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("queue", "q", m.queue_duration.clone());
+        registry.register("work", "w", m.work_duration.clone());
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+        out
+    };
+    assert!(
+        text.contains("queue_count 1") && text.contains("queue_sum 2.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("work_count 1") && text.contains("work_sum 3.0"),
+        "{text}"
+    );
 }

@@ -132,6 +132,13 @@ impl HostProcess {
         let line = self
             .wait_for_log(&["serving /metrics"], Duration::from_secs(30))
             .await?;
+        // A text line (`address=...`) or, with `--log-format json`, a JSON object.
+        if let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) {
+            let addr = json["address"]
+                .as_str()
+                .context("no address in the JSON line")?;
+            return Ok(addr.to_string());
+        }
         let addr = line
             .split_whitespace()
             .find_map(|w| w.strip_prefix("address="))
@@ -269,6 +276,15 @@ pub fn resources(pid: u32) -> Result<Resources> {
 
 /// A plain HTTP/1.0 GET (the host's endpoint serves it); returns the body.
 pub async fn http_get(addr: &str, path: &str) -> Result<String> {
+    let (code, body) = http_status(addr, path).await?;
+    if code != 200 {
+        bail!("GET {path}: HTTP {code}: {body}");
+    }
+    Ok(body)
+}
+
+/// A plain HTTP/1.0 GET; returns the status code and the body, whatever the code.
+pub async fn http_status(addr: &str, path: &str) -> Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
@@ -278,10 +294,8 @@ pub async fn http_get(addr: &str, path: &str) -> Result<String> {
     let (head, body) = response
         .split_once("\r\n\r\n")
         .context("malformed HTTP response")?;
-    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        bail!("GET {path}: {head}");
-    }
-    Ok(body.to_string())
+    let code = head.split_whitespace().nth(1).context("no status code")?;
+    Ok((code.parse()?, body.to_string()))
 }
 
 /// Polls `probe` every 200 ms until it returns `Some`, or `timeout` passes.

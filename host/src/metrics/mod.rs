@@ -1,8 +1,15 @@
 //! Prometheus metrics of the host: reconciles, queues and informers, per plugin.
 //!
-//! Names follow controller-runtime and client-go where a counterpart exists
-//! (`controller_runtime_reconcile_total`, `workqueue_depth`, ...), prefixed `wcm_`, so
-//! existing dashboards translate. Scraped from `/metrics` (see [`crate::server`]).
+//! Where controller-runtime or client-go has the series, it is exported under their
+//! name and labels ([`standard`]: `controller_runtime_reconcile_total{controller}`,
+//! `workqueue_depth{name}`, `rest_client_requests_total`, ...), so dashboards written
+//! for Go controllers work unchanged; what only this host has carries the `wcm_`
+//! prefix. Scraped from `/metrics` (see [`crate::server`]).
+
+pub mod rest;
+pub mod standard;
+
+pub use standard::{QueueMetrics, ReconcileResult, Standard};
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -11,7 +18,6 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// Labels of per-plugin series.
@@ -19,25 +25,6 @@ use prometheus_client::registry::Registry;
 pub struct PluginLabels {
     /// The plugin's registered name.
     pub plugin: String,
-}
-
-/// How a reconcile ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum Outcome {
-    /// `done` or `requeue-after`.
-    success,
-    /// Trap, timeout, memory limit or an error returned by the plugin.
-    error,
-}
-
-/// Labels of the reconcile counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReconcileLabels {
-    /// The plugin's registered name.
-    pub plugin: String,
-    /// How the reconcile ended.
-    pub result: Outcome,
 }
 
 /// A per-plugin limit that refused, dropped, cut, delayed or stopped something.
@@ -119,24 +106,16 @@ pub struct LeaderLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// Reconciles by plugin and outcome.
-    pub reconciles: Family<ReconcileLabels, Counter>,
-    /// Reconcile wall time by plugin, host calls included.
-    pub reconcile_seconds: Family<PluginLabels, Histogram>,
+    /// controller-runtime's and client-go's series.
+    pub standard: Standard,
     /// Informer changes delivered to a plugin's key mappings (before de-duplication).
     pub plugin_events: Family<PluginLabels, Counter>,
-    /// Keys waiting in a plugin's queue (ready or delayed).
-    pub queue_depth: Family<PluginLabels, Gauge>,
-    /// Failed keys put back with backoff.
-    pub queue_retries: Family<PluginLabels, Counter>,
     /// Watch events (list items included) an informer received.
     pub informer_events: Family<InformerLabels, Counter>,
     /// Full lists an informer completed: 1 at start, one more per relist.
     pub informer_lists: Family<InformerLabels, Counter>,
     /// Objects an informer's cache holds.
     pub informer_objects: Family<InformerLabels, Gauge>,
-    /// 1 while this replica leads (client-go's `leader_election_master_status`).
-    pub leader_election_leading: Gauge,
     /// One series, value 1, naming the Lease holder this replica last saw.
     pub leader_election_holder: Family<LeaderLabels, Gauge>,
     /// The Lease's `leaseTransitions` as this replica last saw it.
@@ -163,37 +142,11 @@ impl Metrics {
     /// A fresh set of metrics, all registered under the `wcm` prefix.
     pub fn new() -> Metrics {
         let mut root = Registry::default();
+        let standard = Standard::register(&mut root);
         let registry = root.sub_registry_with_prefix("wcm");
-        let reconciles = Family::default();
-        registry.register(
-            "reconcile",
-            "Reconciles by plugin and result",
-            reconciles.clone(),
-        );
-        let reconcile_seconds = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
-        });
-        let help = "Reconcile wall time, host calls included";
-        registry.register(
-            "reconcile_duration_seconds",
-            help,
-            reconcile_seconds.clone(),
-        );
         let plugin_events = Family::default();
         let help = "Informer changes delivered to a plugin's key mappings, before de-duplication";
         registry.register("plugin_events", help, plugin_events.clone());
-        let queue_depth = Family::default();
-        registry.register(
-            "workqueue_depth",
-            "Keys waiting in a plugin's queue",
-            queue_depth.clone(),
-        );
-        let queue_retries = Family::default();
-        registry.register(
-            "workqueue_retries",
-            "Failed keys queued again with backoff",
-            queue_retries.clone(),
-        );
         let informer_events = Family::default();
         registry.register(
             "informer_events",
@@ -211,13 +164,6 @@ impl Metrics {
             "informer_objects",
             "Objects held in an informer's cache",
             informer_objects.clone(),
-        );
-        let leader_election_leading = Gauge::default();
-        let help = "1 while this replica holds the leader Lease, else 0";
-        registry.register(
-            "leader_election_leading",
-            help,
-            leader_election_leading.clone(),
         );
         let leader_election_holder = Family::default();
         let help = "The leader Lease's holder as this replica last saw it (value 1)";
@@ -259,31 +205,44 @@ impl Metrics {
             limit_hits,
             plugin_state,
             plugin_consecutive_failures,
-            leader_election_leading,
             leader_election_holder,
             leader_election_transitions,
-            reconciles,
-            reconcile_seconds,
+            standard,
             plugin_events,
-            queue_depth,
-            queue_retries,
             informer_events,
             informer_lists,
             informer_objects,
         }
     }
 
-    /// Counts one finished reconcile of `plugin`.
-    pub fn reconciled(&self, plugin: &str, result: Outcome, took: Duration) {
-        let plugin = plugin.to_string();
-        self.reconcile_seconds
-            .get_or_create(&PluginLabels {
-                plugin: plugin.clone(),
-            })
+    /// Counts one finished reconcile of `plugin` (controller-runtime's series).
+    pub fn reconciled(&self, plugin: &str, result: ReconcileResult, took: Duration) {
+        let controller = standard::ControllerLabels {
+            controller: plugin.to_string(),
+        };
+        let s = &self.standard;
+        s.reconcile_time
+            .get_or_create(&controller)
             .observe(took.as_secs_f64());
-        self.reconciles
-            .get_or_create(&ReconcileLabels { plugin, result })
-            .inc();
+        if result == ReconcileResult::error {
+            s.reconcile_errors.get_or_create(&controller).inc();
+        }
+        let labels = standard::ResultLabels {
+            controller: plugin.to_string(),
+            result,
+        };
+        s.reconcile_total.get_or_create(&labels).inc();
+    }
+
+    /// Sets `leader_election_master_status{name=lease}`.
+    pub fn set_leading(&self, lease: &str, leading: bool) {
+        let labels = standard::LeaseLabels {
+            name: lease.to_string(),
+        };
+        self.standard
+            .leader_status
+            .get_or_create(&labels)
+            .set(i64::from(leading));
     }
 
     /// The counter of `limit` for `plugin`.
@@ -315,10 +274,8 @@ impl Metrics {
         let labels = PluginLabels {
             plugin: plugin.to_string(),
         };
-        self.reconcile_seconds.remove(&labels);
+        self.standard.forget(plugin);
         self.plugin_events.remove(&labels);
-        self.queue_depth.remove(&labels);
-        self.queue_retries.remove(&labels);
         self.plugin_api_requests.remove(&labels);
         self.plugin_api_wait.remove(&labels);
         self.plugin_consecutive_failures.remove(&labels);
@@ -332,12 +289,6 @@ impl Metrics {
             self.plugin_state.remove(&StateLabels {
                 plugin: plugin.to_string(),
                 state: state.to_string(),
-            });
-        }
-        for result in [Outcome::success, Outcome::error] {
-            self.reconciles.remove(&ReconcileLabels {
-                plugin: plugin.to_string(),
-                result,
             });
         }
     }
@@ -368,30 +319,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reconciles_are_counted_per_plugin_and_result() {
+    fn reconciles_are_counted_under_controller_runtimes_names() {
         let m = Metrics::new();
-        m.reconciled("pod-counter", Outcome::success, Duration::from_millis(3));
-        m.reconciled("pod-counter", Outcome::success, Duration::from_millis(3));
-        m.reconciled("pod-counter", Outcome::error, Duration::from_millis(3));
+        let ms = Duration::from_millis(3);
+        m.reconciled("pod-counter", ReconcileResult::success, ms);
+        m.reconciled("pod-counter", ReconcileResult::requeue_after, ms);
+        m.reconciled("pod-counter", ReconcileResult::error, ms);
+        m.set_leading("wasm-controller-manager", true);
         let text = m.encode();
-        assert!(
-            text.contains(r#"wcm_reconcile_total{plugin="pod-counter",result="success"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"wcm_reconcile_total{plugin="pod-counter",result="error"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains("wcm_reconcile_duration_seconds_count"),
-            "{text}"
-        );
+        for series in [
+            r#"controller_runtime_reconcile_total{controller="pod-counter",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="pod-counter",result="requeue_after"} 1"#,
+            r#"controller_runtime_reconcile_errors_total{controller="pod-counter"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="pod-counter"} 3"#,
+            r#"leader_election_master_status{name="wasm-controller-manager"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
     }
 
     #[test]
     fn an_unloaded_plugin_leaves_no_series() {
         let m = Metrics::new();
-        m.reconciled("gone", Outcome::success, Duration::ZERO);
+        m.reconciled("gone", ReconcileResult::success, Duration::ZERO);
+        let _queue = m.standard.queue("gone");
         m.plugin_events
             .get_or_create(&PluginLabels {
                 plugin: "gone".into(),
