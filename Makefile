@@ -6,7 +6,7 @@ CARGO ?= cargo
 PLUGIN_PACKAGES = $(foreach d,$(wildcard plugins/*/Cargo.toml host/tests/plugins/*/Cargo.toml),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(d) | head -n1))
 TEST_CLUSTER_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/wasm-controller-manager/test-cluster
 
-.PHONY: setup build plugins run test lint cluster-up cluster-down bench measure-failover image
+.PHONY: setup build plugins run test lint cluster-up cluster-down bench measure-failover image deploy
 
 ## setup: install the Rust target and Debian tools (containerd, runc, CNI), build the pinned control plane (cached)
 setup:
@@ -50,6 +50,10 @@ measure-failover: setup plugins
 ## image: the host's image (release build), without a container engine; imported into the local node if it runs
 image: setup
 	scripts/image.sh --profile release
+
+## deploy: the host with the example plugins in the current cluster (the local one if none is configured)
+deploy: setup plugins
+	scripts/deploy.sh
 
 ## cluster-up: start etcd, kube-apiserver, kube-controller-manager and the node; prints `export KUBECONFIG=...`
 cluster-up:

@@ -15,15 +15,19 @@ start_etcd() {
     --unsafe-no-fsync --quota-backend-bytes=4294967296 --log-level=warn
 }
 
-# RBAC is on (and the Node authorizer, for the local node's kubelet); the ServiceAccount admission plugin is off because no controller creates
-# the per-namespace "default" ServiceAccount that Pods would otherwise need. Every
-# write is audited (user agent, verb, object, timestamps) to $STATE_DIR/audit/audit.log.
+# It listens on every interface (Pods on the node reach it through the bridge; every
+# request must carry a client certificate or token: anonymous access is off). RBAC is
+# on, and the Node authorizer for the local node's kubelet. The ServiceAccount
+# admission plugin is off because no controller creates the per-namespace "default"
+# ServiceAccount that Pods would otherwise need (a Pod that wants a token names its
+# ServiceAccount and mounts a projected token itself). Every write is audited (user agent, verb, object, timestamps) to $STATE_DIR/audit/audit.log.
 start_apiserver() {
   local port="$1" etcd_port="$2" d="$STATE_DIR/pki"
   mkdir -p "$STATE_DIR/audit"
   spawn kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
+    --bind-address=0.0.0.0 --advertise-address=127.0.0.1 --secure-port="$port" \
+    --anonymous-auth=false \
     --cert-dir="$STATE_DIR/apiserver-certs" \
     --tls-cert-file="$d/apiserver.crt" --tls-private-key-file="$d/apiserver.key" \
     --client-ca-file="$d/ca.crt" --authorization-mode=Node,RBAC \
@@ -40,14 +44,16 @@ start_apiserver() {
 
 # The garbage collector (owner references cascade), the Deployment and ReplicaSet
 # controllers (Deployments get ReplicaSets, Pods and a real status), the namespace
-# controller (deleted namespaces are emptied and go away) and the node lifecycle
-# controller (a Ready node loses its not-ready taint; a silent one gets it back). Pods run on the local node
+# controller (deleted namespaces are emptied and go away), the node lifecycle
+# controller (a Ready node loses its not-ready taint; a silent one gets it back) and
+# the root CA publisher (the kube-root-ca.crt ConfigMap in-cluster clients trust). Pods run on the local node
 # when it is there (node.sh). It talks to the apiserver as the admin identity and
 # serves nothing itself.
 start_controller_manager() {
   spawn kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
     --kubeconfig="$STATE_DIR/admin.kubeconfig" \
-    --controllers=garbagecollector,deployment,replicaset,namespace,nodelifecycle \
+    --controllers=garbagecollector,deployment,replicaset,namespace,nodelifecycle,root-ca-cert-publisher \
+    --root-ca-file="$STATE_DIR/pki/ca.crt" \
     --leader-elect=false --use-service-account-credentials=false --secure-port=0 \
     --concurrent-gc-syncs=5 --v="${WCM_CONTROLLER_MANAGER_VERBOSITY:-1}"
 }

@@ -17,6 +17,8 @@ NODE_READY_TIMEOUT_SECS="${WCM_NODE_READY_TIMEOUT:-90}"
 node_id() { printf '%s' "$STATE_DIR" | sha256sum | cut -c1-6; }
 node_bridge() { echo "wcm$(node_id)"; }
 node_subnet() { echo "10.88.$(( 0x$(node_id | cut -c1-2) % 250 + 1 )).0/24"; }
+# The bridge's own address: how Pods reach the host, and so the API server.
+node_gateway() { local subnet; subnet="$(node_subnet)"; echo "${subnet%.0/24}.1"; }
 ctr_k8s() { ctr -a "$CONTAINERD_SOCK" -n k8s.io "$@"; }
 
 # Why this machine cannot run the node, or nothing if it can.
@@ -96,6 +98,8 @@ resolvConf: ""
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# ConfigMap and Secret volume updates reach Pods within this (1 min by default).
+syncFrequency: 10s
 YAML
 }
 

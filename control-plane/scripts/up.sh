@@ -17,14 +17,15 @@ for s in held: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
-# Certificates: one CA signs the apiserver's serving cert and both client identities.
+# Certificates: one CA signs the apiserver's serving cert and the client identities.
+# The serving cert also names the node bridge's address, where Pods reach the apiserver.
 make_certs() {
   local d="$STATE_DIR/pki"
   mkdir -p "$d"
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=wcm-local-ca" \
     -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
   issue_cert "$d" apiserver "/CN=kube-apiserver" \
-    "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1"
+    "subjectAltName=IP:127.0.0.1,IP:$(node_gateway),DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1"
   issue_cert "$d" admin "/O=system:masters/CN=wcm-admin" ""
   issue_cert "$d" restricted "/CN=wcm-restricted" ""
   openssl genrsa -out "$d/sa.key" 2048 2>/dev/null

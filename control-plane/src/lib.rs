@@ -44,6 +44,9 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
+/// The pinned Kubernetes version (`scripts/versions.env`).
+pub const KUBERNETES_VERSION: &str = "v1.35.4";
+
 /// The local node's name (a control-plane node: labelled and tainted as such).
 pub const NODE_NAME: &str = "wcm-control-plane";
 
@@ -108,6 +111,18 @@ impl ControlPlane {
         }
     }
 
+    /// The pinned kubectl, built by `build.sh` into the cache.
+    pub fn kubectl() -> PathBuf {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_default();
+        cache
+            .join("wasm-controller-manager/control-plane")
+            .join(format!("kubernetes-{KUBERNETES_VERSION}"))
+            .join("kubectl")
+    }
+
     /// The control plane `up.sh` started in `state_dir` (`WCM_CLUSTER_DIR`).
     pub fn in_state_dir(state_dir: &Path) -> ControlPlane {
         Self::at(&state_dir.join("admin.kubeconfig"))
@@ -168,4 +183,17 @@ async fn client_from(path: &Path) -> Result<Client, Error> {
         .await
         .map_err(|e| wrap(e.into()))?;
     Client::try_from(config).map_err(|e| wrap(e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_kubernetes_version_is_the_one_the_scripts_pin() {
+        let pinned = include_str!("../scripts/versions.env");
+        let line = format!("KUBERNETES_VERSION={}", super::KUBERNETES_VERSION);
+        assert!(
+            pinned.lines().any(|l| l == line),
+            "{line} not in versions.env"
+        );
+    }
 }
