@@ -179,6 +179,16 @@ impl PluginBudget {
         wait
     }
 
+    /// Counts one call the plugin made to the host.
+    pub fn host_call(&self, function: &str, result: crate::metrics::HostCallResult) {
+        let labels = crate::metrics::HostCallLabels {
+            plugin: self.plugin.clone(),
+            function: function.to_string(),
+            result,
+        };
+        self.metrics.host_calls.get_or_create(&labels).inc();
+    }
+
     /// Counts one time a limit refused, dropped, cut or delayed something.
     pub fn hit(&self, limit: crate::metrics::Limit) {
         self.metrics.limit_hit_counter(&self.plugin, limit).inc();

@@ -211,6 +211,16 @@ async fn failures_name_the_plugin_the_key_and_the_cause(
     })
     .await;
     ensure!(retried.is_some(), "the trapping key was not retried");
+    for cause in ["trap", "timeout", "memory", "handles", "guest_error"] {
+        let labels = [("plugin", "misbehaving"), ("cause", cause)];
+        let n = host
+            .metric("wcm_plugin_call_failures_total", &labels)
+            .await?;
+        ensure!(
+            n >= 1.0,
+            "no {cause} counted in wcm_plugin_call_failures_total"
+        );
+    }
     Ok(())
 }
 

@@ -62,6 +62,8 @@ async fn readiness_follows_the_first_loads_and_json_logs_are_json() -> Result<()
         r#"controller_runtime_max_concurrent_reconciles{controller="pod-counter"}"#,
         r#"controller_runtime_active_workers{controller="pod-counter"}"#,
         r#"rest_client_requests_total{code="200",method="GET""#,
+        r#"wcm_host_calls_total{plugin="pod-counter",function="list",result="ok"}"#,
+        r#"wcm_plugin_load_seconds_count{step="compile"} 2"#,
     ] {
         ensure!(metrics.contains(series), "{series} missing");
     }

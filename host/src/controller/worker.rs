@@ -13,7 +13,7 @@ use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 use crate::kube::informer::Informer;
 use crate::leader::LeaderGate;
-use crate::metrics::Limit;
+use crate::metrics::{FailureCause, Limit};
 use crate::metrics::{Metrics, PluginLabels, ReconcileResult};
 use crate::queue::WorkQueue;
 use crate::runtime::{CallError, PluginCode};
@@ -149,6 +149,15 @@ impl Worker {
     /// Counts a trap, timeout or memory overrun towards crash-looping and its limit;
     /// an error the plugin returned is an ordinary failure.
     fn count_crash(&self, version: &Version, error: &CallError) {
+        let cause = match error {
+            CallError::Guest(_) => FailureCause::guest_error,
+            CallError::Timeout(_) => FailureCause::timeout,
+            CallError::MemoryLimit(_) => FailureCause::memory,
+            CallError::HandleLimit(_) => FailureCause::handles,
+            CallError::Trap(_) => FailureCause::trap,
+            CallError::Instantiate(_) => FailureCause::instantiate,
+        };
+        self.metrics.call_failed(&self.labels.plugin, cause);
         let limit = match error {
             CallError::Guest(_) => return,
             CallError::Timeout(_) => Some(Limit::timeout),

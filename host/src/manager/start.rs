@@ -5,6 +5,7 @@
 use super::load::{LoadOutcome, Pending, Ready};
 use super::{Manager, PluginError, Running, short};
 use crate::controller::{Health, PluginController};
+use crate::metrics::LoadStepLabels;
 use crate::runtime::Loaded;
 use crate::status::{Limits, PluginStatus};
 
@@ -68,6 +69,19 @@ impl Manager {
                 })
             }
         };
+        let steps = [
+            ("read", loaded.read),
+            ("compile", loaded.compile),
+            ("link", loaded.link),
+            ("register", register),
+        ];
+        for (step, took) in steps {
+            let labels = LoadStepLabels {
+                step: step.to_string(),
+            };
+            let histogram = self.ctx.metrics.load_seconds.get_or_create(&labels);
+            histogram.observe(took.as_secs_f64());
+        }
         let origin = format!("{:?}", loaded.origin).to_lowercase();
         let what = match (previous.is_some(), self.retrying.remove(file)) {
             (true, _) => "plugin upgraded",

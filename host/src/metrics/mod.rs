@@ -18,6 +18,7 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// Labels of per-plugin series.
@@ -63,6 +64,121 @@ impl Limit {
     ];
 }
 
+/// How a host call ended, as the plugin saw it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case on the wire
+pub enum HostCallResult {
+    /// It succeeded.
+    ok,
+    /// `not-found`.
+    not_found,
+    /// `forbidden`.
+    forbidden,
+    /// `conflict`.
+    conflict,
+    /// `invalid`.
+    invalid,
+    /// `unavailable`.
+    unavailable,
+    /// `other`.
+    other,
+}
+
+impl HostCallResult {
+    /// Every result, for removing a plugin's series.
+    pub const ALL: [HostCallResult; 7] = [
+        HostCallResult::ok,
+        HostCallResult::not_found,
+        HostCallResult::forbidden,
+        HostCallResult::conflict,
+        HostCallResult::invalid,
+        HostCallResult::unavailable,
+        HostCallResult::other,
+    ];
+
+    /// The result of a call's outcome.
+    pub fn of<T>(result: &Result<T, crate::bindings::WitError>) -> HostCallResult {
+        use crate::bindings::WitError as E;
+        match result {
+            Ok(_) => HostCallResult::ok,
+            Err(E::NotFound(_)) => HostCallResult::not_found,
+            Err(E::Forbidden(_)) => HostCallResult::forbidden,
+            Err(E::Conflict(_)) => HostCallResult::conflict,
+            Err(E::Invalid(_)) => HostCallResult::invalid,
+            Err(E::Unavailable(_)) => HostCallResult::unavailable,
+            Err(E::Other(_)) => HostCallResult::other,
+        }
+    }
+}
+
+/// Labels of the host-call counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HostCallLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// The WIT function: `get`, `list`, `patch-labels`, ...
+    pub function: String,
+    /// How it ended.
+    pub result: HostCallResult,
+}
+
+/// Why a call into a plugin failed.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case on the wire
+pub enum FailureCause {
+    /// A trap: panic, `unreachable`, out-of-bounds access, stack exhaustion.
+    trap,
+    /// Past its deadline.
+    timeout,
+    /// Past its memory limit.
+    memory,
+    /// Past its bound on host handles or table elements.
+    handles,
+    /// The instance could not be created.
+    instantiate,
+    /// The plugin returned an error.
+    guest_error,
+}
+
+impl FailureCause {
+    /// Every cause, for removing a plugin's series.
+    pub const ALL: [FailureCause; 6] = [
+        FailureCause::trap,
+        FailureCause::timeout,
+        FailureCause::memory,
+        FailureCause::handles,
+        FailureCause::instantiate,
+        FailureCause::guest_error,
+    ];
+}
+
+/// The WIT functions of `cluster`, as `wcm_host_calls_total` names them.
+pub const HOST_FUNCTIONS: [&str; 7] = [
+    "get",
+    "list",
+    "patch-labels",
+    "record-event",
+    "apply",
+    "patch-status",
+    "delete",
+];
+
+/// Labels of the call-failure counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// Why the call failed.
+    pub cause: FailureCause,
+}
+
+/// Labels of the load-time histogram.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadStepLabels {
+    /// `read`, `compile`, `link` or `register`.
+    pub step: String,
+}
+
 /// Labels of the limit counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimitLabels {
@@ -79,6 +195,11 @@ pub struct StateLabels {
     pub plugin: String,
     /// `running`, `degraded` or `crash-looping`.
     pub state: String,
+}
+
+/// Buckets of load steps: 1 ms to ~30 s, ×2.
+fn load_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
 /// The states of a running plugin, as the state gauge names them.
@@ -130,6 +251,12 @@ pub struct Metrics {
     pub plugin_state: Family<StateLabels, Gauge>,
     /// Reconciles of a plugin that trapped or timed out in a row.
     pub plugin_consecutive_failures: Family<PluginLabels, Gauge>,
+    /// Host calls by plugin, WIT function and result.
+    pub host_calls: Family<HostCallLabels, Counter>,
+    /// Failed calls into plugins by cause.
+    pub call_failures: Family<FailureLabels, Counter>,
+    /// Time of each step of loading a plugin file.
+    pub load_seconds: Family<LoadStepLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Metrics {
@@ -198,8 +325,21 @@ impl Metrics {
             help,
             plugin_consecutive_failures.clone(),
         );
+        let host_calls = Family::default();
+        let help = "Calls plugins made to the host, by WIT function and result";
+        registry.register("host_calls", help, host_calls.clone());
+        let call_failures = Family::default();
+        let help = "Calls into plugins that failed, by cause";
+        registry.register("plugin_call_failures", help, call_failures.clone());
+        let load_seconds: Family<LoadStepLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(load_buckets);
+        let help = "Time of each step of loading a plugin file (read, compile, link, register)";
+        registry.register("plugin_load_seconds", help, load_seconds.clone());
         Metrics {
             registry: root,
+            host_calls,
+            call_failures,
+            load_seconds,
             plugin_api_requests,
             plugin_api_wait,
             limit_hits,
@@ -232,6 +372,15 @@ impl Metrics {
             result,
         };
         s.reconcile_total.get_or_create(&labels).inc();
+    }
+
+    /// Counts a failed call into `plugin`.
+    pub fn call_failed(&self, plugin: &str, cause: FailureCause) {
+        let labels = FailureLabels {
+            plugin: plugin.to_string(),
+            cause,
+        };
+        self.call_failures.get_or_create(&labels).inc();
     }
 
     /// Sets `leader_election_master_status{name=lease}`.
@@ -276,6 +425,21 @@ impl Metrics {
         };
         self.standard.forget(plugin);
         self.plugin_events.remove(&labels);
+        for function in HOST_FUNCTIONS {
+            for result in HostCallResult::ALL {
+                self.host_calls.remove(&HostCallLabels {
+                    plugin: plugin.to_string(),
+                    function: function.to_string(),
+                    result,
+                });
+            }
+        }
+        for cause in FailureCause::ALL {
+            self.call_failures.remove(&FailureLabels {
+                plugin: plugin.to_string(),
+                cause,
+            });
+        }
         self.plugin_api_requests.remove(&labels);
         self.plugin_api_wait.remove(&labels);
         self.plugin_consecutive_failures.remove(&labels);

@@ -1,28 +1,55 @@
 //! The generated WIT host traits, implemented as thin calls into [`ClusterAccess`].
 
+use std::sync::Arc;
+
 use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::bindings::wcm::controller::{cluster, log, types};
 use crate::bindings::{EventType, Gvk, Level, ObjectRef, WitError};
-use crate::capabilities::{CapabilityError, Target, check_kind, check_namespace};
+use crate::capabilities::{CapabilityError, ClusterAccess, Target, check_kind, check_namespace};
 use crate::keys::from_wit_gvk;
-use crate::metrics::Limit;
+use crate::metrics::{HostCallResult, Limit};
 
 use super::state::HostState;
 
 impl HostState {
-    /// The object a plugin names, validated before it can reach a URL.
-    fn target(&self, op: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
-        let gvk = from_wit_gvk(&obj.kind);
-        Target::checked(op, &self.plugin, gvk, obj.namespace, obj.name)
+    /// Counts one host call in `wcm_host_calls_total{plugin,function,result}` and
+    /// hands its result on.
+    fn counted<T>(
+        &self,
+        function: &'static str,
+        result: Result<T, WitError>,
+    ) -> Result<T, WitError> {
+        if let Some(access) = &self.access {
+            access
+                .budget()
+                .host_call(function, HostCallResult::of(&result));
+        }
+        result
     }
+
+    /// The plugin's access and name, owned, for a call's future.
+    fn parts(&self) -> (Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) {
+        (self.shared_access(), self.plugin.clone())
+    }
+}
+
+/// The object a plugin names, validated before it can reach a URL.
+fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
+    let gvk = from_wit_gvk(&obj.kind);
+    Target::checked(op, plugin, gvk, obj.namespace, obj.name)
 }
 
 impl types::Host for HostState {}
 
 impl cluster::Host for HostState {
     async fn get(&mut self, obj: ObjectRef) -> Result<String, WitError> {
-        let target = self.target("get", obj)?;
-        Ok(self.access()?.get(&target)?.to_string())
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("get", &plugin, obj)?;
+            Ok(access?.get(&target)?.to_string())
+        };
+        let result = result.await;
+        self.counted("get", result)
     }
 
     async fn list(
@@ -31,15 +58,18 @@ impl cluster::Host for HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, WitError> {
-        let gvk = from_wit_gvk(&kind);
-        check_kind("list", &self.plugin, &gvk)?;
-        if let Some(ns) = &namespace {
-            check_namespace("list", &self.plugin, ns)?;
-        }
-        let found = self
-            .access()?
-            .list(&gvk, namespace.as_deref(), label_selector.as_deref())?;
-        Ok(found.iter().map(|j| j.to_string()).collect())
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let gvk = from_wit_gvk(&kind);
+            check_kind("list", &plugin, &gvk)?;
+            if let Some(ns) = &namespace {
+                check_namespace("list", &plugin, ns)?;
+            }
+            let found = access?.list(&gvk, namespace.as_deref(), label_selector.as_deref())?;
+            Ok(found.iter().map(|j| j.to_string()).collect())
+        };
+        let result = result.await;
+        self.counted("list", result)
     }
 
     async fn patch_labels(
@@ -48,9 +78,13 @@ impl cluster::Host for HostState {
         set: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), WitError> {
-        let target = self.target("patch-labels", obj)?;
-        let access = self.access()?;
-        Ok(access.patch_labels(&target, &set, &remove).await?)
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("patch-labels", &plugin, obj)?;
+            Ok(access?.patch_labels(&target, &set, &remove).await?)
+        };
+        let result = result.await;
+        self.counted("patch-labels", result)
     }
 
     async fn record_event(
@@ -60,26 +94,43 @@ impl cluster::Host for HostState {
         reason: String,
         note: String,
     ) -> Result<(), WitError> {
-        let warning = matches!(type_, EventType::Warning);
-        let target = self.target("record-event", regarding)?;
-        let access = self.access()?;
-        Ok(access
-            .record_event(&target, warning, &reason, &note)
-            .await?)
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let warning = matches!(type_, EventType::Warning);
+            let target = target("record-event", &plugin, regarding)?;
+            Ok(access?
+                .record_event(&target, warning, &reason, &note)
+                .await?)
+        };
+        let result = result.await;
+        self.counted("record-event", result)
     }
 
     async fn apply(&mut self, object: String, force: bool) -> Result<String, WitError> {
-        Ok(self.access()?.apply(&object, force).await?)
+        let (access, _) = self.parts();
+        let result = async move { Ok(access?.apply(&object, force).await?) };
+        let result = result.await;
+        self.counted("apply", result)
     }
 
     async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), WitError> {
-        let target = self.target("patch-status", obj)?;
-        Ok(self.access()?.patch_status(&target, &status).await?)
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("patch-status", &plugin, obj)?;
+            Ok(access?.patch_status(&target, &status).await?)
+        };
+        let result = result.await;
+        self.counted("patch-status", result)
     }
 
     async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), WitError> {
-        let target = self.target("delete", obj)?;
-        Ok(self.access()?.delete(&target, propagation).await?)
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("delete", &plugin, obj)?;
+            Ok(access?.delete(&target, propagation).await?)
+        };
+        let result = result.await;
+        self.counted("delete", result)
     }
 }
 

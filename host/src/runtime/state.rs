@@ -128,12 +128,20 @@ impl HostState {
 
     /// The plugin's cluster access, or `unavailable` during `register`.
     pub fn access(&self) -> Result<&ClusterAccess, CapabilityError> {
-        self.access.as_deref().ok_or_else(|| {
-            CapabilityError::Unavailable(
-                "the cluster cannot be used from register(); use it in reconcile()".into(),
-            )
-        })
+        self.access.as_deref().ok_or_else(no_cluster_in_register)
     }
+
+    /// The plugin's cluster access, shared, for a call that outlives a borrow of the
+    /// state (a host call's future must be `Send`; the state is not `Sync`).
+    pub(crate) fn shared_access(&self) -> Result<Arc<ClusterAccess>, CapabilityError> {
+        self.access.clone().ok_or_else(no_cluster_in_register)
+    }
+}
+
+fn no_cluster_in_register() -> CapabilityError {
+    CapabilityError::Unavailable(
+        "the cluster cannot be used from register(); use it in reconcile()".into(),
+    )
 }
 
 impl WasiView for HostState {
