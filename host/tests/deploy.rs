@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
@@ -79,6 +79,26 @@ async fn leader(client: &Client, pods: &[Pod]) -> Option<Pod> {
         .cloned()
 }
 
+/// The Lease and the last log lines of every host Pod, for a failure message.
+async fn diagnosis(client: &Client) -> Result<String> {
+    let lease = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
+        .get("wasm-controller-manager")
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut said = vec![format!("lease {:?}", lease.spec)];
+    for pod in pods.list(&ListParams::default()).await?.items {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let logs = pods
+            .logs(&name, &Default::default())
+            .await
+            .unwrap_or_default();
+        let tail: Vec<&str> = logs.lines().rev().take(8).collect();
+        let phase = pod.status.and_then(|s| s.phase);
+        said.push(format!("{name} ({phase:?}): {tail:#?}"));
+    }
+    Ok(said.join("\n"))
+}
+
 async fn node_count(client: &Client) -> Option<String> {
     let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
     node.metadata.labels?.get(COUNT).cloned()
@@ -91,6 +111,15 @@ async fn deployed_replicas_elect_a_leader_count_pods_hot_load_and_fail_over() ->
         .node()
         .context("the control plane runs without a node")?;
     let client = plane.admin_client().await?;
+    // pod-counter marks every Pod of the cluster at its API rate (20/s): let earlier
+    // tests' Pods go first, so this scenario is about the deployment, not a backlog.
+    let all: Api<Pod> = Api::all(client.clone());
+    let quiet = poll_until(WAIT, || async {
+        let pods = all.list(&ListParams::default()).await.ok()?.items.len();
+        (pods < 100).then_some(())
+    })
+    .await;
+    quiet.context("earlier tests' Pods are still there")?;
     let overlay = tempfile::tempdir()?;
     deploy(plane, overlay.path())?;
     let result = scenario(&client).await;
@@ -168,15 +197,15 @@ async fn scenario(client: &Client) -> Result<()> {
     Api::<Pod>::namespaced(client.clone(), NAMESPACE)
         .delete(&name, &DeleteParams::default())
         .await?;
-    let survivor = pods
-        .iter()
-        .find(|p| p.metadata.name.as_deref() != Some(&name))
-        .context("other")?;
     let took_over = poll_until(WAIT, || async {
-        leader(client, std::slice::from_ref(survivor)).await
+        let replicas = ready_pods(client).await.ok()?;
+        let new = leader(client, &replicas).await?;
+        (new.metadata.name.as_deref() != Some(name.as_str())).then_some(new)
     })
     .await;
-    took_over.context("the other replica never took over")?;
+    if took_over.is_none() {
+        bail!("no other replica took over: {}", diagnosis(client).await?);
+    }
     let recounted = poll_until(WAIT, || async {
         let total = all.list(&ListParams::default()).await.ok()?.items.len();
         let label = node_count(client).await?;
