@@ -4,8 +4,12 @@
 # imports it into the local node, writes an overlay of deploy/ that puts each plugin
 # file into a ConfigMap of its own, applies it, and waits until the host's Pods are
 # ready. With no KUBECONFIG it uses the local control plane (`make cluster-up`).
+# With --plugin-image (repeatable; see scripts/plugin-image.sh) the plugins come from
+# plugin images instead: one init container per image copies its plugins into an
+# emptyDir that is the host's plugins folder.
 #
-# Usage: scripts/deploy.sh [--image REF | --binary PATH] [--overlay DIR] [PLUGIN.wasm ...]
+# Usage: scripts/deploy.sh [--image REF | --binary PATH] [--overlay DIR]
+#                          [PLUGIN.wasm ... | --plugin-image REF ...]
 #   (default plugins: every target/plugins/*.wasm that fits a ConfigMap, under 1 MiB)
 # Prints the overlay directory on its last line (`kubectl delete -k DIR` undoes it).
 set -euo pipefail
@@ -13,10 +17,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source control-plane/scripts/common.sh
 source control-plane/scripts/node.sh
 
-image="" binary="" overlay="target/deploy" plugins=()
+image="" binary="" overlay="target/deploy" plugins=() plugin_images=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --image) image="$2"; shift 2 ;;
+    --plugin-image) plugin_images+=("$2"); shift 2 ;;
     --binary) binary="$2"; shift 2 ;;
     --overlay) overlay="$2"; shift 2 ;;
     *) plugins+=("$1"); shift ;;
@@ -35,12 +40,49 @@ if [ -z "$image" ]; then
   else image="$(scripts/image.sh --profile release | tail -n1)"; fi
 fi
 
-if [ ${#plugins[@]} -eq 0 ]; then
+if [ ${#plugins[@]} -gt 0 ] && [ ${#plugin_images[@]} -gt 0 ]; then
+  echo "deploy: plugins come from ConfigMaps (PLUGIN.wasm) or from plugin images, not both" >&2
+  exit 2
+fi
+if [ ${#plugins[@]} -eq 0 ] && [ ${#plugin_images[@]} -eq 0 ]; then
   for f in target/plugins/*.wasm; do
     if [ "$(stat -c %s "$f")" -lt $((1 << 20)) ]; then plugins+=("$f")
     else echo "deploy: $f is over 1 MiB, too large for a ConfigMap; left out" >&2; fi
   done
 fi
+
+# The patch of the Deployment that fills the plugins volume from the ConfigMaps.
+plugins_from_config_maps() {
+  echo "      - op: replace"
+  echo "        path: /spec/template/spec/volumes/0/projected/sources"
+  echo "        value:"
+  for f in "${plugins[@]}"; do
+    name="$(basename "$f")"
+    echo "          - configMap: {name: wcm-plugin-${name%.wasm}}"
+  done
+}
+
+# The patch that makes the plugins volume an emptyDir filled by one init container per
+# plugin image (restricted like the host's container).
+plugins_from_images() {
+  local i=0 ref
+  echo "      - op: replace"
+  echo "        path: /spec/template/spec/volumes/0"
+  echo "        value: {name: plugins, emptyDir: {sizeLimit: 512Mi}}"
+  echo "      - op: add"
+  echo "        path: /spec/template/spec/initContainers"
+  echo "        value:"
+  for ref in "${plugin_images[@]}"; do
+    echo "          - name: plugins-$i"
+    echo "            image: \"$ref\""
+    echo "            imagePullPolicy: IfNotPresent"
+    echo "            args: [-from, /wcm-plugins, -to, /plugins]"
+    echo "            volumeMounts: [{name: plugins, mountPath: /plugins}]"
+    echo "            resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 64Mi}}"
+    echo "            securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}"
+    i=$((i + 1))
+  done
+}
 
 rm -rf "$overlay" && mkdir -p "$overlay"
 base="$(realpath --relative-to="$overlay" deploy)"
@@ -52,7 +94,7 @@ base="$(realpath --relative-to="$overlay" deploy)"
   echo "images:"
   echo "  - {name: wasm-controller-manager, newName: ${image%:*}, newTag: ${image##*:}}"
   echo "generatorOptions: {disableNameSuffixHash: true}"
-  echo "configMapGenerator:"
+  [ ${#plugins[@]} -eq 0 ] || echo "configMapGenerator:"
   for f in "${plugins[@]}"; do
     name="$(basename "$f")"
     cp "$f" "$overlay/$name"
@@ -61,13 +103,7 @@ base="$(realpath --relative-to="$overlay" deploy)"
   echo "patches:"
   echo "  - target: {kind: Deployment, name: wasm-controller-manager}"
   echo "    patch: |-"
-  echo "      - op: replace"
-  echo "        path: /spec/template/spec/volumes/0/projected/sources"
-  echo "        value:"
-  for f in "${plugins[@]}"; do
-    name="$(basename "$f")"
-    echo "          - configMap: {name: wcm-plugin-${name%.wasm}}"
-  done
+  if [ ${#plugin_images[@]} -gt 0 ]; then plugins_from_images; else plugins_from_config_maps; fi
   if $local_cluster; then
     # No kube-proxy on the local node: Pods reach the API server on the bridge.
     echo "      - op: add"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: runs the host with the example plugins in target/plugins/. Uses the
 # configured cluster (KUBECONFIG, ~/.kube/config, or in-cluster); when there is none,
-# starts the local control plane and creates a demo Node and a few Pods in it.
+# starts the local control plane (with its node when this machine can run containers)
+# and creates a few demo Pods and a WebApp in namespace demo.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,7 +25,7 @@ create_demo_webapp() {
     "$(cat plugins/deployment-reconcile/webapp-crd.yaml)" "$state" yaml
   for i in $(seq 1 20); do
     api_create /apis/demo.wasm-controller-manager.io/v1alpha1/namespaces/demo/webapps \
-      '{"apiVersion":"demo.wasm-controller-manager.io/v1alpha1","kind":"WebApp","metadata":{"name":"shop"},"spec":{"image":"nginx:1.27","replicas":2,"port":80}}' \
+      '{"apiVersion":"demo.wasm-controller-manager.io/v1alpha1","kind":"WebApp","metadata":{"name":"shop"},"spec":{"image":"wcm.local/web:1","replicas":2,"port":8080,"env":[{"name":"MESSAGE","value":"the demo shop is open"}]}}' \
       "$state" 2>/dev/null && return
     sleep 0.5
   done
@@ -32,18 +33,22 @@ create_demo_webapp() {
   return 1
 }
 
+# A namespace whose Pods tolerate the node's control-plane taint, with demo Pods running
+# the node's example web server and opted-in objects for the Python and JavaScript
+# plugins. Without a node (a machine that cannot run containers), the Pods stay Pending
+# and a Node object stands in, so pod-counter has a control-plane node to label.
 create_demo_objects() {
   local state="$1"
-  api_create /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"demo-control-plane","labels":{"node-role.kubernetes.io/control-plane":""}}}' "$state"
-  api_create /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"demo-worker"}}' "$state"
-  api_create /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}' "$state"
+  [ -f "$state/node.enabled" ] ||
+    api_create /api/v1/nodes '{"apiVersion":"v1","kind":"Node","metadata":{"name":"demo-control-plane","labels":{"node-role.kubernetes.io/control-plane":""}}}' "$state"
+  api_create /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo","annotations":{"scheduler.alpha.kubernetes.io/defaultTolerations":"[{\"key\":\"node-role.kubernetes.io/control-plane\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]"}}}' "$state"
   for i in 1 2 3 4 5; do
-    api_create /api/v1/namespaces/demo/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-$i\"},\"spec\":{\"containers\":[{\"name\":\"web\",\"image\":\"nginx:1.27\"}]}}" "$state"
+    api_create /api/v1/namespaces/demo/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-$i\"},\"spec\":{\"containers\":[{\"name\":\"web\",\"image\":\"wcm.local/web:1\"}]}}" "$state"
   done
   # Opted in to data-hash (plugins/javascript/data-hash).
   api_create /api/v1/namespaces/demo/configmaps '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","labels":{"example.com/hash-data":""}},"data":{"mode":"demo"}}' "$state"
   # Opted in to phase-labeller (plugins/python/phase-labeller).
-  api_create /api/v1/namespaces/demo/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"tracked","labels":{"example.com/track-phase":""}},"spec":{"containers":[{"name":"web","image":"nginx:1.27"}]}}' "$state"
+  api_create /api/v1/namespaces/demo/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"tracked","labels":{"example.com/track-phase":""}},"spec":{"containers":[{"name":"web","image":"wcm.local/web:1"}]}}' "$state"
 }
 
 if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
@@ -53,15 +58,15 @@ if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "
   create_demo_webapp "$(dirname "$KUBECONFIG")"
   cat >&2 <<HINT
 
-run: no cluster was configured, so the local control plane runs with a demo Node, six
-run: Pods and a WebApp "shop" in namespace "demo". In another terminal:
+run: no cluster was configured, so the local control plane runs with six demo Pods and a
+run: WebApp "shop" in namespace "demo". In another terminal:
 run:   export KUBECONFIG=$KUBECONFIG
 run:   kubectl get nodes -L pod-counter.example.com/count     # the count label
 run:   kubectl get events -A --field-selector reason=Counted  # one Event per Pod
 run:   kubectl -n demo delete pod web-1 --grace-period=0       # the label follows
 run:   kubectl -n demo get pod tracked -L example.com/phase   # labelled by a Python plugin
 run:   kubectl -n demo get cm settings -L example.com/data-hash # labelled by a JavaScript plugin
-run:   kubectl -n demo get webapps,deployments                # shop and its Deployment
+run:   kubectl -n demo get webapps,deployments,pods           # shop, its Deployment, its Pods
 run:   kubectl -n demo patch webapp shop --type merge -p '{"spec":{"replicas":3}}'
 run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.
 

@@ -14,6 +14,8 @@ ETCD_BIN_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
 
 # The sandbox image of the local node's Pods, built by images.sh from control-plane/images.
 PAUSE_IMAGE=wcm.local/pause:1
+# The example web server's image (control-plane/images/cmd/web), which WebApps run.
+WEB_IMAGE=wcm.local/web:1
 
 # Runtime state (certs, kubeconfigs, etcd data, logs, pids) of the one local control
 # plane this user runs. Override with WCM_CLUSTER_DIR to run an isolated one.

@@ -20,7 +20,10 @@ start_etcd() {
 # on, and the Node authorizer for the local node's kubelet. The ServiceAccount
 # admission plugin is off because no controller creates the per-namespace "default"
 # ServiceAccount that Pods would otherwise need (a Pod that wants a token names its
-# ServiceAccount and mounts a projected token itself). Every write is audited (user agent, verb, object, timestamps) to $STATE_DIR/audit/audit.log.
+# ServiceAccount and mounts a projected token itself). PodTolerationRestriction is on,
+# so a namespace annotated `scheduler.alpha.kubernetes.io/defaultTolerations` lets its
+# Pods (a WebApp's, say) run on the local node despite its control-plane taint, which
+# keeps the tests' thousands of Pods off it. Every write is audited (user agent, verb, object, timestamps) to $STATE_DIR/audit/audit.log.
 start_apiserver() {
   local port="$1" etcd_port="$2" d="$STATE_DIR/pki"
   mkdir -p "$STATE_DIR/audit"
@@ -36,7 +39,8 @@ start_apiserver() {
     --service-account-key-file="$d/sa.pub" --service-account-signing-key-file="$d/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
-    --disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none \
+    --disable-admission-plugins=ServiceAccount --enable-admission-plugins=PodTolerationRestriction \
+    --endpoint-reconciler-type=none \
     --audit-policy-file="$CONTROL_PLANE_DIR/audit-policy.yaml" \
     --audit-log-path="$STATE_DIR/audit/audit.log" --audit-log-maxsize=200 --audit-log-maxbackup=1 \
     --v="${WCM_APISERVER_VERBOSITY:-1}"

@@ -129,6 +129,7 @@ start_containerd() {
     sleep 0.2
   done
   ctr_k8s images import "$("$CONTROL_PLANE_DIR/images.sh" path pause)" >/dev/null
+  ctr_k8s images import "$("$CONTROL_PLANE_DIR/images.sh" path web)" >/dev/null
 }
 
 # The kubelet's cgroup root, in every v1 hierarchy (it refuses to start otherwise); a

@@ -54,6 +54,18 @@ pub const NODE_NAME: &str = "wcm-control-plane";
 /// a container may run it too (`imagePullPolicy: Never`).
 pub const PAUSE_IMAGE: &str = "wcm.local/pause:1";
 
+/// The example web server's image on the local node (`control-plane/images/cmd/web`:
+/// serves `$MESSAGE` on `$PORT`, 8080 by default), for Pods that must really serve.
+pub const WEB_IMAGE: &str = "wcm.local/web:1";
+
+/// The namespace annotation that gives every Pod of the namespace a toleration of the
+/// local node's control-plane taint (the API server's PodTolerationRestriction
+/// admission plugin is on), so a controller's Pods can run there.
+pub const TOLERATE_CONTROL_PLANE: (&str, &str) = (
+    "scheduler.alpha.kubernetes.io/defaultTolerations",
+    r#"[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists","effect":"NoSchedule"}]"#,
+);
+
 /// A running local control plane and the two identities it was started with.
 #[derive(Debug, Clone)]
 pub struct ControlPlane {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::{ControlPlane, Error};
+use crate::{ControlPlane, Error, TOLERATE_CONTROL_PLANE};
 
 /// Label put on every object a test creates outside its namespace (Nodes, ...), so the
 /// cleanup finds them; its value is the test namespace's name.
@@ -27,8 +27,25 @@ pub struct TestNamespace {
 }
 
 impl TestNamespace {
-    /// Creates a namespace named after `prefix` on the shared control plane.
+    /// Creates a namespace named after `prefix` on the shared control plane. Its Pods
+    /// are not scheduled on the local node (they stay `Pending`), so a test may create
+    /// thousands.
     pub async fn create(prefix: &str) -> Result<TestNamespace, Error> {
+        TestNamespace::create_with(prefix, BTreeMap::new()).await
+    }
+
+    /// Creates a namespace whose Pods tolerate the local node's control-plane taint
+    /// ([`TOLERATE_CONTROL_PLANE`]), so they really run there.
+    pub async fn create_on_node(prefix: &str) -> Result<TestNamespace, Error> {
+        let (key, value) = TOLERATE_CONTROL_PLANE;
+        let annotations = BTreeMap::from([(key.to_string(), value.to_string())]);
+        TestNamespace::create_with(prefix, annotations).await
+    }
+
+    async fn create_with(
+        prefix: &str,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<TestNamespace, Error> {
         let client = ControlPlane::shared()?.admin_client().await?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -38,6 +55,7 @@ impl TestNamespace {
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
+                annotations: Some(annotations),
                 ..Default::default()
             },
             ..Default::default()

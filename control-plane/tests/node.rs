@@ -1,15 +1,17 @@
 //! The local node is a real kubelet on containerd: it registers as a Ready
 //! control-plane node (labelled and tainted as one), and a Pod that tolerates the
-//! taint runs, with an address on the node's bridge, from an image built locally.
+//! taint runs, with an address on the node's bridge, from an image built locally; in a
+//! namespace annotated to tolerate it, the example web server serves on its Pod IP.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use wcm_control_plane::{ControlPlane, PAUSE_IMAGE, TestNamespace, poll_until};
+use wcm_control_plane::{ControlPlane, PAUSE_IMAGE, TestNamespace, WEB_IMAGE, poll_until};
 
 /// How long the node and its Pods may take.
 const WAIT: Duration = Duration::from_secs(90);
@@ -104,4 +106,48 @@ async fn a_pod_without_the_toleration_is_not_scheduled_on_the_control_plane_node
     .context("the scheduler never said why the Pod stays Pending")?;
     ensure!(refused.contains("untolerated taint"), "{refused}");
     Ok(())
+}
+
+#[tokio::test]
+async fn in_a_namespace_that_tolerates_the_node_the_web_image_serves() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    plane
+        .node()
+        .context("the control plane runs without a node")?;
+    let ns = TestNamespace::create_on_node("web").await?;
+    let pods: Api<Pod> = Api::namespaced(ns.client(), ns.name());
+    // No toleration of its own: the namespace's annotation gives it one.
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "web", "image": WEB_IMAGE, "imagePullPolicy": "Never",
+                "env": [{"name": "PORT", "value": "8081"}, {"name": "MESSAGE", "value": "served"}],
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8081}, "periodSeconds": 1},
+            }],
+        },
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let ip = poll_until(WAIT, || async {
+        let status = pods.get("web").await.ok()?.status?;
+        let ready = status.conditions.as_ref()?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(status.pod_ip?)
+    })
+    .await
+    .context("the web Pod did not become Ready within 90 s")?;
+    let answer = get(&format!("{ip}:8081")).await?;
+    ensure!(answer.contains("200 OK") && answer.contains("served (web)"), "{answer}");
+    Ok(())
+}
+
+/// The whole answer to `GET /` at `addr`.
+async fn get(addr: &str) -> Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await?;
+    Ok(answer)
 }

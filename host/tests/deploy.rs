@@ -1,103 +1,40 @@
-//! The host as users run it: `scripts/deploy.sh` (what `make deploy` runs: the image
-//! imported into the local node, `deploy/` with pod-counter in a ConfigMap, applied
-//! with kubectl) gives two ready host Pods, one holding the Lease; pod-counter labels
-//! the real node with the cluster's Pod count (the host's own Pods included); a new
-//! plugin version in the ConfigMap is hot-loaded without a restart; the leader's
-//! `/metrics` is scraped on its Pod IP; and when the leading Pod is deleted, the other
-//! replica takes over and keeps reconciling.
+//! The host as users run it, on the local node: `scripts/deploy.sh` (what `make deploy`
+//! runs: the image imported into the node, `deploy/` with pod-counter and
+//! deployment-reconcile in ConfigMaps, applied with kubectl) gives two ready host Pods,
+//! one holding the Lease; pod-counter labels the real node with the cluster's Pod count
+//! (the host's own Pods included); a WebApp becomes a Deployment whose web server Pods
+//! serve and become Ready, and the WebApp reports `Ready=True`; a new plugin version in
+//! the ConfigMap is hot-loaded without a restart; the leader's `/metrics` is scraped on
+//! its Pod IP; `kubectl rollout restart` hands the Lease over by release, not by
+//! expiry; when the leading Pod is deleted, the other replica takes over and keeps
+//! reconciling; and plugins too large for a ConfigMap (the Python one) arrive from a
+//! plugin image through an init container.
 
 mod support;
 
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
+use support::deployed::{
+    NAMESPACE, deploy, diagnosis, holds, kubectl, lease, leader, plugin_image, ready_pods,
+};
+use support::election::{acquire_time, between, holder, renew_time};
+use support::objects::create_labelled_pod;
+use support::webapp::{install_crd, webapp_resource};
 use support::{http_get, plugin_bytes, plugin_file};
-use wcm_control_plane::{ControlPlane, NODE_NAME, poll_until};
+use wcm_control_plane::{ControlPlane, NODE_NAME, TestNamespace, WEB_IMAGE, poll_until};
 
-const NAMESPACE: &str = "wcm-system";
 const WAIT: Duration = Duration::from_secs(120);
 const COUNT: &str = "pod-counter.example.com/count";
-
-fn deploy(plane: &ControlPlane, overlay: &Path) -> Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let kubeconfig = plane.admin_kubeconfig();
-    let out = Command::new("bash")
-        .arg(root.join("scripts/deploy.sh"))
-        .args(["--binary", env!("CARGO_BIN_EXE_wasm-controller-manager")])
-        .arg("--overlay")
-        .arg(overlay)
-        .arg(plugin_file("pod-counter"))
-        .env("KUBECONFIG", kubeconfig)
-        .env("WCM_CLUSTER_DIR", kubeconfig.parent().context("state dir")?)
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "deploy.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
-}
-
-async fn ready_pods(client: &Client) -> Result<Vec<Pod>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let listed = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/name=wasm-controller-manager"))
-        .await?;
-    Ok(listed
-        .items
-        .into_iter()
-        .filter(|p| {
-            let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
-            conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-                && p.metadata.deletion_timestamp.is_none()
-        })
-        .collect())
-}
-
-/// The Pod holding the Lease, once it is one of `pods`.
-async fn leader(client: &Client, pods: &[Pod]) -> Option<Pod> {
-    let lease = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
-        .get("wasm-controller-manager")
-        .await
-        .ok()?;
-    let holder = lease.spec?.holder_identity?;
-    pods.iter()
-        .find(|p| {
-            p.metadata
-                .name
-                .as_ref()
-                .is_some_and(|n| holder.starts_with(&format!("{n}_")))
-        })
-        .cloned()
-}
-
-/// The Lease and the last log lines of every host Pod, for a failure message.
-async fn diagnosis(client: &Client) -> Result<String> {
-    let lease = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
-        .get("wasm-controller-manager")
-        .await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut said = vec![format!("lease {:?}", lease.spec)];
-    for pod in pods.list(&ListParams::default()).await?.items {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let logs = pods
-            .logs(&name, &Default::default())
-            .await
-            .unwrap_or_default();
-        let tail: Vec<&str> = logs.lines().rev().take(8).collect();
-        let phase = pod.status.and_then(|s| s.phase);
-        said.push(format!("{name} ({phase:?}): {tail:#?}"));
-    }
-    Ok(said.join("\n"))
-}
+/// `deploy/`'s Lease duration (the host's default): a hand-over faster than this was a
+/// release, not an expiry.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
 
 async fn node_count(client: &Client) -> Option<String> {
     let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
@@ -105,7 +42,8 @@ async fn node_count(client: &Client) -> Option<String> {
 }
 
 #[tokio::test]
-async fn deployed_replicas_elect_a_leader_count_pods_hot_load_and_fail_over() -> Result<()> {
+async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_images()
+-> Result<()> {
     let plane = ControlPlane::shared()?;
     plane
         .node()
@@ -120,25 +58,38 @@ async fn deployed_replicas_elect_a_leader_count_pods_hot_load_and_fail_over() ->
     })
     .await;
     quiet.context("earlier tests' Pods are still there")?;
+    install_crd(&client).await?;
     let overlay = tempfile::tempdir()?;
-    deploy(plane, overlay.path())?;
-    let result = scenario(&client).await;
-    let _ = Command::new(ControlPlane::kubectl())
-        .args(["delete", "--ignore-not-found", "--wait=false", "-k"])
-        .arg(overlay.path())
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .output();
+    let plugins = [plugin_file("pod-counter"), plugin_file("deployment-reconcile")];
+    let args: Vec<&str> = plugins.iter().filter_map(|p| p.to_str()).collect();
+    deploy(plane, overlay.path(), &args)?;
+    let result = scenario(plane, &client, overlay.path()).await;
+    let result = match result {
+        Err(e) => Err(e.context(diagnosis(&client).await)),
+        ok => ok,
+    };
+    let overlay = overlay.path().to_string_lossy().to_string();
+    let _ = kubectl(plane, &["delete", "--ignore-not-found", "--wait=false", "-k", &overlay]);
     result
 }
 
-async fn scenario(client: &Client) -> Result<()> {
+async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Result<()> {
     let pods = ready_pods(client).await?;
     ensure!(pods.len() == 2, "{} ready host Pods", pods.len());
     let first = poll_until(WAIT, || leader(client, &pods))
         .await
         .context("no leader")?;
+    counts_pods_and_shows_metrics(client, &first).await?;
+    runs_a_webapp(client).await?;
+    hot_loads_from_the_config_map(client).await?;
+    hands_over_on_rollout_restart(plane, client).await?;
+    fails_over_when_the_leader_goes(client).await?;
+    takes_plugins_from_an_image(plane, client, overlay).await
+}
 
-    // pod-counter, in the cluster, counts every Pod, its own host's included.
+/// pod-counter, in the cluster, counts every Pod, its own host's included; the
+/// leader's metrics, scraped on its Pod IP, show its reconciles.
+async fn counts_pods_and_shows_metrics(client: &Client, leader: &Pod) -> Result<()> {
     let all: Api<Pod> = Api::all(client.clone());
     let counted = poll_until(WAIT, || async {
         let total = all.list(&ListParams::default()).await.ok()?.items.len();
@@ -147,8 +98,7 @@ async fn scenario(client: &Client) -> Result<()> {
     .await
     .context("the node's count never matched the cluster's Pods")?;
     ensure!(counted >= 2);
-
-    let ip = first
+    let ip = leader
         .status
         .as_ref()
         .and_then(|s| s.pod_ip.clone())
@@ -159,8 +109,45 @@ async fn scenario(client: &Client) -> Result<()> {
         "the leader's metrics have no reconciles"
     );
     ensure!(metrics.contains(r#"leader_election_master_status{name="wasm-controller-manager"} 1"#));
+    Ok(())
+}
 
-    // A new version in the ConfigMap: hot-loaded by the running Pods.
+/// A WebApp running the example web server: its Pods serve and become Ready, and the
+/// WebApp says `Ready=True` with both replicas ready.
+async fn runs_a_webapp(client: &Client) -> Result<()> {
+    let ns = TestNamespace::create_on_node("webapp").await?;
+    let webapps: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &webapp_resource());
+    let app: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.wasm-controller-manager.io/v1alpha1", "kind": "WebApp",
+        "metadata": {"name": "shop"},
+        "spec": {"image": WEB_IMAGE, "replicas": 2, "port": 8080,
+                 "env": [{"name": "MESSAGE", "value": "the shop is open"}]},
+    }))?;
+    webapps.create(&Default::default(), &app).await?;
+    let ready = poll_until(WAIT, || async {
+        let status = webapps.get("shop").await.ok()?.data.get("status")?.clone();
+        let conditions = status.get("conditions")?.as_array()?.clone();
+        let ready = conditions
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        (ready && status["readyReplicas"] == 2).then_some(())
+    })
+    .await;
+    ready.context("the WebApp never became Ready with 2 replicas")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let serving = pods.list(&ListParams::default()).await?.items;
+    ensure!(serving.len() == 2, "{} web Pods", serving.len());
+    for pod in serving {
+        let ip = pod.status.and_then(|s| s.pod_ip).context("no Pod IP")?;
+        let page = http_get(&format!("{ip}:8080"), "/").await?;
+        ensure!(page.contains("the shop is open"), "{page}");
+    }
+    Ok(())
+}
+
+/// A new version in the ConfigMap: hot-loaded by the running Pods, none restarts.
+async fn hot_loads_from_the_config_map(client: &Client) -> Result<()> {
     let next = ByteString(plugin_bytes("pod-counter-next"));
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -191,8 +178,62 @@ async fn scenario(client: &Client) -> Result<()> {
         after.len() == 2 && restarts == 0,
         "hot-load restarted Pods: {restarts}"
     );
+    Ok(())
+}
 
-    // The leading Pod goes: the other replica takes over and keeps counting.
+/// `kubectl rollout restart`: every Pod is replaced; each leader hands the Lease over
+/// by releasing it (SIGTERM → drain → release), so the next holder acquires it well
+/// within the Lease duration instead of waiting for it to expire.
+async fn hands_over_on_rollout_restart(plane: &ControlPlane, client: &Client) -> Result<()> {
+    let before: Vec<String> = ready_pods(client)
+        .await?
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    kubectl(
+        plane,
+        &["-n", NAMESPACE, "rollout", "restart", "deployment/wasm-controller-manager"],
+    )?;
+    let mut last = lease(client).await?;
+    let mut gaps = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        ensure!(Instant::now() < deadline, "the rollout did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = lease(client).await?;
+        let (old, new) = (holder(&last).unwrap_or_default(), holder(&now).unwrap_or_default());
+        if !new.is_empty() && new != old {
+            let released = renew_time(&last).context("no renewTime")?;
+            gaps.push((new.to_string(), between(released, acquire_time(&now)?)));
+        }
+        last = now;
+        let pods = ready_pods(client).await?;
+        let replaced = pods.len() == 2
+            && pods
+                .iter()
+                .all(|p| !before.contains(p.metadata.name.as_ref().unwrap_or(&String::new())));
+        let holder = holder(&last).unwrap_or_default();
+        if replaced && pods.iter().any(|p| holds(p, holder)) {
+            break;
+        }
+    }
+    eprintln!("rollout restart: hand-overs (new holder, time from release to acquire): {gaps:?}");
+    ensure!(!gaps.is_empty(), "the Lease never changed hands");
+    for (to, gap) in &gaps {
+        ensure!(
+            *gap < LEASE_DURATION,
+            "{to} acquired the Lease {gap:?} after the last renewal: it expired, nobody released it"
+        );
+    }
+    Ok(())
+}
+
+/// The leading Pod goes: the other replica takes over and keeps counting.
+async fn fails_over_when_the_leader_goes(client: &Client) -> Result<()> {
+    let pods = ready_pods(client).await?;
+    let first = poll_until(WAIT, || leader(client, &pods))
+        .await
+        .context("no leader")?;
     let name = first.metadata.name.clone().context("name")?;
     Api::<Pod>::namespaced(client.clone(), NAMESPACE)
         .delete(&name, &DeleteParams::default())
@@ -204,14 +245,53 @@ async fn scenario(client: &Client) -> Result<()> {
     })
     .await;
     if took_over.is_none() {
-        bail!("no other replica took over: {}", diagnosis(client).await?);
+        bail!("no other replica took over");
     }
+    let all: Api<Pod> = Api::all(client.clone());
     let recounted = poll_until(WAIT, || async {
         let total = all.list(&ListParams::default()).await.ok()?.items.len();
         let label = node_count(client).await?;
         (label == format!("{total}-pods")).then_some(())
     })
     .await;
-    recounted.context("the new leader did not keep the count")?;
+    recounted.context("the new leader did not keep the count")
+}
+
+/// A plugin image with the Python plugin (far over a ConfigMap's 1 MiB) and
+/// pod-counter: the init container installs both, and the Python plugin labels a Pod
+/// that asks for it with its phase.
+async fn takes_plugins_from_an_image(
+    plane: &ControlPlane,
+    client: &Client,
+    overlay: &Path,
+) -> Result<()> {
+    let python = plugin_file("phase-labeller");
+    let image = plugin_image(plane, &[&python, &plugin_file("pod-counter")])?;
+    deploy(plane, overlay, &["--plugin-image", &image])?;
+    let pods = ready_pods(client).await?;
+    let pod = pods.first().context("no ready host Pod")?;
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let params = LogParams {
+        container: Some("plugins-0".into()),
+        ..Default::default()
+    };
+    let installed = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .logs(name, &params)
+        .await?;
+    ensure!(
+        installed.contains("installed phase-labeller.wasm") && installed.contains("installed pod-counter.wasm"),
+        "{installed}"
+    );
+    let ns = TestNamespace::create("phase").await?;
+    create_labelled_pod(client, ns.name(), "tracked", &[("example.com/track-phase", "yes")])
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let labelled = poll_until(WAIT, || async {
+        let labels = pods.get("tracked").await.ok()?.metadata.labels?;
+        labels.get("example.com/phase").cloned()
+    })
+    .await;
+    let phase = labelled.context("the Python plugin from the image never labelled the Pod")?;
+    ensure!(phase == "Pending", "phase label {phase}");
     Ok(())
 }

@@ -14,48 +14,22 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::objects::events_about;
+use support::webapp::{CRD_NAME, install_crd, webapp_resource};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use tokio::sync::Mutex;
 use wcm_control_plane::TestNamespace;
 
-const CRD_YAML: &str = include_str!("../../plugins/deployment-reconcile/webapp-crd.yaml");
-const CRD_NAME: &str = "webapps.demo.wasm-controller-manager.io";
 const PLUGIN: &str = "deployment-reconcile";
 const CONVERGE: Duration = Duration::from_secs(60);
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-fn webapp_resource() -> ApiResource {
-    ApiResource {
-        group: "demo.wasm-controller-manager.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "demo.wasm-controller-manager.io/v1alpha1".into(),
-        kind: "WebApp".into(),
-        plural: "webapps".into(),
-    }
-}
-
 fn webapps(ns: &TestNamespace) -> Api<DynamicObject> {
     Api::namespaced_with(ns.client(), ns.name(), &webapp_resource())
-}
-
-/// Installs the plugin's CRD (if absent) and waits until WebApps can be listed.
-async fn install_crd(client: &Client) -> Result<()> {
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(CRD_YAML)?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds.get_opt(CRD_NAME).await?.is_none() {
-        crds.create(&PostParams::default(), &crd).await?;
-    }
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &webapp_resource());
-    let served = eventually(CONVERGE, || async {
-        api.list(&Default::default()).await.ok().map(|_| ())
-    })
-    .await;
-    served.context("the WebApp CRD was not served")
 }
 
 /// Removes the CRD (and every WebApp) and waits until it is gone.

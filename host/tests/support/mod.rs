@@ -14,9 +14,11 @@ use wcm_control_plane::ControlPlane;
 
 pub mod access;
 pub mod audit;
+pub mod deployed;
 pub mod election;
 pub mod objects;
 pub mod proxy;
+pub mod webapp;
 
 /// The component of an example (`target/plugins`) or test (`target/test-plugins`) plugin.
 pub fn plugin_file(name: &str) -> PathBuf {

@@ -1,0 +1,123 @@
+//! The host deployed in the local cluster by `scripts/deploy.sh`: running the script,
+//! its Pods, the Pod holding the Lease, and what to print when a scenario fails.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use wcm_control_plane::ControlPlane;
+
+/// The namespace, Deployment and Lease name of `deploy/`.
+pub const NAMESPACE: &str = "wcm-system";
+pub const NAME: &str = "wasm-controller-manager";
+
+/// Runs `scripts/deploy.sh` with this test build's host binary, `args` (plugin files
+/// or `--plugin-image REF`) and the overlay in `overlay`; waits for the rollout.
+pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()> {
+    let out = script(plane, "deploy.sh")
+        .args(["--binary", env!("CARGO_BIN_EXE_wasm-controller-manager")])
+        .arg("--overlay")
+        .arg(overlay)
+        .args(args)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "deploy.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Runs `scripts/plugin-image.sh` on `plugins`; returns the image reference.
+pub fn plugin_image(plane: &ControlPlane, plugins: &[&Path]) -> Result<String> {
+    let out = script(plane, "plugin-image.sh").args(plugins).output()?;
+    ensure!(
+        out.status.success(),
+        "plugin-image.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout)?;
+    Ok(stdout.lines().last().context("no image reference")?.to_string())
+}
+
+/// `kubectl ARGS...` against the local control plane; fails with its stderr.
+pub fn kubectl(plane: &ControlPlane, args: &[&str]) -> Result<String> {
+    let out = Command::new(ControlPlane::kubectl())
+        .args(args)
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+fn script(plane: &ControlPlane, name: &str) -> Command {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let kubeconfig = plane.admin_kubeconfig();
+    let mut command = Command::new("bash");
+    command
+        .arg(root.join("scripts").join(name))
+        .current_dir(&root)
+        .env("KUBECONFIG", kubeconfig)
+        .env("WCM_CLUSTER_DIR", kubeconfig.parent().unwrap_or(&root));
+    command
+}
+
+/// The host's Pods that are Ready and not being deleted.
+pub async fn ready_pods(client: &Client) -> Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let listed = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=wasm-controller-manager"))
+        .await?;
+    Ok(listed.items.into_iter().filter(is_ready).collect())
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        && pod.metadata.deletion_timestamp.is_none()
+}
+
+pub async fn lease(client: &Client) -> Result<Lease> {
+    Ok(Api::<Lease>::namespaced(client.clone(), NAMESPACE)
+        .get(NAME)
+        .await?)
+}
+
+/// The Pod of `pods` that holds the Lease, if one does.
+pub async fn leader(client: &Client, pods: &[Pod]) -> Option<Pod> {
+    let holder = lease(client).await.ok()?.spec?.holder_identity?;
+    pods.iter().find(|p| holds(p, &holder)).cloned()
+}
+
+/// Whether `holder` (a Lease's holderIdentity: `<Pod name>_<random>`) is `pod`.
+pub fn holds(pod: &Pod, holder: &str) -> bool {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    !name.is_empty() && holder.starts_with(&format!("{name}_"))
+}
+
+/// The Lease and the last log lines of every host Pod, for a failure message.
+pub async fn diagnosis(client: &Client) -> String {
+    let lease = lease(client).await.map(|l| l.spec);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut said = vec![format!("lease {lease:?}")];
+    let listed = pods.list(&ListParams::default()).await;
+    for pod in listed.map(|l| l.items).unwrap_or_default() {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let logs = pods
+            .logs(&name, &Default::default())
+            .await
+            .unwrap_or_default();
+        let tail: Vec<&str> = logs.lines().rev().take(8).collect();
+        let phase = pod.status.and_then(|s| s.phase);
+        said.push(format!("{name} ({phase:?}): {tail:#?}"));
+    }
+    said.join("\n")
+}
