@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wcm_control_plane::{ControlPlane, PAUSE_IMAGE, TestNamespace, WEB_IMAGE, poll_until};
 
 /// How long the node and its Pods may take.
@@ -131,13 +131,20 @@ async fn in_a_namespace_that_tolerates_the_node_the_web_image_serves() -> Result
     pods.create(&PostParams::default(), &pod).await?;
     let ip = poll_until(WAIT, || async {
         let status = pods.get("web").await.ok()?.status?;
-        let ready = status.conditions.as_ref()?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = status
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         ready.then_some(status.pod_ip?)
     })
     .await
     .context("the web Pod did not become Ready within 90 s")?;
     let answer = get(&format!("{ip}:8081")).await?;
-    ensure!(answer.contains("200 OK") && answer.contains("served (web)"), "{answer}");
+    ensure!(
+        answer.contains("200 OK") && answer.contains("served (web)"),
+        "{answer}"
+    );
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, Patch, Patch
 use kube::{Api, Client};
 use serde_json::json;
 use support::deployed::{
-    NAMESPACE, deploy, diagnosis, holds, kubectl, lease, leader, plugin_image, ready_pods,
+    NAMESPACE, deploy, diagnosis, holds, kubectl, leader, lease, plugin_image, ready_pods,
 };
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
@@ -60,7 +60,10 @@ async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_
     quiet.context("earlier tests' Pods are still there")?;
     install_crd(&client).await?;
     let overlay = tempfile::tempdir()?;
-    let plugins = [plugin_file("pod-counter"), plugin_file("deployment-reconcile")];
+    let plugins = [
+        plugin_file("pod-counter"),
+        plugin_file("deployment-reconcile"),
+    ];
     let args: Vec<&str> = plugins.iter().filter_map(|p| p.to_str()).collect();
     deploy(plane, overlay.path(), &args)?;
     let result = scenario(plane, &client, overlay.path()).await;
@@ -69,7 +72,16 @@ async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_
         ok => ok,
     };
     let overlay = overlay.path().to_string_lossy().to_string();
-    let _ = kubectl(plane, &["delete", "--ignore-not-found", "--wait=false", "-k", &overlay]);
+    let _ = kubectl(
+        plane,
+        &[
+            "delete",
+            "--ignore-not-found",
+            "--wait=false",
+            "-k",
+            &overlay,
+        ],
+    );
     result
 }
 
@@ -192,7 +204,13 @@ async fn hands_over_on_rollout_restart(plane: &ControlPlane, client: &Client) ->
         .collect();
     kubectl(
         plane,
-        &["-n", NAMESPACE, "rollout", "restart", "deployment/wasm-controller-manager"],
+        &[
+            "-n",
+            NAMESPACE,
+            "rollout",
+            "restart",
+            "deployment/wasm-controller-manager",
+        ],
     )?;
     let mut last = lease(client).await?;
     let mut gaps = Vec::new();
@@ -201,7 +219,10 @@ async fn hands_over_on_rollout_restart(plane: &ControlPlane, client: &Client) ->
         ensure!(Instant::now() < deadline, "the rollout did not finish");
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = lease(client).await?;
-        let (old, new) = (holder(&last).unwrap_or_default(), holder(&now).unwrap_or_default());
+        let (old, new) = (
+            holder(&last).unwrap_or_default(),
+            holder(&now).unwrap_or_default(),
+        );
         if !new.is_empty() && new != old {
             let released = renew_time(&last).context("no renewTime")?;
             gaps.push((new.to_string(), between(released, acquire_time(&now)?)));
@@ -279,12 +300,18 @@ async fn takes_plugins_from_an_image(
         .logs(name, &params)
         .await?;
     ensure!(
-        installed.contains("installed phase-labeller.wasm") && installed.contains("installed pod-counter.wasm"),
+        installed.contains("installed phase-labeller.wasm")
+            && installed.contains("installed pod-counter.wasm"),
         "{installed}"
     );
     let ns = TestNamespace::create("phase").await?;
-    create_labelled_pod(client, ns.name(), "tracked", &[("example.com/track-phase", "yes")])
-        .await?;
+    create_labelled_pod(
+        client,
+        ns.name(),
+        "tracked",
+        &[("example.com/track-phase", "yes")],
+    )
+    .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
     let labelled = poll_until(WAIT, || async {
         let labels = pods.get("tracked").await.ok()?.metadata.labels?;

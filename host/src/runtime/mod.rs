@@ -2,6 +2,7 @@
 //! components, and sandboxed calls into them.
 
 pub mod artifacts;
+mod compiler;
 mod engine;
 mod host_impl;
 mod plugin;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use artifacts::{ArtifactCache, content_hash};
+use compiler::{CompileTurns, release_freed_memory};
 
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
@@ -31,6 +33,7 @@ pub struct Runtime {
     linker: Linker<HostState>,
     limits: Limits,
     cache: Option<ArtifactCache>,
+    turns: CompileTurns,
     _ticker: EpochTicker,
 }
 
@@ -91,6 +94,7 @@ impl Runtime {
             engine,
             linker,
             limits,
+            turns: CompileTurns::default(),
         })
     }
 
@@ -112,11 +116,16 @@ impl Runtime {
         let PluginFile { bytes, hash, read } = file;
         check_header(&bytes)?;
         let started = Instant::now();
-        let this = self.clone();
-        let key = hash.clone();
-        let (component, origin) = tokio::task::spawn_blocking(move || this.compile(&key, &bytes))
-            .await
-            .map_err(|e| LoadError::Compile(e.to_string()))??;
+        let (component, origin) = match self.blocking(&hash, Runtime::cached).await? {
+            Some(component) => (component, Origin::Cached),
+            None => {
+                let _turn = self.turns.turn(bytes.len()).await;
+                let compiled = self
+                    .blocking(&hash, move |r, h| r.compile(h, &bytes))
+                    .await?;
+                (compiled, Origin::Compiled)
+            }
+        };
         let compile = started.elapsed();
         let started = Instant::now();
         check_exports(&component, &self.engine)?;
@@ -135,22 +144,43 @@ impl Runtime {
         })
     }
 
-    /// The component from the cache if a valid entry exists, else compiled (and cached).
-    fn compile(&self, hash: &str, bytes: &[u8]) -> Result<(Component, Origin), LoadError> {
-        if let Some(cache) = &self.cache {
-            match cache.read(&self.engine, hash) {
-                Ok(Some(component)) => return Ok((component, Origin::Cached)),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(entry = %cache.entry_path(hash).display(), error = %e,
-                    "compile cache entry not used; compiling again"),
+    /// Runs `work` (file reads, compilation) on a blocking thread.
+    async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        hash: &str,
+        work: impl FnOnce(&Runtime, &str) -> Result<T, LoadError> + Send + 'static,
+    ) -> Result<T, LoadError> {
+        let (this, hash) = (self.clone(), hash.to_string());
+        tokio::task::spawn_blocking(move || work(&this, &hash))
+            .await
+            .map_err(|e| LoadError::Compile(e.to_string()))?
+    }
+
+    /// The component from the compile cache, if a valid entry exists.
+    fn cached(&self, hash: &str) -> Result<Option<Component>, LoadError> {
+        let Some(cache) = &self.cache else {
+            return Ok(None);
+        };
+        match cache.read(&self.engine, hash) {
+            Ok(found) => Ok(found),
+            Err(e) => {
+                tracing::warn!(entry = %cache.entry_path(hash).display(), error = %e,
+                    "compile cache entry not used; compiling again");
+                Ok(None)
             }
         }
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile(chain(&e)))?;
+    }
+
+    /// Compiles the component (and caches it), then gives the compiler's freed memory
+    /// back.
+    fn compile(&self, hash: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        let compiled = Component::new(&self.engine, bytes);
+        release_freed_memory();
+        let component = compiled.map_err(|e| LoadError::Compile(chain(&e)))?;
         if let Some(cache) = &self.cache {
             cache.write(hash, &component);
         }
-        Ok((component, Origin::Compiled))
+        Ok(component)
     }
 }
 

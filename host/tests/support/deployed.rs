@@ -41,7 +41,11 @@ pub fn plugin_image(plane: &ControlPlane, plugins: &[&Path]) -> Result<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout)?;
-    Ok(stdout.lines().last().context("no image reference")?.to_string())
+    Ok(stdout
+        .lines()
+        .last()
+        .context("no image reference")?
+        .to_string())
 }
 
 /// `kubectl ARGS...` against the local control plane; fails with its stderr.
