@@ -127,3 +127,56 @@ async fn a_javascript_controller_labels_config_maps_with_a_hash_of_their_data() 
         .await?;
     Ok(())
 }
+
+/// A `Duration`'s `Debug` text as the host logs it (`11.2s`, `14.5ms`, `850µs`, `0ns`).
+fn logged_duration(text: &str) -> Result<Duration> {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .with_context(|| format!("no unit in {text:?}"))?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse()?;
+    let seconds = match unit {
+        "s" => number,
+        "ms" => number / 1e3,
+        "µs" => number / 1e6,
+        "ns" => number / 1e9,
+        _ => anyhow::bail!("unit {unit:?} in {text:?}"),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Compiling a large component costs hundreds of MiB, so the Python and JavaScript
+/// components (both over 4 MiB) take turns, while pod-counter (under 1 MiB) compiles
+/// at once beside them. Loaded together with no compile cache, one of the two large
+/// ones waits about as long as the other compiles, and pod-counter does not wait.
+#[tokio::test]
+async fn large_plugins_compile_one_at_a_time_and_small_ones_do_not_wait() -> Result<()> {
+    let dir = plugins_dir(&[
+        ("phase-labeller.wasm", plugin_bytes("phase-labeller")),
+        ("data-hash.wasm", plugin_bytes("data-hash")),
+        ("pod-counter.wasm", plugin_bytes("pod-counter")),
+    ])?;
+    let host = HostProcess::start(dir.path(), &["--no-compile-cache"])?;
+    let mut steps = BTreeMap::new();
+    for file in ["phase-labeller.wasm", "data-hash.wasm", "pod-counter.wasm"] {
+        let needles = ["plugin loaded", &format!("file=\"{file}\"")];
+        let line = host.wait_for_log(&needles, CONVERGE).await?;
+        let field =
+            |name| support::field_of(&line, name).with_context(|| format!("no {name}= in {line}"));
+        let (wait, compile) = (field("compile_wait")?, field("compile")?);
+        steps.insert(file, (logged_duration(&wait)?, logged_duration(&compile)?));
+    }
+    eprintln!("(compile wait, compile) per plugin: {steps:?}");
+    let (python, javascript) = (steps["phase-labeller.wasm"], steps["data-hash.wasm"]);
+    // Whichever went second waited for most of the first one's compilation.
+    let second_waited = (python.0 >= javascript.1 / 2) || (javascript.0 >= python.1 / 2);
+    ensure!(
+        second_waited,
+        "the large plugins compiled at once: {steps:?}"
+    );
+    ensure!(
+        steps["pod-counter.wasm"].0.is_zero(),
+        "pod-counter waited: {steps:?}"
+    );
+    Ok(())
+}

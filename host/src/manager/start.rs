@@ -71,6 +71,7 @@ impl Manager {
         };
         let steps = [
             ("read", loaded.read),
+            ("compile_wait", loaded.compile_wait),
             ("compile", loaded.compile),
             ("link", loaded.link),
             ("register", register),
@@ -90,7 +91,8 @@ impl Manager {
         };
         tracing::info!(file, plugin = %registration.name, version = %registration.version,
             previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash), origin,
-            read = ?loaded.read, compile = ?loaded.compile, link = ?loaded.link,
+            read = ?loaded.read, compile_wait = ?loaded.compile_wait, compile = ?loaded.compile,
+            link = ?loaded.link,
             register = ?register, total = ?began.elapsed(), "{what}");
         self.show_running(file, &loaded);
     }

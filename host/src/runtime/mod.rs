@@ -73,6 +73,8 @@ pub struct Loaded {
     pub origin: Origin,
     /// Time to read and hash the file.
     pub read: Duration,
+    /// Time waiting for a turn to compile (files over 4 MiB compile one at a time).
+    pub compile_wait: Duration,
     /// Time to compile, or to read and check the cache entry.
     pub compile: Duration,
     /// Time to type-check the exports and pre-link the imports.
@@ -116,17 +118,19 @@ impl Runtime {
         let PluginFile { bytes, hash, read } = file;
         check_header(&bytes)?;
         let started = Instant::now();
+        let mut compile_wait = Duration::ZERO;
         let (component, origin) = match self.blocking(&hash, Runtime::cached).await? {
             Some(component) => (component, Origin::Cached),
             None => {
-                let _turn = self.turns.turn(bytes.len()).await;
+                let turn = self.turns.turn(bytes.len()).await;
+                compile_wait = turn.waited;
                 let compiled = self
                     .blocking(&hash, move |r, h| r.compile(h, &bytes))
                     .await?;
                 (compiled, Origin::Compiled)
             }
         };
-        let compile = started.elapsed();
+        let compile = started.elapsed().saturating_sub(compile_wait);
         let started = Instant::now();
         check_exports(&component, &self.engine)?;
         let pre = self
@@ -139,6 +143,7 @@ impl Runtime {
             hash,
             origin,
             read,
+            compile_wait,
             compile,
             link: started.elapsed(),
         })
@@ -174,7 +179,9 @@ impl Runtime {
     /// Compiles the component (and caches it), then gives the compiler's freed memory
     /// back.
     fn compile(&self, hash: &str, bytes: &[u8]) -> Result<Component, LoadError> {
-        let compiled = Component::new(&self.engine, bytes);
+        let compiled = self
+            .turns
+            .run(bytes.len(), || Component::new(&self.engine, bytes));
         release_freed_memory();
         let component = compiled.map_err(|e| LoadError::Compile(chain(&e)))?;
         if let Some(cache) = &self.cache {
