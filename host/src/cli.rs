@@ -36,6 +36,26 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// List the plugins a running host has loaded, with state, version and hash.
     Plugins(PluginsArgs),
+    /// Print the RBAC the given plugins need (a ServiceAccount, roles and bindings per
+    /// plugin, and the host's own rights), derived from their registrations, as YAML
+    /// for `kubectl apply -f -`. Needs no cluster.
+    Rbac(RbacArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// Plugin files (`*.wasm`), or directories whose plugin files are all taken.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Namespace of the host and of the plugins' ServiceAccounts.
+    #[arg(long, default_value = "wcm-system")]
+    pub namespace: String,
+    /// Prefix of each plugin's ServiceAccount, roles and bindings.
+    #[arg(long, default_value = "wcm-plugin-")]
+    pub service_account_prefix: String,
+    /// The host's ServiceAccount (and the name of its roles and bindings).
+    #[arg(long, default_value = "wasm-controller-manager")]
+    pub host_service_account: String,
 }
 
 #[derive(Debug, Args)]
@@ -225,7 +245,7 @@ mod tests {
         let base = ["wasm-controller-manager", "run", "--plugins-dir", "p"];
         match Cli::try_parse_from(base.iter().chain(extra))?.command {
             Command::Run(args) => Ok(*args),
-            Command::Plugins(_) => unreachable!("parsed a run command"),
+            Command::Plugins(_) | Command::Rbac(_) => unreachable!("parsed a run command"),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod probes;
 pub mod queue;
 pub mod rate;
+pub mod rbac;
 pub mod runtime;
 pub mod server;
 pub mod status;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, LogFormat, RunArgs};
+use cli::{Cli, Command, LogFormat, RbacArgs, RunArgs};
 use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
@@ -26,6 +26,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Run(args) => run(*args).await,
             Command::Plugins(args) => list_plugins(&args.address).await,
+            Command::Rbac(args) => print_rbac(args).await,
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result
@@ -261,4 +262,47 @@ fn identity() -> String {
         .take(8)
         .collect();
     format!("{base}_{suffix}")
+}
+
+/// `rbac`: the rights of every plugin in `args.paths` and of the host, as YAML.
+async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
+    use wcm_host::kube::names::{is_dns_label, is_dns_subdomain};
+    use wcm_host::rbac::{Naming, host_rights, plugin_rights, registrations, render};
+    anyhow::ensure!(
+        is_dns_label(&args.namespace),
+        "--namespace {:?} is not a valid namespace",
+        args.namespace
+    );
+    anyhow::ensure!(
+        is_dns_subdomain(&args.host_service_account),
+        "--host-service-account {:?} is not a valid name",
+        args.host_service_account
+    );
+    let naming = Naming {
+        namespace: args.namespace,
+        prefix: args.service_account_prefix,
+        host: args.host_service_account,
+    };
+    let mut plugins = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
+    let cache = default_compile_cache();
+    for (path, registration) in registrations(&args.paths, Some(&cache)).await? {
+        let account = naming.plugin_account(&registration.name);
+        anyhow::ensure!(
+            is_dns_subdomain(&account),
+            "{account:?} (--service-account-prefix and plugin name) is not a valid name"
+        );
+        if let Some(first) = seen.insert(registration.name.clone(), path.clone()) {
+            anyhow::bail!(
+                "{} and {} both register plugin {:?}",
+                first.display(),
+                path.display(),
+                registration.name
+            );
+        }
+        plugins.push(plugin_rights(&registration));
+    }
+    let host = host_rights(&plugins, &naming);
+    print!("{}", render(&plugins, &host, &naming));
+    Ok(())
 }

@@ -26,8 +26,7 @@ use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::PluginCode;
 pub use health::{CRASH_LOOP_AFTER, Health};
 use health::{CrashLoop, health_of};
-use validate::validate;
-pub use validate::{MAX_RESYNC, MIN_RESYNC};
+pub use validate::{MAX_RESYNC, MIN_RESYNC, validate};
 use watches::{Watches, grants};
 use worker::{Version, Worker};
 

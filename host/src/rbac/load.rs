@@ -1,0 +1,96 @@
+//! Reads plugin files (or every plugin of a directory) and asks each for its
+//! registration in the sandbox, checked as the host checks it at load; no cluster.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::bindings::Registration;
+use crate::budget::Budget;
+use crate::config::Limits;
+use crate::controller::{StartError, validate};
+use crate::runtime::{CallError, LoadError, Runtime, chain};
+use crate::watcher::is_plugin_file;
+
+/// Why a plugin's registration could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    /// A directory could not be listed.
+    #[error("{}: cannot list the directory: {cause}", path.display())]
+    Directory {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The engine could not be set up.
+    #[error("cannot set up the Wasm engine: {0}")]
+    Runtime(String),
+    /// The file is not a loadable plugin.
+    #[error("{}: {cause}", path.display())]
+    Load { path: PathBuf, cause: LoadError },
+    /// `register` failed.
+    #[error("{}: register failed: {cause}", path.display())]
+    Register { path: PathBuf, cause: CallError },
+    /// The registration breaks the host's rules.
+    #[error("{}: {cause}", path.display())]
+    Invalid { path: PathBuf, cause: StartError },
+}
+
+/// The registration of every plugin in `paths` (files, or directories of plugins),
+/// in the order given (a directory's files sorted). Compiled code is kept in and taken
+/// from `compile_cache`, as the host does.
+pub async fn registrations(
+    paths: &[PathBuf],
+    compile_cache: Option<&Path>,
+) -> Result<Vec<(PathBuf, Registration)>, RegistrationError> {
+    let runtime = Runtime::new(Limits::default(), compile_cache)
+        .map_err(|e| RegistrationError::Runtime(chain(&e)))?;
+    let runtime = Arc::new(runtime);
+    let mut found = Vec::new();
+    for path in expand(paths)? {
+        let loaded = runtime.load(&path).await;
+        let loaded = loaded.map_err(|cause| RegistrationError::Load {
+            path: path.clone(),
+            cause,
+        })?;
+        let label = path.display().to_string();
+        let registration = loaded.code.register(&label).await;
+        let registration = registration.map_err(|cause| RegistrationError::Register {
+            path: path.clone(),
+            cause,
+        })?;
+        if let Err(cause) = validate(&registration, &Budget::default()) {
+            return Err(RegistrationError::Invalid { path, cause });
+        }
+        found.push((path, registration));
+    }
+    Ok(found)
+}
+
+/// Files as given; directories replaced by their plugin files, sorted.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RegistrationError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let err = |cause| RegistrationError::Directory {
+            path: path.clone(),
+            cause,
+        };
+        let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(err)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_plugin_file(p) && p.is_file())
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+/// The file name of `path`, for comments.
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}

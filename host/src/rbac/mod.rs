@@ -1,0 +1,53 @@
+//! Least-privilege RBAC for plugins, derived from their registrations: what
+//! `wasm-controller-manager rbac` prints for an operator to review and apply.
+
+mod kinds;
+mod load;
+mod render;
+mod rights;
+
+pub use kinds::{RbacKind, rbac_kind};
+pub use load::{RegistrationError, file_name, registrations};
+pub use render::{Naming, render};
+pub use rights::{PluginRights, Rights, Target, plugin_rights};
+
+/// The host's own rights when it runs `plugins`: list and watch what they watch (the
+/// informers are shared), impersonate their ServiceAccounts, create
+/// SubjectAccessReviews, and hold its Lease in its namespace.
+pub fn host_rights(plugins: &[PluginRights], naming: &Naming) -> Rights {
+    let mut rights = Rights::new();
+    for plugin in plugins {
+        for target in plugin.watches.keys() {
+            let entry = rights.entry(target.clone()).or_default();
+            entry.extend(["list", "watch"]);
+        }
+    }
+    let mut accounts: Vec<String> = plugins
+        .iter()
+        .map(|p| naming.plugin_account(&p.plugin))
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    let home = Some(naming.namespace.clone());
+    if !accounts.is_empty() {
+        let target = target(home.clone(), "", "serviceaccounts", accounts);
+        rights.insert(target, ["impersonate"].into());
+    }
+    let reviews = target(None, "authorization.k8s.io", "subjectaccessreviews", vec![]);
+    rights.insert(reviews, ["create"].into());
+    let leases = target(home, "coordination.k8s.io", "leases", vec![]);
+    rights.insert(leases, ["create", "get", "update"].into());
+    rights
+}
+
+fn target(namespace: Option<String>, group: &str, resource: &str, names: Vec<String>) -> Target {
+    Target {
+        namespace,
+        group: group.to_string(),
+        resource: resource.to_string(),
+        names,
+    }
+}
+
+#[cfg(test)]
+mod tests;

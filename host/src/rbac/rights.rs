@@ -1,0 +1,178 @@
+//! The API rights a plugin needs, derived from its registration: get/list/watch of
+//! what it watches, the verbs it declared on the kinds it declared them for, and
+//! Events about the objects it handles. What `wasm-controller-manager rbac` prints.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::kinds::{RbacKind, rbac_kind};
+use crate::bindings::{Registration, Verb};
+use crate::keys::from_wit_gvk;
+
+/// Where one set of verbs applies: a resource in a namespace, or cluster-wide.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Target {
+    /// `None`: cluster-wide (a ClusterRole); else a Role in that namespace.
+    pub namespace: Option<String>,
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Resource (plural), or `resource/subresource`.
+    pub resource: String,
+    /// Object names the verbs are limited to; empty for all.
+    pub names: Vec<String>,
+}
+
+/// Verbs per target, sorted, so the output is stable.
+pub type Rights = BTreeMap<Target, BTreeSet<&'static str>>;
+
+/// One plugin's identity and rights.
+#[derive(Debug, Clone)]
+pub struct PluginRights {
+    /// The registered name.
+    pub plugin: String,
+    /// The registered version.
+    pub version: String,
+    /// What it needs, watches and writes together.
+    pub rights: Rights,
+    /// The part that comes from its watches (what the host itself must list and watch).
+    pub watches: Rights,
+    /// Resources whose plural and scope were guessed (not built-in kinds).
+    pub guessed: BTreeSet<String>,
+}
+
+/// Events the host records for plugins (events.k8s.io; kube-runtime's recorder puts the
+/// Events of cluster-scoped objects in `default`).
+const EVENTS_GROUP: &str = "events.k8s.io";
+const CLUSTER_EVENTS_NAMESPACE: &str = "default";
+
+const READ: [&str; 3] = ["get", "list", "watch"];
+
+/// Derives the rights `registration` needs.
+///
+/// Namespaced kinds are granted where the plugin works: in the one namespace all its
+/// namespaced watches share (a Role), or cluster-wide if they are in several or in all.
+/// Cluster-scoped kinds (Nodes) are always cluster-wide.
+pub fn plugin_rights(registration: &Registration) -> PluginRights {
+    let mut builder = Builder {
+        home: home_namespace(registration),
+        ..Builder::default()
+    };
+    for watch in &registration.watches {
+        let kind = builder.kind(&from_wit_gvk(&watch.kind));
+        let namespace = watch.namespace.clone().filter(|_| kind.namespaced);
+        for verb in READ {
+            let target = target(namespace.clone(), &kind.group, &kind.resource);
+            builder.watches.entry(target).or_default().insert(verb);
+        }
+        builder.events_about(&kind, namespace);
+    }
+    for permission in &registration.permissions {
+        let kind = builder.kind(&from_wit_gvk(&permission.kind));
+        let namespace = builder.home.clone().filter(|_| kind.namespaced);
+        for verb in &permission.verbs {
+            let (resource, verbs) = api_verbs(*verb, &kind.resource);
+            let entry = builder
+                .rights
+                .entry(target(namespace.clone(), &kind.group, &resource));
+            entry.or_default().extend(verbs);
+        }
+        builder.events_about(&kind, namespace);
+    }
+    builder.finish(registration)
+}
+
+#[derive(Default)]
+struct Builder {
+    home: Option<String>,
+    rights: Rights,
+    watches: Rights,
+    guessed: BTreeSet<String>,
+}
+
+impl Builder {
+    fn kind(&mut self, gvk: &kube::core::GroupVersionKind) -> RbacKind {
+        let kind = rbac_kind(gvk);
+        if !kind.known {
+            self.guessed
+                .insert(format!("{}.{}", kind.resource, kind.group));
+        }
+        kind
+    }
+
+    /// Events about objects of `kind` in `namespace` (`None`: any namespace).
+    fn events_about(&mut self, kind: &RbacKind, namespace: Option<String>) {
+        let namespace = match kind.namespaced {
+            true => namespace,
+            false => Some(CLUSTER_EVENTS_NAMESPACE.to_string()),
+        };
+        let entry = self.rights.entry(target(namespace, EVENTS_GROUP, "events"));
+        entry.or_default().extend(["create", "patch"]);
+    }
+
+    fn finish(mut self, registration: &Registration) -> PluginRights {
+        for (target, verbs) in &self.watches {
+            self.rights.entry(target.clone()).or_default().extend(verbs);
+        }
+        drop_subsumed(&mut self.rights);
+        PluginRights {
+            plugin: registration.name.clone(),
+            version: registration.version.clone(),
+            rights: self.rights,
+            watches: self.watches,
+            guessed: self.guessed,
+        }
+    }
+}
+
+/// Removes namespaced grants a cluster-wide one already covers (Events about Nodes in
+/// `default` when Events may be written everywhere).
+fn drop_subsumed(rights: &mut Rights) {
+    let cluster_wide = rights.clone();
+    rights.retain(|target, verbs| {
+        let Some(_) = target.namespace else {
+            return true;
+        };
+        let everywhere = Target {
+            namespace: None,
+            ..target.clone()
+        };
+        !cluster_wide
+            .get(&everywhere)
+            .is_some_and(|all| all.is_superset(verbs))
+    });
+}
+
+/// The one namespace every watch of a namespaced kind is limited to, if there is one.
+fn home_namespace(registration: &Registration) -> Option<String> {
+    let namespaces: BTreeSet<Option<&str>> = registration
+        .watches
+        .iter()
+        .filter(|w| rbac_kind(&from_wit_gvk(&w.kind)).namespaced)
+        .map(|w| w.namespace.as_deref())
+        .collect();
+    match namespaces.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(one)] => Some(one.to_string()),
+        _ => None,
+    }
+}
+
+fn target(namespace: Option<String>, group: &str, resource: &str) -> Target {
+    Target {
+        namespace,
+        group: group.to_string(),
+        resource: resource.to_string(),
+        names: Vec::new(),
+    }
+}
+
+/// The API verbs (and resource) a WIT verb stands for: server-side apply creates as
+/// well as patches; a status patch is a patch of the `status` subresource.
+fn api_verbs(verb: Verb, resource: &str) -> (String, Vec<&'static str>) {
+    match verb {
+        Verb::Get => (resource.to_string(), vec!["get"]),
+        Verb::List => (resource.to_string(), vec!["list"]),
+        Verb::Patch => (resource.to_string(), vec!["patch"]),
+        Verb::Apply => (resource.to_string(), vec!["create", "patch"]),
+        Verb::PatchStatus => (format!("{resource}/status"), vec!["patch"]),
+        Verb::Delete => (resource.to_string(), vec!["delete"]),
+    }
+}

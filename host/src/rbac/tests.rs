@@ -1,0 +1,241 @@
+//! The rights derived from registrations, and their YAML.
+
+use super::*;
+use crate::bindings::{Gvk, KeyMapping, Permission, Registration, Verb, Watch};
+
+fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
+    Gvk {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+    }
+}
+
+fn watch(kind: Gvk, namespace: Option<&str>) -> Watch {
+    Watch {
+        kind,
+        namespace: namespace.map(str::to_string),
+        label_selector: None,
+        maps_to: KeyMapping::Object,
+    }
+}
+
+fn registration(name: &str, watches: Vec<Watch>, permissions: Vec<Permission>) -> Registration {
+    Registration {
+        name: name.into(),
+        version: "1.0.0".into(),
+        watches,
+        permissions,
+        max_concurrent_reconciles: 0,
+        resync_period_ms: None,
+    }
+}
+
+fn naming() -> Naming {
+    Naming {
+        namespace: "wcm-system".into(),
+        prefix: "wcm-plugin-".into(),
+        host: "wasm-controller-manager".into(),
+    }
+}
+
+fn verbs(rights: &Rights, namespace: Option<&str>, group: &str, resource: &str) -> Vec<String> {
+    let found = rights.iter().find(|(t, _)| {
+        t.namespace.as_deref() == namespace && t.group == group && t.resource == resource
+    });
+    found.map_or(vec![], |(_, v)| v.iter().map(|v| v.to_string()).collect())
+}
+
+/// pod-counter's shape: all Pods and Nodes watched, Node labels patched.
+fn pod_counter() -> Registration {
+    let patch_nodes = Permission {
+        kind: gvk("", "v1", "Node"),
+        verbs: vec![Verb::Patch],
+    };
+    let patch_pods = Permission {
+        kind: gvk("", "v1", "Pod"),
+        verbs: vec![Verb::Patch],
+    };
+    registration(
+        "pod-counter",
+        vec![
+            watch(gvk("", "v1", "Pod"), None),
+            watch(gvk("", "v1", "Node"), None),
+        ],
+        vec![patch_nodes, patch_pods],
+    )
+}
+
+#[test]
+fn a_plugin_watching_everywhere_gets_cluster_wide_rights() {
+    let rights = plugin_rights(&pod_counter()).rights;
+    assert_eq!(
+        verbs(&rights, None, "", "pods"),
+        ["get", "list", "patch", "watch"]
+    );
+    assert_eq!(
+        verbs(&rights, None, "", "nodes"),
+        ["get", "list", "patch", "watch"]
+    );
+    assert_eq!(
+        verbs(&rights, None, "events.k8s.io", "events"),
+        ["create", "patch"]
+    );
+    // Events about Nodes go to `default`, which the cluster-wide rule covers.
+    assert_eq!(rights.len(), 3, "{rights:?}");
+}
+
+#[test]
+fn events_about_cluster_scoped_objects_go_to_default() {
+    let node = gvk("", "v1", "Node");
+    let pod = gvk("", "v1", "Pod");
+    let reg = registration(
+        "node-watcher",
+        vec![watch(pod, Some("a")), watch(node, None)],
+        vec![],
+    );
+    let rights = plugin_rights(&reg).rights;
+    assert_eq!(
+        verbs(&rights, Some("default"), "events.k8s.io", "events"),
+        ["create", "patch"]
+    );
+    assert_eq!(
+        verbs(&rights, Some("a"), "events.k8s.io", "events"),
+        ["create", "patch"]
+    );
+    assert_eq!(verbs(&rights, None, "", "nodes"), ["get", "list", "watch"]);
+}
+
+#[test]
+fn a_plugin_in_one_namespace_gets_a_role_there_and_cluster_scoped_kinds_stay_cluster_wide() {
+    let app = gvk("demo.example.com", "v1alpha1", "WebApp");
+    let deployment = gvk("apps", "v1", "Deployment");
+    let reg = registration(
+        "shop-operator",
+        vec![
+            watch(app.clone(), Some("shop")),
+            watch(deployment.clone(), Some("shop")),
+        ],
+        vec![
+            Permission {
+                kind: deployment,
+                verbs: vec![Verb::Apply, Verb::Delete],
+            },
+            Permission {
+                kind: app,
+                verbs: vec![Verb::PatchStatus],
+            },
+            Permission {
+                kind: gvk("", "v1", "Node"),
+                verbs: vec![Verb::Patch],
+            },
+        ],
+    );
+    let found = plugin_rights(&reg);
+    let rights = &found.rights;
+    let shop = Some("shop");
+    assert_eq!(
+        verbs(rights, shop, "apps", "deployments"),
+        ["create", "delete", "get", "list", "patch", "watch"]
+    );
+    assert_eq!(
+        verbs(rights, shop, "demo.example.com", "webapps/status"),
+        ["patch"]
+    );
+    assert_eq!(
+        verbs(rights, shop, "demo.example.com", "webapps"),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(verbs(rights, None, "", "nodes"), ["patch"]);
+    assert_eq!(
+        verbs(rights, shop, "events.k8s.io", "events"),
+        ["create", "patch"]
+    );
+    assert!(
+        rights
+            .keys()
+            .all(|t| t.namespace.is_some() || t.resource == "nodes"),
+        "{rights:?}"
+    );
+    assert_eq!(
+        found.guessed.iter().collect::<Vec<_>>(),
+        ["webapps.demo.example.com"]
+    );
+}
+
+#[test]
+fn watches_in_several_namespaces_make_writes_cluster_wide() {
+    let pod = gvk("", "v1", "Pod");
+    let reg = registration(
+        "two-places",
+        vec![watch(pod.clone(), Some("a")), watch(pod.clone(), Some("b"))],
+        vec![Permission {
+            kind: pod,
+            verbs: vec![Verb::Patch],
+        }],
+    );
+    let rights = plugin_rights(&reg).rights;
+    assert_eq!(
+        verbs(&rights, Some("a"), "", "pods"),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(
+        verbs(&rights, Some("b"), "", "pods"),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(verbs(&rights, None, "", "pods"), ["patch"]);
+}
+
+#[test]
+fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
+    let plugins = [plugin_rights(&pod_counter())];
+    let host = host_rights(&plugins, &naming());
+    assert_eq!(verbs(&host, None, "", "pods"), ["list", "watch"]);
+    let impersonate = host
+        .iter()
+        .find(|(t, _)| t.resource == "serviceaccounts")
+        .expect("impersonation rule");
+    assert_eq!(impersonate.0.names, ["wcm-plugin-pod-counter"]);
+    assert_eq!(impersonate.0.namespace.as_deref(), Some("wcm-system"));
+    assert_eq!(
+        verbs(&host, None, "authorization.k8s.io", "subjectaccessreviews"),
+        ["create"]
+    );
+    assert_eq!(
+        verbs(&host, Some("wcm-system"), "coordination.k8s.io", "leases"),
+        ["create", "get", "update"]
+    );
+    assert!(
+        verbs(&host, None, "", "nodes").iter().all(|v| v != "patch"),
+        "the host writes nothing itself"
+    );
+}
+
+#[test]
+fn the_yaml_binds_each_role_to_the_plugin_account_and_is_stable() {
+    let plugins = [plugin_rights(&pod_counter())];
+    let host = host_rights(&plugins, &naming());
+    let yaml = render(&plugins, &host, &naming());
+    assert_eq!(yaml, render(&plugins, &host, &naming()));
+    assert!(yaml.contains(
+        "kind: ServiceAccount\nmetadata:\n  name: wcm-plugin-pod-counter\n  namespace: wcm-system\n"
+    ));
+    assert!(
+        yaml.contains("kind: ClusterRole\nmetadata:\n  name: wcm-plugin-pod-counter\nrules:\n")
+    );
+    assert!(yaml.contains(
+        "kind: Role\nmetadata:\n  name: wasm-controller-manager\n  namespace: wcm-system\n"
+    ));
+    assert!(yaml.contains(
+        "  - apiGroups: [\"\"]\n    resources: [nodes]\n    verbs: [get, list, patch, watch]\n"
+    ));
+    assert!(yaml.contains("resourceNames: [wcm-plugin-pod-counter]"));
+    let documents: Vec<&str> = yaml.split("---\n").skip(1).collect();
+    // The account, its ClusterRole and binding; the host's two roles and bindings.
+    assert_eq!(documents.len(), 1 + 2 + 4, "{yaml}");
+    assert!(
+        documents
+            .iter()
+            .all(|d| d.contains("apiVersion: ") && d.contains("\nkind: "))
+    );
+}

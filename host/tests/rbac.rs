@@ -1,0 +1,95 @@
+//! `wasm-controller-manager rbac`: the RBAC of the example plugins is the reviewed file
+//! `host/tests/expected/rbac-examples.yaml`, and the real API server accepts it
+//! (`kubectl apply --dry-run=server`); a file that is no plugin is refused by name.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use anyhow::{Result, ensure};
+use support::plugin_file;
+use wcm_control_plane::{ControlPlane, TestNamespace};
+
+const EXPECTED: &str = include_str!("expected/rbac-examples.yaml");
+const EXAMPLES: [&str; 4] = [
+    "data-hash",
+    "deployment-reconcile",
+    "phase-labeller",
+    "pod-counter",
+];
+
+fn rbac(args: &[PathBuf]) -> Result<Output> {
+    Ok(Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .arg("rbac")
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()?)
+}
+
+#[test]
+fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
+    let files: Vec<PathBuf> = EXAMPLES.iter().map(|p| plugin_file(p)).collect();
+    let out = rbac(&files)?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout)?;
+    ensure!(
+        yaml == EXPECTED,
+        "the examples' RBAC changed; review it and regenerate with\n  \
+         target/debug/wasm-controller-manager rbac target/plugins > host/tests/expected/rbac-examples.yaml\n\
+         new output:\n{yaml}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_api_server_accepts_the_output_for_any_namespace() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("rbac").await?;
+    let mut args = vec![PathBuf::from("--namespace"), PathBuf::from(ns.name())];
+    args.extend(EXAMPLES.iter().map(|p| plugin_file(p)));
+    let out = rbac(&args)?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), &out.stdout)?;
+    let out = Command::new(ControlPlane::kubectl())
+        .args(["apply", "--dry-run=server", "-f"])
+        .arg(file.path())
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    let refused = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.success(), "{said}{refused}");
+    let account = "serviceaccount/wcm-plugin-pod-counter created (server dry run)";
+    ensure!(said.contains(account), "{said}");
+    ensure!(
+        said.contains(
+            "clusterrolebinding.rbac.authorization.k8s.io/wcm-plugin-pod-counter created"
+        ),
+        "{said}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let bad = dir.path().join("broken.wasm");
+    std::fs::write(&bad, b"not wasm")?;
+    let out = rbac(&[plugin_file("pod-counter"), bad])?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && out.stdout.is_empty(), "{said}");
+    ensure!(
+        said.contains("broken.wasm: not a WebAssembly file"),
+        "{said}"
+    );
+    Ok(())
+}
