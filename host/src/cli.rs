@@ -118,6 +118,8 @@ pub struct RunArgs {
     pub election: ElectionArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub identity: IdentityArgs,
 }
 
 /// Every plugin's budgets, and overrides for single plugins.
@@ -194,6 +196,24 @@ pub struct ElectionArgs {
     /// Namespace of the Lease.
     #[arg(long, default_value = "kube-system")]
     pub leader_elect_resource_namespace: String,
+}
+
+/// Whose identity plugins' API calls carry.
+#[derive(Debug, Args)]
+pub struct IdentityArgs {
+    /// Make every API call a plugin causes (writes, Events) as the plugin's own
+    /// ServiceAccount, by impersonation, so RBAC decides what it may do and the audit
+    /// log names it (`wasm-controller-manager rbac` writes the RBAC). The host's
+    /// identity must be allowed to impersonate those accounts.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub impersonate_plugins: Option<bool>,
+    /// Namespace of the plugins' ServiceAccounts [default: the host Pod's namespace,
+    /// else wcm-system].
+    #[arg(long, env = "POD_NAMESPACE", default_value = "wcm-system")]
+    pub plugin_service_account_namespace: String,
+    /// Prefix of a plugin's ServiceAccount name, before the plugin's name.
+    #[arg(long, default_value = "wcm-plugin-")]
+    pub plugin_service_account_prefix: String,
 }
 
 impl ElectionArgs {

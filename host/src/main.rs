@@ -10,6 +10,8 @@ use cli::{Cli, Command, LogFormat, RbacArgs, RunArgs};
 use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
+use wcm_host::kube::identity::{ClientFactory, PluginIdentities, ServiceAccounts};
+use wcm_host::kube::names::is_dns_label;
 use wcm_host::leader::{Campaign, Elector, LeaderGate, Lost};
 use wcm_host::manager::Manager;
 use wcm_host::metrics::Metrics;
@@ -102,8 +104,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             LeaderGate::always_open()
         }
     };
+    let identities = plugin_identities(&args.identity, config, client, &metrics)?;
     let settings = manager_config(args, &identity)?;
-    let manager = Manager::start(settings, client, metrics, table, gate, probes).await?;
+    let manager = Manager::start(settings, identities, metrics, table, gate, probes).await?;
     tracing::info!(
         loading = manager.loading(),
         "manager started; loading plugins and watching the plugins directory"
@@ -168,6 +171,39 @@ async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
         http::HeaderValue::from_str(&agent).context("identity is not a valid header value")?,
     ));
     Ok((config, in_cluster))
+}
+
+/// The host's client for plugins, or, with `--impersonate-plugins`, a client per
+/// plugin acting as its ServiceAccount.
+fn plugin_identities(
+    args: &cli::IdentityArgs,
+    config: kube::Config,
+    client: kube::Client,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<PluginIdentities> {
+    if !args.impersonate_plugins.unwrap_or(false) {
+        tracing::warn!(
+            "plugins act with the host's identity and share its rights; \
+            --impersonate-plugins makes each act as its own ServiceAccount"
+        );
+        return Ok(PluginIdentities::shared(client));
+    }
+    let accounts = ServiceAccounts {
+        namespace: args.plugin_service_account_namespace.clone(),
+        prefix: args.plugin_service_account_prefix.clone(),
+    };
+    anyhow::ensure!(
+        is_dns_label(&accounts.namespace),
+        "--plugin-service-account-namespace {:?} is not a valid namespace",
+        accounts.namespace
+    );
+    tracing::info!(user = %accounts.user("<plugin>"), "plugins act as their own ServiceAccounts");
+    let metrics = metrics.clone();
+    let build: ClientFactory =
+        Arc::new(move |config| counted_client(config, &metrics).map_err(|e| format!("{e:#}")));
+    Ok(PluginIdentities::impersonating(
+        client, config, accounts, build,
+    ))
 }
 
 /// A client whose requests are counted in `rest_client_requests_total`, as client-go's.
@@ -266,7 +302,7 @@ fn identity() -> String {
 
 /// `rbac`: the rights of every plugin in `args.paths` and of the host, as YAML.
 async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
-    use wcm_host::kube::names::{is_dns_label, is_dns_subdomain};
+    use wcm_host::kube::names::is_dns_subdomain;
     use wcm_host::rbac::{Naming, host_rights, plugin_rights, registrations, render};
     anyhow::ensure!(
         is_dns_label(&args.namespace),

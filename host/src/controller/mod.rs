@@ -18,6 +18,7 @@ use crate::budget::{BudgetSettings, PluginBudget};
 use crate::capabilities::ClusterAccess;
 use crate::keys::ReconcileKey;
 use crate::kube::discovery::DiscoveryError;
+use crate::kube::identity::{IdentityError, PluginIdentities};
 use crate::kube::informer::InformerRegistry;
 use crate::leader::LeaderGate;
 use crate::metrics::standard::ControllerLabels;
@@ -39,6 +40,9 @@ pub enum StartError {
     /// A watched or owner kind is not served by the API server.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// The plugin's own API client could not be built.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
     /// A new version's informers did not complete their first list in time.
     #[error("its watches did not sync within {0:?}")]
     SyncTimeout(Duration),
@@ -47,8 +51,9 @@ pub enum StartError {
 /// Shared parts every plugin controller is started with.
 #[derive(Clone)]
 pub struct ControllerContext {
-    /// API client for writes and Events.
-    pub client: Client,
+    /// The host's client, and each plugin's for its writes and Events (its own
+    /// ServiceAccount when the host impersonates plugins).
+    pub identities: PluginIdentities,
     /// Shared informers.
     pub registry: Arc<InformerRegistry>,
     /// This host's identity, the `reportingInstance` of Events.
@@ -87,6 +92,8 @@ pub struct PluginController {
 pub struct Prepared {
     registration: Registration,
     watches: Watches,
+    /// The client the plugin's writes and Events are made with.
+    client: Client,
 }
 
 impl Prepared {
@@ -99,6 +106,7 @@ impl Prepared {
         synced: bool,
     ) -> Result<Prepared, StartError> {
         validate(&registration, &ctx.budgets.for_plugin(&registration.name))?;
+        let client = ctx.identities.client_for(&registration.name)?;
         let watches = Watches::acquire(&registration, &ctx.registry).await?;
         let timeout = ctx.sync_timeout;
         if synced
@@ -111,6 +119,7 @@ impl Prepared {
         Ok(Prepared {
             registration,
             watches,
+            client,
         })
     }
 
@@ -131,12 +140,13 @@ impl PluginController {
         let Prepared {
             registration,
             mut watches,
+            client,
         } = prepared;
         let name = &registration.name;
         let queue = WorkQueue::with_metrics(ctx.retry, ctx.metrics.standard.queue(name));
         let budget = ctx.budgets.for_plugin(name);
         let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
-        let version = version(code, &registration, &watches, &budget, ctx);
+        let version = version(code, &registration, &watches, &budget, client, ctx);
         watches.attach(&queue, name, &ctx.metrics, resync_period(&registration));
         let mut controller = PluginController {
             current: watch::channel(Arc::new(version)).0,
@@ -195,8 +205,16 @@ impl PluginController {
         let Prepared {
             registration,
             mut watches,
+            client,
         } = prepared;
-        let version = version(code, &registration, &watches, &self.budget, &self.ctx);
+        let version = version(
+            code,
+            &registration,
+            &watches,
+            &self.budget,
+            client,
+            &self.ctx,
+        );
         self.current.send_replace(Arc::new(version));
         self.watches.detach();
         let resync = resync_period(&registration);
@@ -274,6 +292,7 @@ fn version(
     registration: &Registration,
     watches: &Watches,
     budget: &Arc<PluginBudget>,
+    client: Client,
     ctx: &ControllerContext,
 ) -> Version {
     let informers = watches.informers();
@@ -281,7 +300,7 @@ fn version(
         budget.clone(),
         &ctx.instance,
         ctx.registry.clone(),
-        ctx.client.clone(),
+        client,
         informers.clone(),
         grants(registration),
         ctx.leader.clone(),

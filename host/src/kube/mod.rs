@@ -5,6 +5,7 @@ pub mod cache;
 pub mod discovery;
 pub mod event_filter;
 pub mod events;
+pub mod identity;
 pub mod informer;
 pub mod labels;
 pub mod names;

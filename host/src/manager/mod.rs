@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Client;
+use crate::kube::identity::PluginIdentities;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::config::ManagerConfig;
@@ -114,7 +114,7 @@ impl Manager {
     /// keeps warm caches and takes over without relisting.
     pub async fn start(
         config: ManagerConfig,
-        client: Client,
+        identities: PluginIdentities,
         metrics: Arc<Metrics>,
         table: PluginTable,
         leader: LeaderGate,
@@ -123,9 +123,12 @@ impl Manager {
         let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
             .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
         let ctx = ControllerContext {
-            registry: Arc::new(InformerRegistry::new(client.clone(), metrics.clone())),
+            registry: Arc::new(InformerRegistry::new(
+                identities.host().clone(),
+                metrics.clone(),
+            )),
             metrics,
-            client,
+            identities,
             instance: config.instance.clone(),
             max_concurrent_reconciles: config.limits.max_concurrent_reconciles,
             retry: config.retry,

@@ -26,6 +26,10 @@ pub struct Write {
     pub code: u16,
     /// The request's path and query, as received.
     pub uri: String,
+    /// The authenticated user.
+    pub user: String,
+    /// The user the request acted as, when its client impersonated one.
+    pub impersonated: Option<String>,
 }
 
 /// Every write in the audit log at `path` made by a client whose User-Agent contains
@@ -59,6 +63,8 @@ pub fn writes_by(path: &Path, agent: &str) -> Result<Vec<Write>> {
                 .parse()?,
             code: entry["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
             uri: text(&entry["requestURI"]).unwrap_or_default(),
+            user: text(&entry["user"]["username"]).unwrap_or_default(),
+            impersonated: text(&entry["impersonatedUser"]["username"]),
         });
     }
     Ok(writes)

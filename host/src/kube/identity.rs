@@ -1,0 +1,119 @@
+//! The identity a plugin's API calls are made with: the host's own, or the plugin's
+//! ServiceAccount through impersonation, so that the API server's RBAC decides what
+//! the plugin may do, the audit log names it, and API Priority and Fairness sees it as
+//! a flow of its own (as kube-controller-manager's `--use-service-account-credentials`
+//! gives each of its controllers a ServiceAccount).
+
+use std::sync::Arc;
+
+use kube::Client;
+
+/// Builds a client from a configuration (the host adds its request metrics layer).
+pub type ClientFactory = Arc<dyn Fn(kube::Config) -> Result<Client, String> + Send + Sync>;
+
+/// Where plugins' ServiceAccounts live and what they are called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccounts {
+    /// Namespace of every plugin's ServiceAccount.
+    pub namespace: String,
+    /// Prefix before the plugin's name (`wcm-plugin-`).
+    pub prefix: String,
+}
+
+impl ServiceAccounts {
+    /// The user name `plugin` acts as: `system:serviceaccount:<namespace>:<prefix><plugin>`.
+    pub fn user(&self, plugin: &str) -> String {
+        format!(
+            "system:serviceaccount:{}:{}{plugin}",
+            self.namespace, self.prefix
+        )
+    }
+}
+
+/// A plugin's client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the API client of plugin {plugin} (acting as {user}): {reason}")]
+pub struct IdentityError {
+    /// The plugin.
+    pub plugin: String,
+    /// The user it would act as.
+    pub user: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The host's client, and how to make each plugin's.
+#[derive(Clone)]
+pub struct PluginIdentities {
+    host: Client,
+    impersonation: Option<(kube::Config, ServiceAccounts, ClientFactory)>,
+}
+
+impl PluginIdentities {
+    /// Every plugin acts as the host (impersonation off): plugins share its rights.
+    pub fn shared(host: Client) -> PluginIdentities {
+        PluginIdentities {
+            host,
+            impersonation: None,
+        }
+    }
+
+    /// Each plugin acts as its ServiceAccount in `accounts`; `config` is the host's
+    /// own configuration, which must be allowed to impersonate those accounts.
+    pub fn impersonating(
+        host: Client,
+        config: kube::Config,
+        accounts: ServiceAccounts,
+        build: ClientFactory,
+    ) -> PluginIdentities {
+        PluginIdentities {
+            host,
+            impersonation: Some((config, accounts, build)),
+        }
+    }
+
+    /// The host's own client (informers, discovery, the plugins' shared reads).
+    pub fn host(&self) -> &Client {
+        &self.host
+    }
+
+    /// The user `plugin`'s calls are made as, if not the host's.
+    pub fn user(&self, plugin: &str) -> Option<String> {
+        let (_, accounts, _) = self.impersonation.as_ref()?;
+        Some(accounts.user(plugin))
+    }
+
+    /// The client for `plugin`'s writes and Events.
+    pub fn client_for(&self, plugin: &str) -> Result<Client, IdentityError> {
+        let Some((config, accounts, build)) = &self.impersonation else {
+            return Ok(self.host.clone());
+        };
+        let user = accounts.user(plugin);
+        let mut config = config.clone();
+        config.auth_info.impersonate = Some(user.clone());
+        // The API server adds a ServiceAccount's groups itself when none are given.
+        config.auth_info.impersonate_groups = None;
+        build(config).map_err(|reason| IdentityError {
+            plugin: plugin.to_string(),
+            user,
+            reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_acts_as_its_service_account() {
+        let accounts = ServiceAccounts {
+            namespace: "wcm-system".into(),
+            prefix: "wcm-plugin-".into(),
+        };
+        assert_eq!(
+            accounts.user("pod-counter"),
+            "system:serviceaccount:wcm-system:wcm-plugin-pod-counter"
+        );
+    }
+}
