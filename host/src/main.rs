@@ -11,7 +11,7 @@ use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
 use wcm_host::kube::identity::{ClientFactory, PluginIdentities, ServiceAccounts};
-use wcm_host::kube::names::is_dns_label;
+use wcm_host::kube::names::{is_dns_label, is_dns_subdomain};
 use wcm_host::leader::{Campaign, Elector, LeaderGate, Lost};
 use wcm_host::manager::Manager;
 use wcm_host::metrics::Metrics;
@@ -197,6 +197,11 @@ fn plugin_identities(
         "--plugin-service-account-namespace {:?} is not a valid namespace",
         accounts.namespace
     );
+    anyhow::ensure!(
+        is_dns_subdomain(&format!("{}plugin", accounts.prefix)),
+        "--plugin-service-account-prefix {:?} does not make valid ServiceAccount names",
+        accounts.prefix
+    );
     tracing::info!(user = %accounts.user("<plugin>"), "plugins act as their own ServiceAccounts");
     let metrics = metrics.clone();
     let build: ClientFactory =
@@ -302,7 +307,6 @@ fn identity() -> String {
 
 /// `rbac`: the rights of every plugin in `args.paths` and of the host, as YAML.
 async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
-    use wcm_host::kube::names::is_dns_subdomain;
     use wcm_host::rbac::{Naming, host_rights, plugin_rights, registrations, render};
     anyhow::ensure!(
         is_dns_label(&args.namespace),
