@@ -52,10 +52,5 @@ args+=(-add "$work/passwd=/etc/passwd:0644" -add "$work/group=/etc/group:0644" -
 "$(control-plane/scripts/images.sh path oci-image)" "${args[@]}"
 echo "image: wrote $out ($(du -h "$out" | cut -f1))" >&2
 
-# Into the local node, if one runs (the cluster of $WCM_CLUSTER_DIR or the default one).
-state="${WCM_CLUSTER_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/wasm-controller-manager/cluster}"
-if [ -S "$state/node/containerd.sock" ]; then
-  ctr -a "$state/node/containerd.sock" -n k8s.io images import "$out" >&2
-  echo "image: imported into the node of $state" >&2
-fi
+control-plane/scripts/images.sh import "$out"
 echo "$ref"

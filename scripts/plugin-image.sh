@@ -47,9 +47,5 @@ for f in "${plugins[@]}"; do args+=(-add "$f=/wcm-plugins/$(basename "$f"):0644"
 "$("$images" path oci-image)" "${args[@]}"
 echo "plugin-image: wrote $out ($(du -h "$out" | cut -f1)): ${!seen[*]}" >&2
 
-state="${WCM_CLUSTER_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/wasm-controller-manager/cluster}"
-if [ -S "$state/node/containerd.sock" ]; then
-  ctr -a "$state/node/containerd.sock" -n k8s.io images import "$out" >&2
-  echo "plugin-image: imported into the node of $state" >&2
-fi
+"$images" import "$out"
 echo "$tag"

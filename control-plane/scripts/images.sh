@@ -3,7 +3,8 @@
 # control-plane/images (oci-image, which writes image archives; pause, the Pods'
 # sandbox; web, the example web server WebApps run; install-plugins, the entrypoint of
 # plugin images) and the pause and web image archives, into the cache. Prints nothing
-# but logs; `images.sh path NAME` prints an archive's or a tool's path.
+# but logs; `images.sh path NAME` prints an archive's or a tool's path, and
+# `images.sh import ARCHIVE` imports an image archive into the local node if it runs.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 IMAGES_SRC="$CONTROL_PLANE_DIR/../images"
@@ -33,34 +34,40 @@ build_tools() {
   for tool in "${TOOLS[@]}"; do mv "$IMAGES_DIR/$tool.new" "$IMAGES_DIR/$tool"; done
 }
 
-build_pause_image() {
-  [ -f "$IMAGES_DIR/pause.tar" ] && return
+# build_image NAME TAG USER: the image TAG whose entrypoint is the tool NAME, once.
+build_image() {
+  local name="$1" tag="$2" user="$3"
+  [ -f "$IMAGES_DIR/$name.tar" ] && return
   build_tools
-  "$IMAGES_DIR/oci-image" -out "$IMAGES_DIR/pause.tar.new" -tag "$PAUSE_IMAGE" \
-    -entrypoint /pause -user 65535:65535 -add "$IMAGES_DIR/pause=/pause:0755"
-  mv "$IMAGES_DIR/pause.tar.new" "$IMAGES_DIR/pause.tar"
-  log "built $PAUSE_IMAGE at $IMAGES_DIR/pause.tar"
+  "$IMAGES_DIR/oci-image" -out "$IMAGES_DIR/$name.tar.new" -tag "$tag" \
+    -entrypoint "/$name" -user "$user" -add "$IMAGES_DIR/$name=/$name:0755"
+  mv "$IMAGES_DIR/$name.tar.new" "$IMAGES_DIR/$name.tar"
+  log "built $tag at $IMAGES_DIR/$name.tar"
 }
 
-build_web_image() {
-  [ -f "$IMAGES_DIR/web.tar" ] && return
-  build_tools
-  "$IMAGES_DIR/oci-image" -out "$IMAGES_DIR/web.tar.new" -tag "$WEB_IMAGE" \
-    -entrypoint /web -user 65532:65532 -add "$IMAGES_DIR/web=/web:0755"
-  mv "$IMAGES_DIR/web.tar.new" "$IMAGES_DIR/web.tar"
-  log "built $WEB_IMAGE at $IMAGES_DIR/web.tar"
+build_images() {
+  build_image pause "$PAUSE_IMAGE" 65535:65535
+  build_image web "$WEB_IMAGE" 65532:65532
+}
+
+# import_archive FILE: into the local node of $STATE_DIR, if it runs.
+import_archive() {
+  local sock="$STATE_DIR/node/containerd.sock"
+  [ -S "$sock" ] || return 0
+  ctr -a "$sock" -n k8s.io images import "$1" >&2
+  log "imported $1 into the node of $STATE_DIR"
 }
 
 case "${1:-build}" in
-  build) build_pause_image; build_web_image ;;
+  build) build_images ;;
+  import) import_archive "${2:?images.sh import ARCHIVE}" ;;
   path)
-    build_pause_image
-    build_web_image
+    build_images
     case "${2:-}" in
       pause | web) echo "$IMAGES_DIR/$2.tar" ;;
       oci-image | install-plugins) echo "$IMAGES_DIR/$2" ;;
       *) die "images.sh path pause|web|oci-image|install-plugins" ;;
     esac
     ;;
-  *) die "usage: images.sh [build | path pause|web|oci-image|install-plugins]" ;;
+  *) die "usage: images.sh [build | import ARCHIVE | path pause|web|oci-image|install-plugins]" ;;
 esac

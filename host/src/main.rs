@@ -11,7 +11,7 @@ use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
 use wcm_host::kube::identity::{ClientFactory, PluginIdentities, ServiceAccounts};
-use wcm_host::kube::names::{is_dns_label, is_dns_subdomain};
+use wcm_host::kube::names::is_dns_subdomain;
 use wcm_host::leader::{Campaign, Elector, LeaderGate, Lost};
 use wcm_host::manager::Manager;
 use wcm_host::metrics::Metrics;
@@ -188,20 +188,12 @@ fn plugin_identities(
         );
         return Ok(PluginIdentities::shared(client));
     }
-    let accounts = ServiceAccounts {
-        namespace: args.plugin_service_account_namespace.clone(),
-        prefix: args.plugin_service_account_prefix.clone(),
-    };
-    anyhow::ensure!(
-        is_dns_label(&accounts.namespace),
-        "--plugin-service-account-namespace {:?} is not a valid namespace",
-        accounts.namespace
-    );
-    anyhow::ensure!(
-        is_dns_subdomain(&format!("{}plugin", accounts.prefix)),
-        "--plugin-service-account-prefix {:?} does not make valid ServiceAccount names",
-        accounts.prefix
-    );
+    let accounts = ServiceAccounts::new(
+        &args.plugin_service_account_namespace,
+        &args.plugin_service_account_prefix,
+    )
+    .map_err(anyhow::Error::msg)
+    .context("--plugin-service-account-namespace / --plugin-service-account-prefix")?;
     tracing::info!(user = %accounts.user("<plugin>"), "plugins act as their own ServiceAccounts");
     let metrics = metrics.clone();
     let build: ClientFactory =
@@ -309,25 +301,22 @@ fn identity() -> String {
 async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
     use wcm_host::rbac::{Naming, host_rights, plugin_rights, registrations, render};
     anyhow::ensure!(
-        is_dns_label(&args.namespace),
-        "--namespace {:?} is not a valid namespace",
-        args.namespace
-    );
-    anyhow::ensure!(
         is_dns_subdomain(&args.host_service_account),
         "--host-service-account {:?} is not a valid name",
         args.host_service_account
     );
+    let accounts = ServiceAccounts::new(&args.namespace, &args.service_account_prefix)
+        .map_err(anyhow::Error::msg)
+        .context("--namespace / --service-account-prefix")?;
     let naming = Naming {
-        namespace: args.namespace,
-        prefix: args.service_account_prefix,
+        accounts,
         host: args.host_service_account,
     };
     let mut plugins = Vec::new();
     let mut seen = std::collections::BTreeMap::new();
     let cache = default_compile_cache();
     for (path, registration) in registrations(&args.paths, Some(&cache)).await? {
-        let account = naming.plugin_account(&registration.name);
+        let account = naming.accounts.name(&registration.name);
         anyhow::ensure!(
             is_dns_subdomain(&account),
             "{account:?} (--service-account-prefix and plugin name) is not a valid name"

@@ -62,6 +62,19 @@ pub fn is_plugin_file(path: &Path) -> bool {
     !name.starts_with('.') && name.ends_with(".wasm") && name.len() > ".wasm".len()
 }
 
+/// The plugin files of `dir`, sorted.
+pub fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if is_plugin_file(&path) && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// What a raw event asks for.
 #[derive(Debug)]
 enum Touched {

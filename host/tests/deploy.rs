@@ -22,12 +22,12 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, Patch, Patch
 use kube::{Api, Client};
 use serde_json::json;
 use support::deployed::{
-    NAMESPACE, deploy, diagnosis, holds, kubectl, leader, lease, plugin_image, ready_pods,
+    NAMESPACE, deploy, diagnosis, holds, leader, lease, plugin_image, ready_pods,
 };
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
 use support::webapp::{install_crd, webapp_resource};
-use support::{http_get, plugin_bytes, plugin_file};
+use support::{http_get, kubectl, plugin_bytes, plugin_file};
 use wcm_control_plane::{ControlPlane, NODE_NAME, TestNamespace, WEB_IMAGE, poll_until};
 
 const WAIT: Duration = Duration::from_secs(120);

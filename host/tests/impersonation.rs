@@ -7,7 +7,7 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::process::Command;
+use std::ffi::OsStr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -18,7 +18,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::audit::writes_by;
 use support::objects::{all_pods, create_node, create_pod, events_about, node_label};
-use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
+use support::rbac::rbac_file;
+use support::{HostProcess, eventually, kubectl, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
 const COUNT: &str = "pod-counter.example.com/count";
@@ -26,47 +27,32 @@ const COUNTED: &str = "pod-counter.example.com/counted";
 const CONVERGE: Duration = Duration::from_secs(60);
 
 /// `wasm-controller-manager rbac` for pod-counter with `namespace` and `prefix`,
-/// applied for real.
-/// Returns the applied file, for [`revoke`].
+/// applied for real. Returns the applied file, for [`revoke`].
 fn grant(plane: &ControlPlane, namespace: &str, prefix: &str) -> Result<tempfile::NamedTempFile> {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .args([
-            "rbac",
-            "--namespace",
-            namespace,
-            "--service-account-prefix",
-            prefix,
-        ])
-        .arg(plugin_file("pod-counter"))
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), &out.stdout)?;
-    let applied = Command::new(ControlPlane::kubectl())
-        .args(["apply", "-f"])
-        .arg(file.path())
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .output()?;
-    ensure!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
+    let plugin = plugin_file("pod-counter");
+    let file = rbac_file(&[
+        OsStr::new("--namespace"),
+        OsStr::new(namespace),
+        OsStr::new("--service-account-prefix"),
+        OsStr::new(prefix),
+        plugin.as_os_str(),
+    ])?;
+    kubectl(
+        plane,
+        &[
+            OsStr::new("apply"),
+            OsStr::new("-f"),
+            file.path().as_os_str(),
+        ],
+    )?;
     Ok(file)
 }
 
 /// Deletes what [`grant`] applied (deleting the namespace leaves the ClusterRole and
 /// its binding).
 fn revoke(plane: &ControlPlane, file: &tempfile::NamedTempFile) {
-    let _ = Command::new(ControlPlane::kubectl())
-        .args(["delete", "--ignore-not-found", "--wait=false", "-f"])
-        .arg(file.path())
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .output();
+    let delete = ["delete", "--ignore-not-found", "--wait=false", "-f"].map(OsStr::new);
+    let _ = kubectl(plane, &[&delete[..], &[file.path().as_os_str()]].concat());
 }
 
 /// Sets the verbs of the ClusterRole `role`'s rule on `nodes`.

@@ -4,11 +4,12 @@
 
 mod support;
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use anyhow::{Result, ensure};
-use support::plugin_file;
+use support::rbac::{rbac, rbac_file};
+use support::{kubectl, plugin_file};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
 const EXPECTED: &str = include_str!("expected/rbac-examples.yaml");
@@ -18,14 +19,6 @@ const EXAMPLES: [&str; 4] = [
     "phase-labeller",
     "pod-counter",
 ];
-
-fn rbac(args: &[PathBuf]) -> Result<Output> {
-    Ok(Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .arg("rbac")
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()?)
-}
 
 #[test]
 fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
@@ -52,22 +45,9 @@ async fn the_api_server_accepts_the_output_for_any_namespace() -> Result<()> {
     let ns = TestNamespace::create("rbac").await?;
     let mut args = vec![PathBuf::from("--namespace"), PathBuf::from(ns.name())];
     args.extend(EXAMPLES.iter().map(|p| plugin_file(p)));
-    let out = rbac(&args)?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), &out.stdout)?;
-    let out = Command::new(ControlPlane::kubectl())
-        .args(["apply", "--dry-run=server", "-f"])
-        .arg(file.path())
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .output()?;
-    let said = String::from_utf8_lossy(&out.stdout);
-    let refused = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.success(), "{said}{refused}");
+    let file = rbac_file(&args)?;
+    let apply = ["apply", "--dry-run=server", "-f"].map(OsStr::new);
+    let said = kubectl(plane, &[&apply[..], &[file.path().as_os_str()]].concat())?;
     let account = "serviceaccount/wcm-plugin-pod-counter created (server dry run)";
     ensure!(said.contains(account), "{said}");
     ensure!(

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use kube::Client;
 
+use super::names::{is_dns_label, is_dns_subdomain};
+
 /// Builds a client from a configuration (the host adds its request metrics layer).
 pub type ClientFactory = Arc<dyn Fn(kube::Config) -> Result<Client, String> + Send + Sync>;
 
@@ -21,11 +23,33 @@ pub struct ServiceAccounts {
 }
 
 impl ServiceAccounts {
+    /// Checks that `namespace` is a namespace and `prefix` starts valid object names.
+    pub fn new(namespace: &str, prefix: &str) -> Result<ServiceAccounts, String> {
+        if !is_dns_label(namespace) {
+            return Err(format!("{namespace:?} is not a valid namespace"));
+        }
+        if !is_dns_subdomain(&format!("{prefix}plugin")) {
+            return Err(format!(
+                "prefix {prefix:?} does not make valid ServiceAccount names"
+            ));
+        }
+        Ok(ServiceAccounts {
+            namespace: namespace.to_string(),
+            prefix: prefix.to_string(),
+        })
+    }
+
+    /// The ServiceAccount (and role) name of `plugin`: `<prefix><plugin>`.
+    pub fn name(&self, plugin: &str) -> String {
+        format!("{}{plugin}", self.prefix)
+    }
+
     /// The user name `plugin` acts as: `system:serviceaccount:<namespace>:<prefix><plugin>`.
     pub fn user(&self, plugin: &str) -> String {
         format!(
-            "system:serviceaccount:{}:{}{plugin}",
-            self.namespace, self.prefix
+            "system:serviceaccount:{}:{}",
+            self.namespace,
+            self.name(plugin)
         )
     }
 }
@@ -77,12 +101,6 @@ impl PluginIdentities {
         &self.host
     }
 
-    /// The user `plugin`'s calls are made as, if not the host's.
-    pub fn user(&self, plugin: &str) -> Option<String> {
-        let (_, accounts, _) = self.impersonation.as_ref()?;
-        Some(accounts.user(plugin))
-    }
-
     /// The client for `plugin`'s writes and Events.
     pub fn client_for(&self, plugin: &str) -> Result<Client, IdentityError> {
         let Some((config, accounts, build)) = &self.impersonation else {
@@ -107,13 +125,12 @@ mod tests {
 
     #[test]
     fn a_plugin_acts_as_its_service_account() {
-        let accounts = ServiceAccounts {
-            namespace: "wcm-system".into(),
-            prefix: "wcm-plugin-".into(),
-        };
+        let accounts = ServiceAccounts::new("wcm-system", "wcm-plugin-").expect("valid");
         assert_eq!(
             accounts.user("pod-counter"),
             "system:serviceaccount:wcm-system:wcm-plugin-pod-counter"
         );
+        assert!(ServiceAccounts::new("Not_A_Namespace", "p-").is_err());
+        assert!(ServiceAccounts::new("wcm-system", "Bad/").is_err());
     }
 }

@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::probes::Probes;
 use crate::runtime::{LoadError, Runtime};
 use crate::status::PluginTable;
-use crate::watcher::{DirWatcher, FileChange, WatchError, is_plugin_file};
+use crate::watcher::{DirWatcher, FileChange, WatchError};
 use load::{LoadJob, LoadOutcome};
 use waiting::Waiting;
 
@@ -328,17 +328,8 @@ fn file_name(path: &Path) -> String {
 
 /// Plugin files of `dir`, sorted.
 fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, ManagerError> {
-    let err = |source| ManagerError::PluginsDir {
+    crate::watcher::plugin_files(dir).map_err(|source| ManagerError::PluginsDir {
         dir: dir.to_path_buf(),
         source,
-    };
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(err)? {
-        let path = entry.map_err(err)?.path();
-        if is_plugin_file(&path) && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
+    })
 }

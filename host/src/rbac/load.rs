@@ -9,7 +9,7 @@ use crate::budget::Budget;
 use crate::config::Limits;
 use crate::controller::{StartError, validate};
 use crate::runtime::{CallError, LoadError, Runtime, chain};
-use crate::watcher::is_plugin_file;
+use crate::watcher::plugin_files;
 
 /// Why a plugin's registration could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -73,24 +73,11 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RegistrationError> {
             files.push(path.clone());
             continue;
         }
-        let err = |cause| RegistrationError::Directory {
+        let found = plugin_files(path).map_err(|cause| RegistrationError::Directory {
             path: path.clone(),
             cause,
-        };
-        let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(err)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| is_plugin_file(p) && p.is_file())
-            .collect();
-        found.sort();
+        })?;
         files.extend(found);
     }
     Ok(files)
-}
-
-/// The file name of `path`, for comments.
-pub fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
 }

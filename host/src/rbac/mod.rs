@@ -6,8 +6,7 @@ mod load;
 mod render;
 mod rights;
 
-pub use kinds::{RbacKind, rbac_kind};
-pub use load::{RegistrationError, file_name, registrations};
+pub use load::{RegistrationError, registrations};
 pub use render::{Naming, render};
 pub use rights::{PluginRights, Rights, Target, plugin_rights};
 
@@ -24,29 +23,23 @@ pub fn host_rights(plugins: &[PluginRights], naming: &Naming) -> Rights {
     }
     let mut accounts: Vec<String> = plugins
         .iter()
-        .map(|p| naming.plugin_account(&p.plugin))
+        .map(|p| naming.accounts.name(&p.plugin))
         .collect();
     accounts.sort();
     accounts.dedup();
-    let home = Some(naming.namespace.clone());
+    let home = Some(naming.accounts.namespace.clone());
     if !accounts.is_empty() {
-        let target = target(home.clone(), "", "serviceaccounts", accounts);
+        let target = Target {
+            names: accounts,
+            ..Target::new(home.clone(), "", "serviceaccounts")
+        };
         rights.insert(target, ["impersonate"].into());
     }
-    let reviews = target(None, "authorization.k8s.io", "subjectaccessreviews", vec![]);
+    let reviews = Target::new(None, "authorization.k8s.io", "subjectaccessreviews");
     rights.insert(reviews, ["create"].into());
-    let leases = target(home, "coordination.k8s.io", "leases", vec![]);
+    let leases = Target::new(home, "coordination.k8s.io", "leases");
     rights.insert(leases, ["create", "get", "update"].into());
     rights
-}
-
-fn target(namespace: Option<String>, group: &str, resource: &str, names: Vec<String>) -> Target {
-    Target {
-        namespace,
-        group: group.to_string(),
-        resource: resource.to_string(),
-        names,
-    }
 }
 
 #[cfg(test)]

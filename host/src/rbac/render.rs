@@ -7,23 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use super::rights::{PluginRights, Rights, Target};
+use crate::kube::identity::ServiceAccounts;
 
-/// Names of the identities: where the ServiceAccounts live and what they are called.
+/// Names of the identities: the plugins' ServiceAccounts, and the host's.
 #[derive(Debug, Clone)]
 pub struct Naming {
-    /// Namespace of the host and of every plugin's ServiceAccount.
-    pub namespace: String,
-    /// Prefix of a plugin's ServiceAccount, roles and bindings (`wcm-plugin-`).
-    pub prefix: String,
+    /// Where the plugins' ServiceAccounts (and the host's) live, and their names.
+    pub accounts: ServiceAccounts,
     /// The host's ServiceAccount, roles and bindings.
     pub host: String,
-}
-
-impl Naming {
-    /// The ServiceAccount (and role) name of `plugin`.
-    pub fn plugin_account(&self, plugin: &str) -> String {
-        format!("{}{plugin}", self.prefix)
-    }
 }
 
 /// The whole document for `plugins` and the host that runs them.
@@ -38,9 +30,9 @@ pub fn render(plugins: &[PluginRights], host: &Rights, naming: &Naming) -> Strin
          # impersonate their ServiceAccounts, review their access and hold its Lease."
     );
     for plugin in plugins {
-        let account = naming.plugin_account(&plugin.plugin);
+        let account = naming.accounts.name(&plugin.plugin);
         let what = format!("plugin {} {}", plugin.plugin, plugin.version);
-        service_account(&mut out, &what, &account, &naming.namespace);
+        service_account(&mut out, &what, &account, &naming.accounts.namespace);
         for guessed in &plugin.guessed {
             let _ = writeln!(
                 out,
@@ -97,7 +89,7 @@ fn roles(out: &mut String, what: &str, rights: &Rights, account: &str, naming: &
             "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\nmetadata:\n{meta}\
              roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: {role}\n  name: {account}\n\
              subjects:\n  - kind: ServiceAccount\n    name: {account}\n    namespace: {}\n",
-            naming.namespace
+            naming.accounts.namespace
         );
     }
 }

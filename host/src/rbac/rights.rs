@@ -21,6 +21,18 @@ pub struct Target {
     pub names: Vec<String>,
 }
 
+impl Target {
+    /// All objects of `group`/`resource` in `namespace` (`None`: cluster-wide).
+    pub fn new(namespace: Option<String>, group: &str, resource: &str) -> Target {
+        Target {
+            namespace,
+            group: group.to_string(),
+            resource: resource.to_string(),
+            names: Vec::new(),
+        }
+    }
+}
+
 /// Verbs per target, sorted, so the output is stable.
 pub type Rights = BTreeMap<Target, BTreeSet<&'static str>>;
 
@@ -52,15 +64,20 @@ const READ: [&str; 3] = ["get", "list", "watch"];
 /// namespaced watches share (a Role), or cluster-wide if they are in several or in all.
 /// Cluster-scoped kinds (Nodes) are always cluster-wide.
 pub fn plugin_rights(registration: &Registration) -> PluginRights {
-    let mut builder = Builder {
-        home: home_namespace(registration),
-        ..Builder::default()
-    };
-    for watch in &registration.watches {
-        let kind = builder.kind(&from_wit_gvk(&watch.kind));
-        let namespace = watch.namespace.clone().filter(|_| kind.namespaced);
+    let mut builder = Builder::default();
+    let watched: Vec<(RbacKind, Option<String>)> = registration
+        .watches
+        .iter()
+        .map(|watch| {
+            let kind = builder.kind(&from_wit_gvk(&watch.kind));
+            let namespace = watch.namespace.clone().filter(|_| kind.namespaced);
+            (kind, namespace)
+        })
+        .collect();
+    builder.home = home_namespace(&watched);
+    for (kind, namespace) in watched {
         for verb in READ {
-            let target = target(namespace.clone(), &kind.group, &kind.resource);
+            let target = Target::new(namespace.clone(), &kind.group, &kind.resource);
             builder.watches.entry(target).or_default().insert(verb);
         }
         builder.events_about(&kind, namespace);
@@ -70,9 +87,10 @@ pub fn plugin_rights(registration: &Registration) -> PluginRights {
         let namespace = builder.home.clone().filter(|_| kind.namespaced);
         for verb in &permission.verbs {
             let (resource, verbs) = api_verbs(*verb, &kind.resource);
-            let entry = builder
-                .rights
-                .entry(target(namespace.clone(), &kind.group, &resource));
+            let entry =
+                builder
+                    .rights
+                    .entry(Target::new(namespace.clone(), &kind.group, &resource));
             entry.or_default().extend(verbs);
         }
         builder.events_about(&kind, namespace);
@@ -104,7 +122,9 @@ impl Builder {
             true => namespace,
             false => Some(CLUSTER_EVENTS_NAMESPACE.to_string()),
         };
-        let entry = self.rights.entry(target(namespace, EVENTS_GROUP, "events"));
+        let entry = self
+            .rights
+            .entry(Target::new(namespace, EVENTS_GROUP, "events"));
         entry.or_default().extend(["create", "patch"]);
     }
 
@@ -142,25 +162,15 @@ fn drop_subsumed(rights: &mut Rights) {
 }
 
 /// The one namespace every watch of a namespaced kind is limited to, if there is one.
-fn home_namespace(registration: &Registration) -> Option<String> {
-    let namespaces: BTreeSet<Option<&str>> = registration
-        .watches
+fn home_namespace(watched: &[(RbacKind, Option<String>)]) -> Option<String> {
+    let namespaces: BTreeSet<Option<&str>> = watched
         .iter()
-        .filter(|w| rbac_kind(&from_wit_gvk(&w.kind)).namespaced)
-        .map(|w| w.namespace.as_deref())
+        .filter(|(kind, _)| kind.namespaced)
+        .map(|(_, namespace)| namespace.as_deref())
         .collect();
     match namespaces.into_iter().collect::<Vec<_>>().as_slice() {
         [Some(one)] => Some(one.to_string()),
         _ => None,
-    }
-}
-
-fn target(namespace: Option<String>, group: &str, resource: &str) -> Target {
-    Target {
-        namespace,
-        group: group.to_string(),
-        resource: resource.to_string(),
-        names: Vec::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::bindings::{Gvk, KeyMapping, Permission, Registration, Verb, Watch};
+use crate::kube::identity::ServiceAccounts;
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
     Gvk {
@@ -33,8 +34,7 @@ fn registration(name: &str, watches: Vec<Watch>, permissions: Vec<Permission>) -
 
 fn naming() -> Naming {
     Naming {
-        namespace: "wcm-system".into(),
-        prefix: "wcm-plugin-".into(),
+        accounts: ServiceAccounts::new("wcm-system", "wcm-plugin-").expect("valid"),
         host: "wasm-controller-manager".into(),
     }
 }

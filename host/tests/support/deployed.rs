@@ -48,20 +48,6 @@ pub fn plugin_image(plane: &ControlPlane, plugins: &[&Path]) -> Result<String> {
         .to_string())
 }
 
-/// `kubectl ARGS...` against the local control plane; fails with its stderr.
-pub fn kubectl(plane: &ControlPlane, args: &[&str]) -> Result<String> {
-    let out = Command::new(ControlPlane::kubectl())
-        .args(args)
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
-}
-
 fn script(plane: &ControlPlane, name: &str) -> Command {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let kubeconfig = plane.admin_kubeconfig();

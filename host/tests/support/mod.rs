@@ -18,6 +18,7 @@ pub mod deployed;
 pub mod election;
 pub mod objects;
 pub mod proxy;
+pub mod rbac;
 pub mod webapp;
 
 /// The component of an example (`target/plugins`) or test (`target/test-plugins`) plugin.
@@ -316,4 +317,19 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// `kubectl ARGS...` against `plane` as its admin; fails with its stderr.
+pub fn kubectl<S: AsRef<std::ffi::OsStr>>(plane: &ControlPlane, args: &[S]) -> Result<String> {
+    let out = Command::new(ControlPlane::kubectl())
+        .args(args)
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .output()?;
+    let said: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl {said:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
 }
