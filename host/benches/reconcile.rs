@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::TestNamespace;
 use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{ClusterAccess, Target};
+use wcm_host::capabilities::{ClusterAccess, Granted, Target};
 use wcm_host::config::Limits;
 use wcm_host::keys::ReconcileKey;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
@@ -94,7 +94,7 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
         "bench",
         registry,
         client,
-        vec![informer],
+        (vec![informer], Arc::new(Granted::everything())),
         Default::default(),
         LeaderGate::always_open(),
     );

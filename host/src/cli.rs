@@ -114,6 +114,11 @@ pub struct RunArgs {
     /// CRD not installed) tries again.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub missing_kind_retry: Duration,
+    /// How often a running plugin's rights are reviewed again (SubjectAccessReviews
+    /// of its ServiceAccount), and the longest a plugin refused for a missing rule
+    /// waits before it tries again (it starts at --missing-kind-retry and doubles).
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub access_review_interval: Duration,
     #[command(flatten)]
     pub election: ElectionArgs,
     #[command(flatten)]
@@ -202,11 +207,15 @@ pub struct ElectionArgs {
 #[derive(Debug, Args)]
 pub struct IdentityArgs {
     /// Make every API call a plugin causes (writes, Events) as the plugin's own
-    /// ServiceAccount, by impersonation, so RBAC decides what it may do and the audit
-    /// log names it (`wasm-controller-manager rbac` writes the RBAC). The host's
-    /// identity must be allowed to impersonate those accounts.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub impersonate_plugins: Option<bool>,
+    /// ServiceAccount, by impersonation, and serve it from the shared caches only
+    /// what that account may list and watch (SubjectAccessReviews), so RBAC decides
+    /// what it may do and the audit log names it (`wasm-controller-manager rbac`
+    /// writes the RBAC). The host's identity must be allowed to impersonate those
+    /// accounts and create SubjectAccessReviews. `=false` lets plugins share the
+    /// host's rights, with a warning.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true",
+        default_missing_value = "true")]
+    pub impersonate_plugins: bool,
     /// Namespace of the plugins' ServiceAccounts [default: the host Pod's namespace,
     /// else wcm-system].
     #[arg(long, env = "POD_NAMESPACE", default_value = "wcm-system")]

@@ -52,6 +52,9 @@ pub struct ManagerConfig {
     /// How often a plugin waiting for a kind the API server does not serve yet (a CRD
     /// not installed) tries again.
     pub missing_kind_retry: Duration,
+    /// How often a running plugin's rights are reviewed again, and the longest a
+    /// plugin refused for a missing rule waits before it tries again.
+    pub access_review_interval: Duration,
     /// Every plugin's API rate, result size, watch and log budgets.
     pub budgets: BudgetSettings,
 }
@@ -69,6 +72,7 @@ impl ManagerConfig {
             settle: Duration::from_millis(500),
             sync_timeout: Duration::from_secs(60),
             missing_kind_retry: Duration::from_secs(5),
+            access_review_interval: Duration::from_secs(60),
             budgets: BudgetSettings::default(),
         }
     }

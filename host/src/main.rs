@@ -173,18 +173,18 @@ async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
     Ok((config, in_cluster))
 }
 
-/// The host's client for plugins, or, with `--impersonate-plugins`, a client per
-/// plugin acting as its ServiceAccount.
+/// A client per plugin acting as its ServiceAccount, or with
+/// `--impersonate-plugins=false`, the host's client for every plugin.
 fn plugin_identities(
     args: &cli::IdentityArgs,
     config: kube::Config,
     client: kube::Client,
     metrics: &Arc<Metrics>,
 ) -> anyhow::Result<PluginIdentities> {
-    if !args.impersonate_plugins.unwrap_or(false) {
+    if !args.impersonate_plugins {
         tracing::warn!(
-            "plugins act with the host's identity and share its rights; \
-            --impersonate-plugins makes each act as its own ServiceAccount"
+            "--impersonate-plugins=false: plugins act with the host's identity and share \
+            its rights; RBAC cannot tell them apart or limit them"
         );
         return Ok(PluginIdentities::shared(client));
     }
@@ -234,6 +234,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
     config.shutdown_grace = args.shutdown_grace;
     config.settle = args.file_settle;
     config.missing_kind_retry = args.missing_kind_retry;
+    config.access_review_interval = args.access_review_interval;
     config.compile_cache = match args.no_compile_cache {
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
@@ -245,21 +246,36 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
 async fn list_plugins(address: &str) -> anyhow::Result<()> {
     let rows = wcm_host::status::fetch(address).await?;
     println!(
-        "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} REASON",
-        "FILE", "STATE", "PLUGIN", "VERSION", "HASH", "LOADED"
+        "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} {:<8} REASON",
+        "FILE", "STATE", "PLUGIN", "VERSION", "HASH", "LOADED", "GRANTED"
     );
     for row in rows {
         let state = row.state.name();
         let hash = row.hash.as_deref().map(|h| &h[..h.len().min(12)]);
+        // Granted rules out of those declared; `shared` when plugins share the
+        // host's identity.
+        let granted = match &row.rights {
+            Some(r) => format!("{}/{}", r.granted, r.declared),
+            None if row.plugin.is_some() => "shared".to_string(),
+            None => "-".to_string(),
+        };
+        let mut reason = row.reason.clone().unwrap_or_default();
+        if let Some(rights) = row.rights.as_ref().filter(|r| !r.denied.is_empty()) {
+            if !reason.is_empty() {
+                reason.push_str("; ");
+            }
+            reason.push_str(&format!("not granted: {}", rights.denied.join("; ")));
+        }
         println!(
-            "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} {}",
+            "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} {:<8} {}",
             row.file,
             state,
             row.plugin.as_deref().unwrap_or("-"),
             row.version.as_deref().unwrap_or("-"),
             hash.unwrap_or("-"),
             row.loaded_at.as_deref().unwrap_or("-"),
-            row.reason.as_deref().unwrap_or("")
+            granted,
+            reason
         );
     }
     Ok(())

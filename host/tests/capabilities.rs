@@ -18,7 +18,7 @@ use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::bindings::wcm::controller::cluster::{Host, Propagation};
 use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
 use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::ClusterAccess;
+use wcm_host::capabilities::{ClusterAccess, Granted};
 use wcm_host::kube::informer::InformerRegistry;
 use wcm_host::leader::LeaderGate;
 use wcm_host::runtime::HostState;
@@ -214,7 +214,7 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         "test-host",
         registry,
         restricted,
-        vec![],
+        (vec![], Arc::new(Granted::everything())),
         grants,
         LeaderGate::always_open(),
     );

@@ -6,9 +6,11 @@
 //! [`CapabilityError`], which the plugin receives as the WIT `error`. Reads are here;
 //! writes, made only while this replica leads, are in `writes`.
 
+mod granted;
 mod target;
 mod writes;
 
+pub use granted::{Granted, Review};
 pub use target::{Target, check_kind, check_namespace};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -109,6 +111,8 @@ pub struct ClusterAccess {
     grants: HashMap<GroupVersionKind, HashSet<Verb>>,
     /// The informers of the plugin's watches; `get` and `list` read their caches.
     informers: Vec<Arc<Informer>>,
+    /// Which of those RBAC lets the plugin read (by watch index).
+    granted: Arc<Granted>,
     recorder: PluginRecorder,
     /// Writes are made only while this replica leads.
     leader: LeaderGate,
@@ -125,14 +129,15 @@ impl std::fmt::Debug for ClusterAccess {
 }
 
 impl ClusterAccess {
-    /// Access for the plugin of `budget` with its informers and declared grants;
-    /// writes go through only while `leader` is open, each within the budget.
+    /// Access for the plugin of `budget` with its informers (readable as `granted`
+    /// says) and declared grants; writes go through only while `leader` is open,
+    /// each within the budget.
     pub fn new(
         budget: Arc<PluginBudget>,
         instance: &str,
         registry: Arc<InformerRegistry>,
         client: Client,
-        informers: Vec<Arc<Informer>>,
+        (informers, granted): (Vec<Arc<Informer>>, Arc<Granted>),
         grants: HashMap<GroupVersionKind, HashSet<Verb>>,
         leader: LeaderGate,
     ) -> ClusterAccess {
@@ -145,6 +150,7 @@ impl ClusterAccess {
             registry,
             grants,
             informers,
+            granted,
             budget,
         }
     }
@@ -152,6 +158,11 @@ impl ClusterAccess {
     /// The plugin this access belongs to.
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+
+    /// What RBAC last granted the plugin.
+    pub fn granted(&self) -> &Arc<Granted> {
+        &self.granted
     }
 
     /// The plugin's budgets.
@@ -174,13 +185,46 @@ impl ClusterAccess {
         )))
     }
 
-    /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none).
+    /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none)
+    /// and that RBAC lets the plugin read: an error naming the missing rule when every
+    /// such watch is closed, and `not_watched` when there is none.
+    fn readable_caches<'a>(
+        &'a self,
+        op: &str,
+        what: &str,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+    ) -> Result<Vec<&'a Arc<Informer>>, CapabilityError> {
+        let matching: Vec<(usize, &Arc<Informer>)> = self.caches_of(gvk, namespace).collect();
+        let Some((first, _)) = matching.first() else {
+            return Err(self.not_watched(op, what, gvk));
+        };
+        let open: Vec<&Arc<Informer>> = (matching.iter())
+            .filter(|(index, _)| self.granted.is_open(*index))
+            .map(|(_, informer)| *informer)
+            .collect();
+        if open.is_empty() {
+            let lacking: Vec<String> = (self.granted.lacking(*first).iter())
+                .map(ToString::to_string)
+                .collect();
+            return Err(CapabilityError::Forbidden(format!(
+                "{op} {what}: plugin {}'s ServiceAccount may not {}; the host does not serve \
+                 it this kind until RBAC grants it",
+                self.plugin,
+                lacking.join(", ")
+            )));
+        }
+        Ok(open)
+    }
+
+    /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none),
+    /// with their watch index, whether RBAC lets the plugin read them or not.
     fn caches_of<'a>(
         &'a self,
         gvk: &'a GroupVersionKind,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Arc<Informer>> + 'a {
-        self.informers.iter().filter(move |i| {
+    ) -> impl Iterator<Item = (usize, &'a Arc<Informer>)> + 'a {
+        self.informers.iter().enumerate().filter(move |(_, i)| {
             let scope = i.scope();
             scope.gvk == *gvk
                 && match (&scope.namespace, namespace) {
@@ -200,13 +244,10 @@ impl ClusterAccess {
 
     /// One object's JSON from the cache.
     pub fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let mut caches = self
-            .caches_of(&target.gvk, target.namespace.as_deref())
-            .peekable();
-        if caches.peek().is_none() {
-            return Err(self.not_watched("get", &target.to_string(), &target.gvk));
-        }
-        let json = caches
+        let what = target.to_string();
+        let namespace = target.namespace.as_deref();
+        let caches = self.readable_caches("get", &what, &target.gvk, namespace)?;
+        let json = (caches.iter())
             .find_map(|i| i.cache().get(target.namespace.as_deref(), &target.name))
             .map(|o| o.json.clone())
             .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
@@ -229,10 +270,7 @@ impl ClusterAccess {
         );
         let selector = selector::parse(label_selector.unwrap_or(""))
             .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
-        let mut caches = self.caches_of(gvk, namespace).peekable();
-        if caches.peek().is_none() {
-            return Err(self.not_watched("list", &what, gvk));
-        }
+        let caches = self.readable_caches("list", &what, gvk, namespace)?;
         let mut found = BTreeMap::new();
         for informer in caches {
             let matching = informer.cache().list(|o| {

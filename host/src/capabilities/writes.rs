@@ -53,7 +53,7 @@ impl ClusterAccess {
     /// Read-your-writes: the next reconcile sees this write even if the watch event
     /// has not arrived yet (a stale read would repeat work, like an Event).
     fn remember(&self, target: &Target, written: &DynamicObject) {
-        for informer in self.caches_of(&target.gvk, target.namespace.as_deref()) {
+        for (_, informer) in self.caches_of(&target.gvk, target.namespace.as_deref()) {
             informer.refresh(written);
         }
     }
@@ -166,7 +166,7 @@ impl ClusterAccess {
         self.require_leader(&op)?;
         let uid = self
             .caches_of(&regarding.gvk, regarding.namespace.as_deref())
-            .find_map(|i| {
+            .find_map(|(_, i)| {
                 i.cache()
                     .get(regarding.namespace.as_deref(), &regarding.name)
             })

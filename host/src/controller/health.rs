@@ -1,5 +1,6 @@
-//! A running plugin's health: `running`, `degraded` (a watch it needs does not work)
-//! or `crash-looping` (its reconciles trap or time out again and again).
+//! A running plugin's health: `running`, `degraded` (a watch it needs does not work),
+//! `crash-looping` (its reconciles trap or time out again and again) or `forbidden`
+//! (RBAC no longer lets it read a kind it watches).
 //!
 //! A crash-looping plugin is slowed down as the kubelet slows a container in
 //! CrashLoopBackOff: after [`CRASH_LOOP_AFTER`] traps or timeouts in a row, each
@@ -12,6 +13,7 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
+use crate::kube::access::Rule;
 use crate::kube::informer::Informer;
 
 /// Traps or timeouts in a row after which a plugin is crash-looping.
@@ -30,6 +32,8 @@ pub enum Health {
     Degraded(String),
     /// Its reconciles keep trapping or timing out; the last failure.
     CrashLooping(String),
+    /// RBAC no longer lets it read a kind it watches; the rules it lacks.
+    Forbidden(String),
 }
 
 impl Health {
@@ -39,6 +43,7 @@ impl Health {
             Health::Running => "running",
             Health::Degraded(_) => "degraded",
             Health::CrashLooping(_) => "crash-looping",
+            Health::Forbidden(_) => "forbidden",
         }
     }
 }
@@ -130,7 +135,20 @@ impl CrashLoop {
 
 /// The health of a plugin with these `informers` and crash count. A watch that does
 /// not work comes first: the plugin cannot do anything right without it.
-pub fn health_of(informers: &[std::sync::Arc<Informer>], crashes: &CrashLoop) -> Health {
+pub fn health_of(
+    informers: &[std::sync::Arc<Informer>],
+    crashes: &CrashLoop,
+    denied: &[Rule],
+) -> Health {
+    if !denied.is_empty() {
+        let denied: Vec<String> = denied.iter().map(ToString::to_string).collect();
+        let why = format!(
+            "forbidden: its ServiceAccount may no longer {}; it is not served that kind until \
+             RBAC grants it",
+            denied.join(", ")
+        );
+        return Health::Forbidden(why);
+    }
     let problems: Vec<String> = informers.iter().filter_map(|i| i.problem()).collect();
     if !problems.is_empty() {
         return Health::Degraded(problems.join("; "));

@@ -2,6 +2,7 @@
 //! a new version of its code can take over the queue without dropping a key.
 
 mod health;
+mod rights;
 mod validate;
 mod watches;
 mod worker;
@@ -15,8 +16,9 @@ use tokio::task::JoinHandle;
 
 use crate::bindings::Registration;
 use crate::budget::{BudgetSettings, PluginBudget};
-use crate::capabilities::ClusterAccess;
+use crate::capabilities::{ClusterAccess, Granted, Review};
 use crate::keys::ReconcileKey;
+use crate::kube::access::{AccessReviewer, ReviewError};
 use crate::kube::discovery::DiscoveryError;
 use crate::kube::identity::{IdentityError, PluginIdentities};
 use crate::kube::informer::InformerRegistry;
@@ -27,6 +29,8 @@ use crate::queue::{Backoff, WorkQueue};
 use crate::runtime::PluginCode;
 pub use health::{CRASH_LOOP_AFTER, Health};
 use health::{CrashLoop, health_of};
+pub use rights::ForbiddenError;
+use rights::{DeclaredRights, keep_reviewing, review_at_load};
 pub use validate::{MAX_RESYNC, MIN_RESYNC, validate};
 use watches::{Watches, grants};
 use worker::{Version, Worker};
@@ -43,9 +47,21 @@ pub enum StartError {
     /// The plugin's own API client could not be built.
     #[error(transparent)]
     Identity(#[from] IdentityError),
+    /// Its ServiceAccount may not list or watch what it watches.
+    #[error(transparent)]
+    Forbidden(Box<ForbiddenError>),
+    /// Its rights could not be reviewed.
+    #[error(transparent)]
+    Review(Box<ReviewError>),
     /// A new version's informers did not complete their first list in time.
     #[error("its watches did not sync within {0:?}")]
     SyncTimeout(Duration),
+}
+
+impl From<ReviewError> for StartError {
+    fn from(e: ReviewError) -> StartError {
+        StartError::Review(Box::new(e))
+    }
 }
 
 /// Shared parts every plugin controller is started with.
@@ -71,6 +87,10 @@ pub struct ControllerContext {
     pub leader: LeaderGate,
     /// Every plugin's budgets (defaults and per-plugin overrides).
     pub budgets: BudgetSettings,
+    /// Reviews plugins' rights when they act as their own ServiceAccounts.
+    pub reviewer: Option<AccessReviewer>,
+    /// How often a running plugin's rights are reviewed again.
+    pub review_every: Duration,
 }
 
 /// A plugin whose watches and workers are running.
@@ -83,6 +103,8 @@ pub struct PluginController {
     current: watch::Sender<Arc<Version>>,
     /// Worker tasks by index; a retired or finished one is replaced when needed.
     workers: Vec<JoinHandle<()>>,
+    /// Reviews the running version's rights again and again, if they are reviewed.
+    reviewing: Option<JoinHandle<()>>,
     ctx: ControllerContext,
 }
 
@@ -94,6 +116,10 @@ pub struct Prepared {
     watches: Watches,
     /// The client the plugin's writes and Events are made with.
     client: Client,
+    /// What its ServiceAccount was granted at load (everything when it shares the
+    /// host's identity), and the rules to review again while it runs.
+    granted: Arc<Granted>,
+    declared: Option<Arc<DeclaredRights>>,
 }
 
 impl Prepared {
@@ -107,6 +133,14 @@ impl Prepared {
     ) -> Result<Prepared, StartError> {
         validate(&registration, &ctx.budgets.for_plugin(&registration.name))?;
         let client = ctx.identities.client_for(&registration.name)?;
+        let (declared, granted) = match &ctx.reviewer {
+            Some(reviewer) => {
+                let resolver = ctx.registry.resolver();
+                let (declared, granted) = review_at_load(&registration, reviewer, resolver).await?;
+                (Some(Arc::new(declared)), Arc::new(granted))
+            }
+            None => (None, Arc::new(Granted::everything())),
+        };
         let watches = Watches::acquire(&registration, &ctx.registry).await?;
         let timeout = ctx.sync_timeout;
         if synced
@@ -120,6 +154,8 @@ impl Prepared {
             registration,
             watches,
             client,
+            granted,
+            declared,
         })
     }
 
@@ -137,17 +173,29 @@ impl PluginController {
         prepared: Prepared,
         ctx: &ControllerContext,
     ) -> PluginController {
+        let name = &prepared.registration.name;
+        let queue = WorkQueue::with_metrics(ctx.retry, ctx.metrics.standard.queue(name));
+        let budget = ctx.budgets.for_plugin(name);
+        let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
+        let reviewing = reviewing(&prepared, ctx);
         let Prepared {
             registration,
             mut watches,
             client,
+            granted,
+            ..
         } = prepared;
-        let name = &registration.name;
-        let queue = WorkQueue::with_metrics(ctx.retry, ctx.metrics.standard.queue(name));
-        let budget = ctx.budgets.for_plugin(name);
-        let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
-        let version = version(code, &registration, &watches, &budget, client, ctx);
-        watches.attach(&queue, name, &ctx.metrics, resync_period(&registration));
+        let version = version(
+            code,
+            &registration,
+            &watches,
+            &budget,
+            client,
+            &granted,
+            ctx,
+        );
+        let resync = resync_period(&registration);
+        watches.attach(&queue, &registration.name, &ctx.metrics, resync, granted);
         let mut controller = PluginController {
             current: watch::channel(Arc::new(version)).0,
             registration,
@@ -155,6 +203,7 @@ impl PluginController {
             queue,
             watches,
             workers: Vec::new(),
+            reviewing,
             ctx: ctx.clone(),
         };
         controller.spawn_workers();
@@ -169,7 +218,14 @@ impl PluginController {
     /// Whether the plugin works: its watches, and whether it is crash-looping.
     pub fn health(&self) -> Health {
         let version = self.current.borrow();
-        health_of(&version.informers, &version.crashes)
+        let denied = version.access.granted().closed_rules();
+        health_of(&version.informers, &version.crashes, &denied)
+    }
+
+    /// The running version's rights: declared rules against denied ones, if its
+    /// ServiceAccount's rights are reviewed (not when it shares the host's identity).
+    pub fn review(&self) -> Option<Review> {
+        self.current.borrow().access.granted().review()
     }
 
     /// Whether an informer of the running version is still on its first list (and
@@ -202,23 +258,24 @@ impl PluginController {
     /// taken after the swap run on the new one; no key runs on both at once, as the
     /// queue never hands out a key that is still being processed.
     pub fn upgrade(&mut self, code: PluginCode, prepared: Prepared) {
+        if let Some(old) = self.reviewing.take() {
+            old.abort();
+        }
+        self.reviewing = reviewing(&prepared, &self.ctx);
         let Prepared {
             registration,
             mut watches,
             client,
+            granted,
+            ..
         } = prepared;
-        let version = version(
-            code,
-            &registration,
-            &watches,
-            &self.budget,
-            client,
-            &self.ctx,
-        );
+        let (budget, ctx) = (&self.budget, &self.ctx);
+        let version = version(code, &registration, &watches, budget, client, &granted, ctx);
         self.current.send_replace(Arc::new(version));
         self.watches.detach();
         let resync = resync_period(&registration);
-        watches.attach(&self.queue, &registration.name, &self.ctx.metrics, resync);
+        let metrics = &self.ctx.metrics;
+        watches.attach(&self.queue, &registration.name, metrics, resync, granted);
         // The old watches (and informers no one else uses) are released here.
         self.watches = watches;
         self.registration = registration;
@@ -265,6 +322,9 @@ impl PluginController {
     /// Stops taking work, waits up to `grace` for in-flight reconciles, then
     /// releases the plugin's informers.
     pub async fn stop(mut self, grace: Duration) {
+        if let Some(reviewing) = self.reviewing.take() {
+            reviewing.abort();
+        }
         self.watches.detach();
         self.queue.shut_down();
         let workers = std::mem::take(&mut self.workers);
@@ -283,7 +343,23 @@ impl Drop for PluginController {
     fn drop(&mut self) {
         self.queue.shut_down();
         self.workers.iter().for_each(JoinHandle::abort);
+        if let Some(reviewing) = &self.reviewing {
+            reviewing.abort();
+        }
     }
+}
+
+/// Starts reviewing a prepared version's rights every review interval, if they are
+/// reviewed at all.
+fn reviewing(prepared: &Prepared, ctx: &ControllerContext) -> Option<JoinHandle<()>> {
+    let reviewer = ctx.reviewer.clone()?;
+    let declared = prepared.declared.clone()?;
+    let plugin = prepared.registration.name.clone();
+    let granted = prepared.granted.clone();
+    let every = ctx.review_every;
+    Some(tokio::spawn(keep_reviewing(
+        reviewer, plugin, declared, granted, every,
+    )))
 }
 
 /// The workers' view of one loaded version.
@@ -293,6 +369,7 @@ fn version(
     watches: &Watches,
     budget: &Arc<PluginBudget>,
     client: Client,
+    granted: &Arc<Granted>,
     ctx: &ControllerContext,
 ) -> Version {
     let informers = watches.informers();
@@ -301,7 +378,7 @@ fn version(
         &ctx.instance,
         ctx.registry.clone(),
         client,
-        informers.clone(),
+        (informers.clone(), granted.clone()),
         grants(registration),
         ctx.leader.clone(),
     );

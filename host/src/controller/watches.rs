@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::StartError;
 use crate::bindings::{KeyMapping as WitMapping, Registration, Verb};
+use crate::capabilities::Granted;
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
 use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
@@ -69,14 +70,19 @@ impl Watches {
         plugin: &str,
         metrics: &Metrics,
         resync: Option<Duration>,
+        granted: Arc<Granted>,
     ) {
         let labels = PluginLabels {
             plugin: plugin.to_string(),
         };
-        for (informer, mapping) in &self.watches {
+        for (index, (informer, mapping)) in self.watches.iter().enumerate() {
             let (q, m) = (queue.clone(), mapping.clone());
             let events = metrics.plugin_events.get_or_create(&labels).clone();
+            let granted = granted.clone();
             let id = informer.subscribe(Arc::new(move |change: &Change| {
+                if !granted.is_open(index) {
+                    return; // RBAC does not let the plugin read this kind now
+                }
                 events.inc();
                 for key in m.keys_for(change) {
                     q.add(key);
@@ -84,8 +90,10 @@ impl Watches {
             }));
             self.attached.push(id);
         }
-        self.resync = resync
-            .map(|period| tokio::spawn(run_resync(period, self.watches.clone(), queue.clone())));
+        self.resync = resync.map(|period| {
+            let watches = self.watches.clone();
+            tokio::spawn(run_resync(period, watches, queue.clone(), granted))
+        });
     }
 
     /// Stops feeding the queue; the informers are released when this is dropped.
@@ -111,11 +119,16 @@ async fn run_resync(
     period: Duration,
     watches: Vec<(Arc<Informer>, KeyMapping)>,
     queue: WorkQueue<ReconcileKey>,
+    granted: Arc<Granted>,
 ) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     while !queue.is_shut_down() {
         ticks.tick().await;
-        for (informer, mapping) in &watches {
+        let open = watches
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| granted.is_open(*i));
+        for (_, (informer, mapping)) in open {
             for obj in informer.cache().list(|_| true) {
                 if let Some(key) = mapping.key_for(&obj) {
                     queue.add(key);

@@ -96,6 +96,11 @@ impl PluginIdentities {
         }
     }
 
+    /// Where plugins' ServiceAccounts are, when plugins act as their own.
+    pub fn accounts(&self) -> Option<&ServiceAccounts> {
+        self.impersonation.as_ref().map(|(_, accounts, _)| accounts)
+    }
+
     /// The host's own client (informers, discovery, the plugins' shared reads).
     pub fn host(&self) -> &Client {
         &self.host

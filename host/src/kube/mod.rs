@@ -1,6 +1,7 @@
 //! Everything the host does with the Kubernetes API: discovery, informers and their
 //! cache, label rules and selectors, writes and Events.
 
+pub mod access;
 pub mod cache;
 pub mod discovery;
 pub mod event_filter;

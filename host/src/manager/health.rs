@@ -1,10 +1,13 @@
 //! Brings each running plugin's health into the table, the state metric and the log
 //! when it changes: `degraded` while a watch it needs fails, `crash-looping` while
-//! its reconciles keep trapping, `running` again when that ends.
+//! its reconciles keep trapping, `forbidden` while RBAC does not let it read a kind
+//! it watches, `running` again when that ends; and its declared against granted
+//! rules.
 
 use super::Manager;
 use crate::controller::Health;
-use crate::status::State;
+use crate::metrics::PluginLabels;
+use crate::status::{Rights, State};
 
 impl Manager {
     /// Looks at every running plugin and records the ones whose health changed. A
@@ -13,6 +16,20 @@ impl Manager {
     pub(super) fn refresh_health(&mut self) {
         for (file, running) in &mut self.running {
             running.controller.refresh_metrics();
+            let plugin = running.controller.registration().name.clone();
+            let rights = self.ctx.reviewer.as_ref().zip(running.controller.review());
+            let rights = rights.map(|(reviewer, review)| Rights {
+                user: reviewer.user(&plugin),
+                declared: review.declared,
+                granted: review.declared.saturating_sub(review.denied.len()),
+                denied: review.denied.iter().map(ToString::to_string).collect(),
+            });
+            if let Some(rights) = &rights {
+                let labels = PluginLabels { plugin };
+                let missing = self.ctx.metrics.missing_rights.get_or_create(&labels);
+                missing.set(rights.denied.len() as i64);
+            }
+            self.table.set_rights(file, rights);
             let health = running.controller.health();
             if health == running.health {
                 continue;
@@ -29,6 +46,12 @@ impl Manager {
                     Health::CrashLooping(why) => {
                         tracing::warn!(file, plugin, why, "plugin crash-looping")
                     }
+                    Health::Forbidden(why) => tracing::warn!(
+                        file,
+                        plugin,
+                        why,
+                        "plugin forbidden: RBAC no longer lets it read a kind it watches"
+                    ),
                 }
                 self.ctx.metrics.set_plugin_state(&plugin, health.name());
             }
@@ -63,5 +86,6 @@ fn row_of(health: &Health) -> (State, Option<String>) {
         Health::Running => (State::Running, None),
         Health::Degraded(why) => (State::Degraded, Some(why.clone())),
         Health::CrashLooping(why) => (State::CrashLooping, Some(why.clone())),
+        Health::Forbidden(why) => (State::Forbidden, Some(why.clone())),
     }
 }

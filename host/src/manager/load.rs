@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::waiting::WaitFor;
 use crate::bindings::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
-use crate::kube::discovery::DiscoveryError;
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 
 use super::PluginError;
@@ -36,11 +36,12 @@ pub(super) struct Ready {
     pub began: Instant,
 }
 
-/// A registered plugin waiting for a kind the API server does not serve yet.
+/// A registered plugin that cannot start yet: a kind is not served, or its rights
+/// are missing or cannot be reviewed.
 pub(super) struct Pending {
     pub loaded: Loaded,
     pub registration: Registration,
-    pub error: DiscoveryError,
+    pub why: WaitFor,
 }
 
 /// How a load task ended.
@@ -49,7 +50,7 @@ pub(super) enum LoadOutcome {
     Unchanged { hash: String },
     /// Loaded, registered and prepared.
     Ready(Box<Ready>),
-    /// Registered, but a kind it needs is not served yet.
+    /// Registered, but it cannot start yet.
     Waiting(Box<Pending>),
     /// Not loadable; the running version (if any) stays.
     Failed {
@@ -88,7 +89,7 @@ pub(super) async fn load(
 }
 
 /// Checks and prepares a registered plugin: the last step of a load, and the retry
-/// of a plugin waiting for a kind.
+/// of a waiting plugin.
 pub(super) async fn prepare(
     loaded: Loaded,
     registration: Registration,
@@ -97,22 +98,27 @@ pub(super) async fn prepare(
     register: Duration,
     began: Instant,
 ) -> LoadOutcome {
-    match Prepared::new(registration.clone(), ctx, replaces).await {
-        Ok(prepared) => LoadOutcome::Ready(Box::new(Ready {
-            loaded,
-            prepared,
-            register,
-            began,
-        })),
-        Err(StartError::Discovery(error)) if error.is_not_served() && !replaces => {
-            LoadOutcome::Waiting(Box::new(Pending {
+    let why = match Prepared::new(registration.clone(), ctx, replaces).await {
+        Ok(prepared) => {
+            return LoadOutcome::Ready(Box::new(Ready {
                 loaded,
-                registration,
-                error,
-            }))
+                prepared,
+                register,
+                began,
+            }));
         }
-        Err(e) => failed(Some(loaded.hash.clone()), e.into()),
-    }
+        // A new version of a running plugin is refused instead: the old one runs on.
+        Err(e) if replaces => return failed(Some(loaded.hash.clone()), e.into()),
+        Err(StartError::Discovery(error)) if error.is_not_served() => WaitFor::Kind(error),
+        Err(StartError::Forbidden(error)) => WaitFor::Rights(error),
+        Err(StartError::Review(error)) => WaitFor::Review(error),
+        Err(e) => return failed(Some(loaded.hash.clone()), e.into()),
+    };
+    LoadOutcome::Waiting(Box::new(Pending {
+        loaded,
+        registration,
+        why,
+    }))
 }
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kube::access::AccessReviewer;
 use crate::kube::identity::PluginIdentities;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -98,6 +99,8 @@ pub struct Manager {
     loading: HashMap<String, AbortHandle>,
     /// Files whose load in flight is a waiting plugin's retry.
     retrying: HashSet<String>,
+    /// The last pause of each plugin waiting for rights, doubled at each retry.
+    rights_backoff: HashMap<String, Duration>,
     /// Plugins being stopped (removed or replaced), drained in the background.
     stopping: JoinSet<()>,
     /// Files of the first scan still loading, until none is; if then nothing runs,
@@ -122,7 +125,12 @@ impl Manager {
     ) -> Result<Manager, ManagerError> {
         let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
             .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
+        let reviewer = (identities.accounts()).map(|accounts| {
+            AccessReviewer::new(identities.host().clone(), accounts.clone(), metrics.clone())
+        });
         let ctx = ControllerContext {
+            reviewer,
+            review_every: config.access_review_interval,
             registry: Arc::new(InformerRegistry::new(
                 identities.host().clone(),
                 metrics.clone(),
@@ -150,6 +158,7 @@ impl Manager {
             loads: JoinSet::new(),
             loading: HashMap::new(),
             retrying: HashSet::new(),
+            rights_backoff: HashMap::new(),
             stopping: JoinSet::new(),
             first_scan: Some(files.len()),
             probes,
@@ -198,7 +207,7 @@ impl Manager {
     fn apply(&mut self, change: FileChange) {
         let (FileChange::Changed(path) | FileChange::Removed(path)) = &change;
         let file = file_name(path);
-        self.waiting.remove(&file);
+        self.forget_waiting(&file);
         self.retrying.remove(&file);
         if let Some(previous) = self.loading.remove(&file) {
             previous.abort();

@@ -21,9 +21,9 @@ impl Manager {
                 let Pending {
                     loaded,
                     registration,
-                    error,
+                    why,
                 } = *pending;
-                self.wait_for_kind(file, &loaded, registration, &error)
+                self.wait_for(file, &loaded, registration, &why)
             }
             LoadOutcome::Failed { hash, error } => self.failed(file, hash.as_deref(), &error),
         }
@@ -84,9 +84,10 @@ impl Manager {
             histogram.observe(took.as_secs_f64());
         }
         let origin = format!("{:?}", loaded.origin).to_lowercase();
+        self.rights_backoff.remove(file);
         let what = match (previous.is_some(), self.retrying.remove(file)) {
             (true, _) => "plugin upgraded",
-            (false, true) => "plugin loaded: the kinds it waited for are served now",
+            (false, true) => "plugin loaded: what it waited for (a kind, a right) is there now",
             (false, false) => "plugin loaded",
         };
         tracing::info!(file, plugin = %registration.name, version = %registration.version,

@@ -1,65 +1,133 @@
-//! Plugins that loaded and registered but need a kind the API server does not serve
-//! yet, typically a custom resource whose CRD is not installed: they are kept, shown
-//! as waiting, and started once discovery finds the kind, without a restart.
+//! Plugins that loaded and registered but cannot start yet: a kind they need is not
+//! served (typically a custom resource whose CRD is not installed), their
+//! ServiceAccount may not list or watch what they watch, or their rights cannot be
+//! reviewed. They are kept, shown as `waiting` or `forbidden`, and started once the
+//! cause is gone, without a restart. A plugin refused for its rights tries again
+//! after a pause that doubles up to the access review interval, so a plugin nobody
+//! grants costs a few SubjectAccessReviews a minute, not one every few seconds.
 
 use std::time::{Duration, Instant};
 
 use crate::bindings::Registration;
+use crate::controller::ForbiddenError;
+use crate::kube::access::ReviewError;
 use crate::kube::discovery::DiscoveryError;
 use crate::runtime::Loaded;
-use crate::status::PluginStatus;
+use crate::status::{PluginStatus, Rights, State};
 
 use super::{Manager, load};
 
-/// A registered plugin whose start waits for a kind.
+/// What a registered plugin waits for.
+#[derive(Debug)]
+pub(super) enum WaitFor {
+    /// A kind the API server does not serve.
+    Kind(DiscoveryError),
+    /// Rules its ServiceAccount lacks.
+    Rights(Box<ForbiddenError>),
+    /// A review of its rights that could not be made.
+    Review(Box<ReviewError>),
+}
+
+impl WaitFor {
+    /// The table's state and reason.
+    fn row(&self) -> (State, String) {
+        match self {
+            WaitFor::Kind(e) => (
+                State::Waiting,
+                format!(
+                    "waiting for {}: not served by the API server (is its CRD installed?)",
+                    e.gvk
+                ),
+            ),
+            WaitFor::Rights(e) => (State::Forbidden, e.to_string()),
+            WaitFor::Review(e) => (State::Waiting, e.to_string()),
+        }
+    }
+}
+
+/// A registered plugin whose start waits, and when it tries again.
 pub(super) struct Waiting {
     loaded: Loaded,
     registration: Registration,
+    not_before: Instant,
 }
 
 impl Manager {
-    /// Keeps `file`'s loaded plugin until the kind `error` names is served.
-    pub(super) fn wait_for_kind(
+    /// Keeps `file`'s loaded plugin until what it waits for is there.
+    pub(super) fn wait_for(
         &mut self,
         file: &str,
         loaded: &Loaded,
         registration: Registration,
-        error: &DiscoveryError,
+        why: &WaitFor,
     ) {
-        let retry = self.config.missing_kind_retry;
-        if self.retrying.remove(file) {
-            tracing::debug!(file, kind = %error.gvk, "kind still not served");
+        let (state, reason) = why.row();
+        let plugin = registration.name.clone();
+        let again = self.retrying.remove(file);
+        let shown = self.table.reason_of(file);
+        if again && shown.as_deref() == Some(reason.as_str()) {
+            tracing::debug!(file, plugin, reason, "still waiting");
         } else {
-            tracing::warn!(file, plugin = %registration.name, kind = %error.gvk, %error, ?retry,
-                "plugin waits for a kind the API server does not serve (is its CRD installed?)");
-            let reason = format!(
-                "waiting for {}: not served by the API server (is its CRD installed?)",
-                error.gvk
-            );
-            let (name, version) = (&registration.name, &registration.version);
-            self.table
-                .set(PluginStatus::waiting(file, name, version, &reason));
+            tracing::warn!(file, plugin, version = %registration.version, reason,
+                "plugin does not start yet; it starts by itself once this is resolved");
         }
-        let loaded = loaded.clone();
+        let pause = self.pause_before_retry(file, why);
+        let row = PluginStatus::waiting(file, (&plugin, &registration.version), state, &reason);
+        self.table.set(row);
+        if let WaitFor::Rights(e) = why {
+            self.table.set_rights(file, Some(rights_row(e)));
+            self.ctx
+                .metrics
+                .set_plugin_state(&plugin, State::Forbidden.name());
+            let labels = crate::metrics::PluginLabels { plugin };
+            let missing = self.ctx.metrics.missing_rights.get_or_create(&labels);
+            missing.set(e.review.denied.len() as i64);
+        }
         let waiting = Waiting {
-            loaded,
+            loaded: loaded.clone(),
             registration,
+            not_before: Instant::now() + pause,
         };
         self.waiting.insert(file.to_string(), waiting);
     }
 
-    /// Tries again to start every waiting plugin, each in a task of its own; those
-    /// whose kinds are still missing come back waiting.
+    /// The pause before `file`'s next try: the retry interval for a missing kind;
+    /// for rights, doubling from it up to the access review interval.
+    fn pause_before_retry(&mut self, file: &str, why: &WaitFor) -> Duration {
+        let first = self.config.missing_kind_retry;
+        if let WaitFor::Kind(_) = why {
+            return first;
+        }
+        let longest = self.config.access_review_interval.max(first);
+        let pause = match self.rights_backoff.get(file) {
+            Some(last) => last.saturating_mul(2).min(longest),
+            None => first,
+        };
+        self.rights_backoff.insert(file.to_string(), pause);
+        pause
+    }
+
+    /// Tries again to start every waiting plugin whose pause is over, each in a task
+    /// of its own; those that still cannot start come back waiting.
     pub(super) fn retry_waiting(&mut self) {
-        for (file, waiting) in std::mem::take(&mut self.waiting) {
-            let Waiting {
+        let now = Instant::now();
+        let due: Vec<String> = (self.waiting.iter())
+            .filter(|(_, w)| w.not_before <= now)
+            .map(|(file, _)| file.clone())
+            .collect();
+        for file in due {
+            let Some(Waiting {
                 loaded,
                 registration,
-            } = waiting;
+                ..
+            }) = self.waiting.remove(&file)
+            else {
+                continue;
+            };
             let ctx = self.ctx.clone();
             let task_file = file.clone();
             let handle = self.loads.spawn(async move {
-                let began = Instant::now();
+                let began = std::time::Instant::now();
                 let outcome =
                     load::prepare(loaded, registration, &ctx, false, Duration::ZERO, began).await;
                 (task_file, outcome)
@@ -67,5 +135,30 @@ impl Manager {
             self.retrying.insert(file.clone());
             self.loading.insert(file, handle);
         }
+    }
+
+    /// Forgets `file`'s waiting plugin (the file changed or went): its series go
+    /// unless the file's running version has the same name.
+    pub(super) fn forget_waiting(&mut self, file: &str) {
+        self.rights_backoff.remove(file);
+        let Some(waiting) = self.waiting.remove(file) else {
+            return;
+        };
+        let name = &waiting.registration.name;
+        let running = self.running.get(file);
+        if running.is_none_or(|r| &r.controller.registration().name != name) {
+            self.ctx.metrics.forget_plugin(name);
+        }
+    }
+}
+
+/// The table's rights of a plugin refused for its rights.
+fn rights_row(e: &ForbiddenError) -> Rights {
+    let denied = &e.review.denied;
+    Rights {
+        user: e.user.clone(),
+        declared: e.review.declared,
+        granted: e.review.declared.saturating_sub(denied.len()),
+        denied: denied.iter().map(ToString::to_string).collect(),
     }
 }

@@ -193,7 +193,7 @@ pub struct LimitLabels {
 pub struct StateLabels {
     /// The plugin's registered name.
     pub plugin: String,
-    /// `running`, `degraded` or `crash-looping`.
+    /// `running`, `degraded`, `crash-looping` or `forbidden`.
     pub state: String,
 }
 
@@ -203,7 +203,19 @@ fn load_buckets() -> Histogram {
 }
 
 /// The states of a running plugin, as the state gauge names them.
-pub const PLUGIN_STATES: [&str; 3] = ["running", "degraded", "crash-looping"];
+pub const PLUGIN_STATES: [&str; 4] = ["running", "degraded", "crash-looping", "forbidden"];
+
+/// Labels of the access review counter: whose rights, and what the API server said.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AccessReviewLabels {
+    /// The plugin whose ServiceAccount was reviewed.
+    pub plugin: String,
+    /// `allowed`, `denied` or `error`.
+    pub result: String,
+}
+
+/// The results an access review counts under.
+const REVIEW_RESULTS: [&str; 3] = ["allowed", "denied", "error"];
 
 /// Labels of per-informer series: what the watch covers.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -251,6 +263,10 @@ pub struct Metrics {
     pub plugin_state: Family<StateLabels, Gauge>,
     /// Reconciles of a plugin that trapped or timed out in a row.
     pub plugin_consecutive_failures: Family<PluginLabels, Gauge>,
+    /// SubjectAccessReviews made for a plugin's ServiceAccount, by result.
+    pub access_reviews: Family<AccessReviewLabels, Counter>,
+    /// Rules a plugin declared that its ServiceAccount is not granted.
+    pub missing_rights: Family<PluginLabels, Gauge>,
     /// Host calls by plugin, WIT function and result.
     pub host_calls: Family<HostCallLabels, Counter>,
     /// Failed calls into plugins by cause.
@@ -316,7 +332,7 @@ impl Metrics {
         let help = "Times a per-plugin limit refused, dropped, cut, delayed or stopped something";
         registry.register("plugin_limit_hits", help, limit_hits.clone());
         let plugin_state = Family::default();
-        let help = "1 for the state of each running plugin: running, degraded or crash-looping";
+        let help = "1 for the state of each plugin: running, degraded, crash-looping or forbidden";
         registry.register("plugin_state", help, plugin_state.clone());
         let plugin_consecutive_failures = Family::default();
         let help = "Reconciles of a plugin that trapped or timed out in a row";
@@ -325,6 +341,12 @@ impl Metrics {
             help,
             plugin_consecutive_failures.clone(),
         );
+        let access_reviews = Family::default();
+        let help = "SubjectAccessReviews of a plugin's ServiceAccount, by result";
+        registry.register("plugin_access_reviews", help, access_reviews.clone());
+        let missing_rights = Family::default();
+        let help = "Rules a plugin declared that its ServiceAccount is not granted";
+        registry.register("plugin_missing_rights", help, missing_rights.clone());
         let host_calls = Family::default();
         let help = "Calls plugins made to the host, by WIT function and result";
         registry.register("host_calls", help, host_calls.clone());
@@ -345,6 +367,8 @@ impl Metrics {
             limit_hits,
             plugin_state,
             plugin_consecutive_failures,
+            access_reviews,
+            missing_rights,
             leader_election_holder,
             leader_election_transitions,
             standard,
@@ -418,6 +442,15 @@ impl Metrics {
         self.plugin_state.get_or_create(&labels).set(1);
     }
 
+    /// Counts one SubjectAccessReview of `plugin`'s ServiceAccount.
+    pub fn count_access_review(&self, plugin: &str, result: &str) {
+        let labels = AccessReviewLabels {
+            plugin: plugin.to_string(),
+            result: result.to_string(),
+        };
+        self.access_reviews.get_or_create(&labels).inc();
+    }
+
     /// Drops every per-plugin series of `plugin`, once it is unloaded.
     pub fn forget_plugin(&self, plugin: &str) {
         let labels = PluginLabels {
@@ -443,6 +476,13 @@ impl Metrics {
         self.plugin_api_requests.remove(&labels);
         self.plugin_api_wait.remove(&labels);
         self.plugin_consecutive_failures.remove(&labels);
+        self.missing_rights.remove(&labels);
+        for result in REVIEW_RESULTS {
+            self.access_reviews.remove(&AccessReviewLabels {
+                plugin: plugin.to_string(),
+                result: result.to_string(),
+            });
+        }
         for limit in Limit::ALL {
             self.limit_hits.remove(&LimitLabels {
                 plugin: plugin.to_string(),

@@ -6,9 +6,10 @@ mod load;
 mod render;
 mod rights;
 
+pub use kinds::{RbacKind, rbac_kind};
 pub use load::{RegistrationError, registrations};
 pub use render::{Naming, render};
-pub use rights::{PluginRights, Rights, Target, plugin_rights};
+pub use rights::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
 
 /// The host's own rights when it runs `plugins`: list and watch what they watch (the
 /// informers are shared), impersonate their ServiceAccounts, create

@@ -64,7 +64,22 @@ const READ: [&str; 3] = ["get", "list", "watch"];
 /// namespaced watches share (a Role), or cluster-wide if they are in several or in all.
 /// Cluster-scoped kinds (Nodes) are always cluster-wide.
 pub fn plugin_rights(registration: &Registration) -> PluginRights {
-    let mut builder = Builder::default();
+    plugin_rights_with(registration, &rbac_kind)
+}
+
+/// [`plugin_rights`] with the resource names and scopes of `lookup` (the running host
+/// asks API discovery, which also knows custom resources).
+pub fn plugin_rights_with(
+    registration: &Registration,
+    lookup: &dyn Fn(&kube::core::GroupVersionKind) -> RbacKind,
+) -> PluginRights {
+    let mut builder = Builder {
+        lookup,
+        home: None,
+        rights: Rights::new(),
+        watches: Rights::new(),
+        guessed: BTreeSet::new(),
+    };
     let watched: Vec<(RbacKind, Option<String>)> = registration
         .watches
         .iter()
@@ -98,17 +113,17 @@ pub fn plugin_rights(registration: &Registration) -> PluginRights {
     builder.finish(registration)
 }
 
-#[derive(Default)]
-struct Builder {
+struct Builder<'a> {
+    lookup: &'a dyn Fn(&kube::core::GroupVersionKind) -> RbacKind,
     home: Option<String>,
     rights: Rights,
     watches: Rights,
     guessed: BTreeSet<String>,
 }
 
-impl Builder {
+impl Builder<'_> {
     fn kind(&mut self, gvk: &kube::core::GroupVersionKind) -> RbacKind {
-        let kind = rbac_kind(gvk);
+        let kind = (self.lookup)(gvk);
         if !kind.known {
             self.guessed
                 .insert(format!("{}.{}", kind.resource, kind.group));

@@ -30,6 +30,10 @@ pub enum State {
     /// Loaded, but a kind it needs is not served yet (a CRD not installed); it starts
     /// once the kind appears. `reason` names the kind.
     Waiting,
+    /// Its ServiceAccount may not list or watch a kind it watches: it does not start,
+    /// or, running, it is not served that kind. `reason` names the rules it lacks;
+    /// it (re)starts by itself once RBAC grants them.
+    Forbidden,
 }
 
 impl State {
@@ -41,6 +45,7 @@ impl State {
             State::CrashLooping => "crash-looping",
             State::Failed => "failed",
             State::Waiting => "waiting",
+            State::Forbidden => "forbidden",
         }
     }
 }
@@ -80,6 +85,24 @@ pub struct PluginStatus {
     /// The limits of the running version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// The rules it declared against those RBAC grants its ServiceAccount; none when
+    /// plugins share the host's identity (`--impersonate-plugins=false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rights: Option<Rights>,
+}
+
+/// A plugin's declared rules against what its ServiceAccount is granted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rights {
+    /// The ServiceAccount's user name.
+    pub user: String,
+    /// How many rules its registration implies (what `rbac` generates for it).
+    pub declared: usize,
+    /// How many of those are granted.
+    pub granted: usize,
+    /// The declared rules that are not granted, as the API server words them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<String>,
 }
 
 impl PluginStatus {
@@ -94,6 +117,7 @@ impl PluginStatus {
             loaded_at: Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string()),
             reason: None,
             limits: None,
+            rights: None,
         }
     }
 
@@ -110,12 +134,18 @@ impl PluginStatus {
         PluginStatus::not_running(file, State::Failed, reason)
     }
 
-    /// A file whose plugin waits for a kind to be served, and which.
-    pub fn waiting(file: &str, plugin: &str, version: &str, reason: &str) -> PluginStatus {
+    /// A file whose plugin waits for a kind to be served or for a right to be
+    /// granted (`state`), and why.
+    pub fn waiting(
+        file: &str,
+        (plugin, version): (&str, &str),
+        state: State,
+        reason: &str,
+    ) -> PluginStatus {
         PluginStatus {
             plugin: Some(plugin.into()),
             version: Some(version.into()),
-            ..PluginStatus::not_running(file, State::Waiting, reason)
+            ..PluginStatus::not_running(file, state, reason)
         }
     }
 
@@ -129,6 +159,7 @@ impl PluginStatus {
             loaded_at: None,
             reason: Some(reason.into()),
             limits: None,
+            rights: None,
         }
     }
 }
@@ -153,6 +184,20 @@ impl PluginTable {
             row.state = state;
             row.reason = reason;
         }
+    }
+
+    /// Sets the rights of a file's row.
+    pub fn set_rights(&self, file: &str, rights: Option<Rights>) {
+        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(row) = rows.get_mut(file) {
+            row.rights = rights;
+        }
+    }
+
+    /// The reason a file's row shows now.
+    pub fn reason_of(&self, file: &str) -> Option<String> {
+        let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
+        rows.get(file).and_then(|row| row.reason.clone())
     }
 
     /// Notes a refused upgrade on a running file's row.

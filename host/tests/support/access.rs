@@ -9,7 +9,7 @@ use kube::Client;
 use kube::core::GroupVersionKind;
 use wcm_host::bindings::Verb;
 use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::ClusterAccess;
+use wcm_host::capabilities::{ClusterAccess, Granted};
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
 use wcm_host::runtime::HostState;
@@ -47,7 +47,7 @@ pub async fn config_map_plugin(
         "test-host",
         registry,
         client,
-        vec![informer],
+        (vec![informer], Arc::new(Granted::everything())),
         grants,
         leader,
     );

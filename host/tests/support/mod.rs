@@ -68,13 +68,25 @@ impl HostProcess {
         Self::start_with(cp.admin_kubeconfig(), dir, flags)
     }
 
-    /// Starts the host on `dir` with extra flags, configured by `kubeconfig`.
+    /// Starts the host on `dir` with extra flags, configured by `kubeconfig`. Unless
+    /// `flags` choose the plugins' identity, plugins act as ServiceAccounts of
+    /// [`TEST_PLUGINS_NAMESPACE`], which [`grant_test_plugins`] lets do anything.
     pub fn start_with(kubeconfig: &Path, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
+        let chosen = flags.iter().any(|f| {
+            f.starts_with("--impersonate-plugins")
+                || f.starts_with("--plugin-service-account-namespace")
+        });
+        let mut identity = vec![];
+        if !chosen {
+            grant_test_plugins(kubeconfig)?;
+            identity = vec!["--plugin-service-account-namespace", TEST_PLUGINS_NAMESPACE];
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
             .arg("run")
             .arg("--plugins-dir")
             .arg(dir)
             .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .args(identity)
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,wcm_host::controller=debug")
@@ -317,6 +329,53 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Where the ServiceAccounts of plugins in tests that are not about RBAC live.
+pub const TEST_PLUGINS_NAMESPACE: &str = "wcm-test-plugins";
+
+/// The policy of tests that are not about RBAC: every plugin acts as its own
+/// ServiceAccount (impersonation, access reviews, the audit log's user: the same
+/// mechanism as in a cluster), and the ServiceAccounts of
+/// [`TEST_PLUGINS_NAMESPACE`] may do anything, so a test plugin's dropped-in
+/// variants need no RBAC of their own. The tests about RBAC use what
+/// `wasm-controller-manager rbac` generates, in a namespace of their own. Applied
+/// once per cluster (`kubeconfig`) and test binary.
+pub fn grant_test_plugins(kubeconfig: &Path) -> Result<()> {
+    static GRANTED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut granted = GRANTED.lock().expect("grant lock");
+    if granted.iter().any(|k| k == kubeconfig) {
+        return Ok(());
+    }
+    let binding = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\n\
+         kind: ClusterRoleBinding\n\
+         metadata: {{name: {TEST_PLUGINS_NAMESPACE}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}\n\
+         subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: Group, \
+         name: \"system:serviceaccounts:{TEST_PLUGINS_NAMESPACE}\"}}]\n"
+    );
+    let mut apply = Command::new(ControlPlane::kubectl())
+        .args(["apply", "-f", "-"])
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    use std::io::Write;
+    apply
+        .stdin
+        .take()
+        .context("kubectl's stdin")?
+        .write_all(binding.as_bytes())?;
+    let out = apply.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "granting the test plugins: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    granted.push(kubeconfig.to_path_buf());
+    Ok(())
 }
 
 /// `kubectl ARGS...` against `plane` as its admin; fails with its stderr.

@@ -1,0 +1,82 @@
+//! What RBAC last granted a plugin, as the host enforces it on reads: a watch whose
+//! `list` or `watch` the plugin's ServiceAccount lacks is closed, so the plugin is not
+//! served that kind from the shared caches and its changes queue no keys, until a
+//! review finds the rule granted again.
+
+use std::sync::RwLock;
+
+use crate::kube::access::Rule;
+
+/// The last review's findings for one version of a plugin.
+#[derive(Debug, Default)]
+pub struct Granted {
+    state: RwLock<State>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct State {
+    /// Per watch (registration order): the read rules it lacks, empty when open.
+    closed: Vec<Vec<Rule>>,
+    /// Rules the registration implies, and those denied; `None` when the plugin
+    /// shares the host's identity and nothing is reviewed.
+    reviewed: Option<Review>,
+}
+
+/// Declared rules against denied ones, for the plugin table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    /// How many rules the registration implies.
+    pub declared: usize,
+    /// The ones the plugin's ServiceAccount is not granted.
+    pub denied: Vec<Rule>,
+}
+
+impl Granted {
+    /// Every watch open, nothing reviewed: the plugin shares the host's identity.
+    pub fn everything() -> Granted {
+        Granted::default()
+    }
+
+    /// The findings of a review: `closed` per watch, and all the declared rules
+    /// against the denied ones.
+    pub fn reviewed(closed: Vec<Vec<Rule>>, review: Review) -> Granted {
+        let granted = Granted::default();
+        granted.update(closed, review);
+        granted
+    }
+
+    /// Replaces the findings with a newer review's.
+    pub fn update(&self, closed: Vec<Vec<Rule>>, review: Review) {
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        *state = State {
+            closed,
+            reviewed: Some(review),
+        };
+    }
+
+    /// Whether watch `index` may be read and may queue keys.
+    pub fn is_open(&self, index: usize) -> bool {
+        self.lacking(index).is_empty()
+    }
+
+    /// The read rules watch `index` lacks (empty when it is open).
+    pub fn lacking(&self, index: usize) -> Vec<Rule> {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        state.closed.get(index).cloned().unwrap_or_default()
+    }
+
+    /// Every read rule lacked by a closed watch, once each.
+    pub fn closed_rules(&self) -> Vec<Rule> {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let mut rules: Vec<Rule> = state.closed.iter().flatten().cloned().collect();
+        rules.sort();
+        rules.dedup();
+        rules
+    }
+
+    /// The last review, if the plugin's rights are reviewed at all.
+    pub fn review(&self) -> Option<Review> {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        state.reviewed.clone()
+    }
+}
