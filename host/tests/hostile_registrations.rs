@@ -20,18 +20,9 @@ use wcm_host::status::{PluginStatus, State};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn row(host: &HostProcess, file: &str) -> Result<Option<PluginStatus>> {
-    let rows = wcm_host::status::fetch(&host.metrics_address().await?).await?;
-    Ok(rows.into_iter().find(|r| r.file == file))
-}
-
 /// Waits until `file`'s row is in `state` and returns it.
 async fn row_in(host: &HostProcess, file: &str, state: State) -> Result<PluginStatus> {
-    let found = eventually(WAIT, || async {
-        row(host, file).await.ok()?.filter(|r| r.state == state)
-    })
-    .await;
-    found.with_context(|| format!("{file} never became {}", state.name()))
+    host.row_in(file, state, WAIT).await
 }
 
 #[tokio::test]

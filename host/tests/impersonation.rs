@@ -1,89 +1,57 @@
-//! With `--impersonate-plugins`, a plugin's API calls are made as its own
-//! ServiceAccount: the audit log names the plugin, not the host, for every write it
-//! causes; RBAC decides: with the rule it needs removed, its writes fail as `forbidden`
-//! naming the verb and resource, and once the rule is back it works again without a
-//! restart. The RBAC comes from `wasm-controller-manager rbac`.
+//! Each plugin acts as its own ServiceAccount, with the RBAC
+//! `wasm-controller-manager rbac` generates for the example plugins applied: every
+//! example plugin (pod-counter, deployment-reconcile, the Python and the JavaScript
+//! one) works as before, and the audit log shows each write under the writing
+//! plugin's account, none under the host's. RBAC decides: with pod-counter's `patch`
+//! on Nodes removed, its label writes fail as `forbidden` naming the rule, the table
+//! shows the rule as not granted and the other plugins are unaffected; once the rule
+//! is back, it counts again without a restart.
 
 mod support;
 
-use std::collections::BTreeSet;
-use std::ffi::OsStr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 use support::audit::writes_by;
-use support::objects::{all_pods, create_node, create_pod, events_about, node_label};
-use support::rbac::rbac_file;
-use support::{HostProcess, eventually, kubectl, plugin_bytes, plugin_file, plugins_dir};
+use support::objects::{
+    all_pods, create_config_map, create_labelled_pod, create_node, create_pod, events_about,
+    node_label,
+};
+use support::rbac::{apply_rbac, delete_rbac, set_verbs};
+use support::webapp::{install_crd, webapp_resource};
+use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::status::State;
 
 const COUNT: &str = "pod-counter.example.com/count";
 const COUNTED: &str = "pod-counter.example.com/counted";
+const TRACK: &str = "example.com/track-phase";
+const PHASE: &str = "example.com/phase";
 const CONVERGE: Duration = Duration::from_secs(60);
-
-/// `wasm-controller-manager rbac` for pod-counter with `namespace` and `prefix`,
-/// applied for real. Returns the applied file, for [`revoke`].
-fn grant(plane: &ControlPlane, namespace: &str, prefix: &str) -> Result<tempfile::NamedTempFile> {
-    let plugin = plugin_file("pod-counter");
-    let file = rbac_file(&[
-        OsStr::new("--namespace"),
-        OsStr::new(namespace),
-        OsStr::new("--service-account-prefix"),
-        OsStr::new(prefix),
-        plugin.as_os_str(),
-    ])?;
-    kubectl(
-        plane,
-        &[
-            OsStr::new("apply"),
-            OsStr::new("-f"),
-            file.path().as_os_str(),
-        ],
-    )?;
-    Ok(file)
-}
-
-/// Deletes what [`grant`] applied (deleting the namespace leaves the ClusterRole and
-/// its binding).
-fn revoke(plane: &ControlPlane, file: &tempfile::NamedTempFile) {
-    let delete = ["delete", "--ignore-not-found", "--wait=false", "-f"].map(OsStr::new);
-    let _ = kubectl(plane, &[&delete[..], &[file.path().as_os_str()]].concat());
-}
-
-/// Sets the verbs of the ClusterRole `role`'s rule on `nodes`.
-async fn node_verbs(client: &kube::Client, role: &str, verbs: &[&str]) -> Result<()> {
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    let mut found = roles.get(role).await?;
-    for rule in found.rules.iter_mut().flatten() {
-        if rule
-            .resources
-            .as_ref()
-            .is_some_and(|r| r.iter().any(|r| r == "nodes"))
-        {
-            rule.verbs = verbs.iter().map(|v| v.to_string()).collect();
-        }
-    }
-    found.metadata.managed_fields = None;
-    let patch = json!({"rules": found.rules});
-    roles
-        .patch(role, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(())
-}
+/// The example plugins: file stem and registered name.
+const EXAMPLES: [&str; 4] = [
+    "pod-counter",
+    "deployment-reconcile",
+    "phase-labeller",
+    "data-hash",
+];
 
 #[tokio::test]
-async fn a_plugin_writes_as_its_service_account_and_rbac_decides() -> Result<()> {
+async fn example_plugins_act_as_their_service_accounts_and_rbac_decides() -> Result<()> {
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("imp").await?;
+    install_crd(&ns.client()).await?;
     let prefix = format!("{}-", ns.name());
-    let granted = grant(plane, ns.name(), &prefix)?;
+    let files: Vec<_> = EXAMPLES.iter().map(|p| plugin_file(p)).collect();
+    let granted = apply_rbac(plane, ns.name(), &prefix, &files)?;
     let result = scenario(plane, &ns, &prefix).await;
-    revoke(plane, &granted);
+    delete_rbac(plane, &granted);
     result
 }
 
@@ -96,66 +64,163 @@ async fn counted(client: &kube::Client, node: &str) -> Option<()> {
     .await
 }
 
+/// Waits until the Pod `name` has the label `key`.
+async fn labelled(pods: &Api<Pod>, name: &str, key: &str) -> Result<String> {
+    let found = eventually(CONVERGE, || async {
+        pods.get(name)
+            .await
+            .ok()?
+            .metadata
+            .labels?
+            .get(key)
+            .cloned()
+    })
+    .await;
+    found.with_context(|| format!("Pod {name} never got {key}"))
+}
+
 async fn scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str) -> Result<()> {
     let client = ns.client();
-    let role = format!("{prefix}pod-counter");
-    let account = format!("system:serviceaccount:{}:{role}", ns.name());
     let node = format!("{}-control-plane", ns.name());
     create_node(&client, &node, true, ns.labels()).await?;
     create_pod(&client, ns.name(), "first").await?;
-    let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
+    create_labelled_pod(&client, ns.name(), "tracked", &[(TRACK, "")]).await?;
+    let hashed = [("example.com/hash-data", "")];
+    create_config_map(&client, ns.name(), "settings", &hashed).await?;
+    let files: Vec<_> = (EXAMPLES.iter())
+        .map(|p| (format!("{p}.wasm"), plugin_bytes(p)))
+        .collect();
+    let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(f, b)| (f.as_str(), b.clone())).collect();
+    let dir = plugins_dir(&files)?;
     let flags = [
-        "--impersonate-plugins",
         "--plugin-service-account-namespace",
         ns.name(),
         "--plugin-service-account-prefix",
         prefix,
+        "--access-review-interval=1s",
     ];
     let host = HostProcess::start(dir.path(), &flags)?;
+    let webapp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.wasm-controller-manager.io/v1alpha1", "kind": "WebApp",
+        "metadata": {"name": "shop"},
+        "spec": {"image": "nginx:1.27", "replicas": 1, "port": 80},
+    }))?;
+    let webapps: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &webapp_resource());
+    webapps.create(&PostParams::default(), &webapp).await?;
+
+    // Every example plugin does its work.
     let done = counted(&client, &node).await;
     done.with_context(|| format!("no count label; log:\n{}", host.logs().join("\n")))?;
-
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
-    let marked = eventually(CONVERGE, || async {
-        let labels = pods.get("first").await.ok()?.metadata.labels?;
-        labels.contains_key(COUNTED).then_some(())
-    })
-    .await;
-    marked.context("the Pod was not marked counted")?;
+    labelled(&pods, "first", COUNTED).await?;
     let events = events_about(&client, ns.name(), "first", "Counted").await?;
     ensure!(events.len() == 1, "Counted Events: {events:?}");
-
-    // The audit log: every write the host made for the plugin (the Node's label, the
-    // Pod's mark, its Events) was made as the plugin's account, none as the host.
-    let writes = writes_by(&plane.audit_log(), "wasm-controller-manager")?;
-    let mut resources = BTreeSet::new();
-    let ours = writes.iter().filter(|w| {
-        w.namespace.as_deref() == Some(ns.name()) || w.name.as_deref() == Some(node.as_str())
-    });
-    for write in ours {
-        ensure!(
-            write.impersonated.as_deref() == Some(account.as_str()),
-            "{write:?}"
-        );
-        resources.insert(write.resource.clone());
+    ensure!(labelled(&pods, "tracked", PHASE).await? == "Pending");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let made = eventually(CONVERGE, || async { deployments.get("shop").await.ok() }).await;
+    made.context("deployment-reconcile made no Deployment")?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let hashed = eventually(CONVERGE, || async {
+        let labels = config_maps.get("settings").await.ok()?.metadata.labels?;
+        labels.get("example.com/data-hash").cloned()
+    })
+    .await;
+    hashed.context("data-hash did not label the ConfigMap")?;
+    audit_names_each_plugin(plane, ns, prefix, &node)?;
+    for plugin in EXAMPLES {
+        let row = host
+            .row_in(&format!("{plugin}.wasm"), State::Running, CONVERGE)
+            .await?;
+        let rights = row.rights.context("no rights in the table")?;
+        ensure!(rights.granted == rights.declared, "{plugin}: {rights:?}");
     }
-    ensure!(
-        resources.contains("nodes") && resources.contains("pods"),
-        "{resources:?}"
-    );
-    ensure!(resources.contains("events"), "{resources:?}");
+    one_rule_removed(&host, ns, prefix, &node).await
+}
 
-    // Without the rule, the write is forbidden and the error says who lacks what.
-    node_verbs(&client, &role, &["get", "list", "watch"]).await?;
+/// Every write the host made in the test's namespace or on its Node was made as the
+/// ServiceAccount of the plugin that caused it; none as the host itself.
+fn audit_names_each_plugin(
+    plane: &ControlPlane,
+    ns: &TestNamespace,
+    prefix: &str,
+    node: &str,
+) -> Result<()> {
+    let writes = writes_by(&plane.audit_log(), "wasm-controller-manager")?;
+    let mut by_account: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let ours = writes
+        .iter()
+        .filter(|w| w.namespace.as_deref() == Some(ns.name()) || w.name.as_deref() == Some(node));
+    for write in ours {
+        let account = write.impersonated.clone().with_context(|| {
+            format!(
+                "a write made as the host ({}), not a plugin: {write:?}",
+                write.user
+            )
+        })?;
+        by_account
+            .entry(account)
+            .or_default()
+            .insert(write.resource.clone());
+    }
+    let account = |plugin: &str| format!("system:serviceaccount:{}:{prefix}{plugin}", ns.name());
+    let expected = [
+        ("pod-counter", "nodes"),
+        ("pod-counter", "pods"),
+        ("pod-counter", "events"),
+        ("deployment-reconcile", "deployments"),
+        ("phase-labeller", "pods"),
+        ("data-hash", "configmaps"),
+    ];
+    for (plugin, resource) in expected {
+        let wrote = by_account.get(&account(plugin));
+        ensure!(
+            wrote.is_some_and(|r| r.contains(resource)),
+            "no write of {resource} as {plugin}'s account: {by_account:?}"
+        );
+    }
+    let known: BTreeSet<String> = EXAMPLES.iter().map(|p| account(p)).collect();
+    ensure!(
+        by_account.keys().all(|a| known.contains(a)),
+        "{by_account:?}"
+    );
+    Ok(())
+}
+
+/// Without pod-counter's `patch` on Nodes, its label write is forbidden, naming the
+/// rule; the table shows it not granted; the Python plugin keeps working; with the
+/// rule back, pod-counter counts again, no restart.
+async fn one_rule_removed(
+    host: &HostProcess,
+    ns: &TestNamespace,
+    prefix: &str,
+    node: &str,
+) -> Result<()> {
+    let client = ns.client();
+    let role = format!("{prefix}pod-counter");
+    let account = format!("system:serviceaccount:{}:{role}", ns.name());
+    set_verbs(&client, &role, "nodes", &["get", "list", "watch"]).await?;
     create_pod(&client, ns.name(), "second").await?;
     let refused = host
         .wait_for_log(&["cannot patch resource", "nodes", "pod-counter"], CONVERGE)
         .await?;
-    eprintln!("refused: {refused}");
     ensure!(refused.contains(&account), "{refused}");
-    // With the rule back, it counts again, no restart.
-    node_verbs(&client, &role, &["get", "list", "patch", "watch"]).await?;
-    counted(&client, &node)
+    let not_granted = eventually(CONVERGE, || async {
+        let rights = host.row("pod-counter.wasm").await.ok()??.rights?;
+        let denied = rights.denied.join("; ");
+        denied
+            .contains("patch resource \"nodes\"")
+            .then_some(rights)
+    })
+    .await;
+    let rights = not_granted.context("the table never showed the rule not granted")?;
+    ensure!(rights.granted + 1 == rights.declared, "{rights:?}");
+    // The other plugins are unaffected.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    create_labelled_pod(&client, ns.name(), "tracked-too", &[(TRACK, "")]).await?;
+    ensure!(labelled(&pods, "tracked-too", PHASE).await? == "Pending");
+    set_verbs(&client, &role, "nodes", &["get", "list", "patch", "watch"]).await?;
+    counted(&client, node)
         .await
         .context("the count did not recover once the rule was back")
 }

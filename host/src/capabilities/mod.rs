@@ -208,10 +208,10 @@ impl ClusterAccess {
                 .map(ToString::to_string)
                 .collect();
             return Err(CapabilityError::Forbidden(format!(
-                "{op} {what}: plugin {}'s ServiceAccount may not {}; the host does not serve \
-                 it this kind until RBAC grants it",
+                "{op} {what}: plugin {}'s ServiceAccount is not granted: {} (the host does \
+                 not serve it this kind until RBAC grants it)",
                 self.plugin,
-                lacking.join(", ")
+                lacking.join("; ")
             )));
         }
         Ok(open)

@@ -143,9 +143,9 @@ pub fn health_of(
     if !denied.is_empty() {
         let denied: Vec<String> = denied.iter().map(ToString::to_string).collect();
         let why = format!(
-            "forbidden: its ServiceAccount may no longer {}; it is not served that kind until \
-             RBAC grants it",
-            denied.join(", ")
+            "forbidden: its ServiceAccount is no longer granted: {} (it is not served that \
+             kind until RBAC grants it)",
+            denied.join("; ")
         );
         return Health::Forbidden(why);
     }

@@ -45,10 +45,11 @@ impl fmt::Display for ForbiddenError {
         let missing: Vec<String> = self.missing.iter().map(ToString::to_string).collect();
         write!(
             f,
-            "forbidden: plugin {} acts as {}, which may not {}; it starts once RBAC grants it",
+            "forbidden: plugin {} acts as {}, which is not granted: {} (it starts once RBAC \
+             grants it)",
             self.plugin,
             self.user,
-            missing.join(", ")
+            missing.join("; ")
         )
     }
 }

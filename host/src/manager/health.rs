@@ -5,8 +5,9 @@
 //! rules.
 
 use super::Manager;
-use crate::controller::Health;
+use crate::controller::{ControllerContext, Health, PluginController};
 use crate::metrics::PluginLabels;
+use crate::status::PluginTable;
 use crate::status::{Rights, State};
 
 impl Manager {
@@ -16,20 +17,7 @@ impl Manager {
     pub(super) fn refresh_health(&mut self) {
         for (file, running) in &mut self.running {
             running.controller.refresh_metrics();
-            let plugin = running.controller.registration().name.clone();
-            let rights = self.ctx.reviewer.as_ref().zip(running.controller.review());
-            let rights = rights.map(|(reviewer, review)| Rights {
-                user: reviewer.user(&plugin),
-                declared: review.declared,
-                granted: review.declared.saturating_sub(review.denied.len()),
-                denied: review.denied.iter().map(ToString::to_string).collect(),
-            });
-            if let Some(rights) = &rights {
-                let labels = PluginLabels { plugin };
-                let missing = self.ctx.metrics.missing_rights.get_or_create(&labels);
-                missing.set(rights.denied.len() as i64);
-            }
-            self.table.set_rights(file, rights);
+            show_rights(&self.ctx, &self.table, file, &running.controller);
             let health = running.controller.health();
             if health == running.health {
                 continue;
@@ -88,4 +76,23 @@ fn row_of(health: &Health) -> (State, Option<String>) {
         Health::CrashLooping(why) => (State::CrashLooping, Some(why.clone())),
         Health::Forbidden(why) => (State::Forbidden, Some(why.clone())),
     }
+}
+
+/// Writes `controller`'s declared and granted rules into `file`'s row and the
+/// missing-rights gauge (nothing when plugins share the host's identity).
+pub(super) fn show_rights(
+    ctx: &ControllerContext,
+    table: &PluginTable,
+    file: &str,
+    controller: &PluginController,
+) {
+    let plugin = controller.registration().name.clone();
+    let rights = ctx.reviewer.as_ref().zip(controller.review());
+    let rights = rights.map(|(reviewer, review)| Rights::of(reviewer.user(&plugin), &review));
+    if let Some(rights) = &rights {
+        let labels = PluginLabels { plugin };
+        let missing = ctx.metrics.missing_rights.get_or_create(&labels);
+        missing.set(rights.denied.len() as i64);
+    }
+    table.set_rights(file, rights);
 }

@@ -113,6 +113,7 @@ impl Manager {
         };
         let row = PluginStatus::running(file, &reg.name, &reg.version, &loaded.hash);
         self.table.set(row.with_limits(limits));
+        super::health::show_rights(&self.ctx, &self.table, file, controller);
         self.ctx.metrics.set_plugin_state(&reg.name, "running");
     }
 

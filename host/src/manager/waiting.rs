@@ -75,7 +75,8 @@ impl Manager {
         let row = PluginStatus::waiting(file, (&plugin, &registration.version), state, &reason);
         self.table.set(row);
         if let WaitFor::Rights(e) = why {
-            self.table.set_rights(file, Some(rights_row(e)));
+            let rights = Rights::of(e.user.clone(), &e.review);
+            self.table.set_rights(file, Some(rights));
             self.ctx
                 .metrics
                 .set_plugin_state(&plugin, State::Forbidden.name());
@@ -149,16 +150,5 @@ impl Manager {
         if running.is_none_or(|r| &r.controller.registration().name != name) {
             self.ctx.metrics.forget_plugin(name);
         }
-    }
-}
-
-/// The table's rights of a plugin refused for its rights.
-fn rights_row(e: &ForbiddenError) -> Rights {
-    let denied = &e.review.denied;
-    Rights {
-        user: e.user.clone(),
-        declared: e.review.declared,
-        granted: e.review.declared.saturating_sub(denied.len()),
-        denied: denied.iter().map(ToString::to_string).collect(),
     }
 }

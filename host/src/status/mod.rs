@@ -164,6 +164,18 @@ impl PluginStatus {
     }
 }
 
+impl Rights {
+    /// The row of `user`'s last review.
+    pub fn of(user: String, review: &crate::capabilities::Review) -> Rights {
+        Rights {
+            user,
+            declared: review.declared,
+            granted: review.declared.saturating_sub(review.denied.len()),
+            denied: review.denied.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
 /// The plugin table, shared between the manager (writer) and the HTTP endpoint.
 #[derive(Debug, Clone, Default)]
 pub struct PluginTable {

@@ -105,6 +105,27 @@ impl HostProcess {
         Ok(HostProcess { child, logs })
     }
 
+    /// The plugin table's row of `file`, if it has one.
+    pub async fn row(&self, file: &str) -> Result<Option<wcm_host::status::PluginStatus>> {
+        let rows = wcm_host::status::fetch(&self.metrics_address().await?).await?;
+        Ok(rows.into_iter().find(|r| r.file == file))
+    }
+
+    /// Waits up to `timeout` until `file`'s row is in `state`, and returns it.
+    pub async fn row_in(
+        &self,
+        file: &str,
+        state: wcm_host::status::State,
+        timeout: Duration,
+    ) -> Result<wcm_host::status::PluginStatus> {
+        let found = eventually(timeout, || async {
+            self.row(file).await.ok()?.filter(|r| r.state == state)
+        })
+        .await;
+        let last = self.row(file).await.ok().flatten();
+        found.with_context(|| format!("{file} never became {}; last: {last:?}", state.name()))
+    }
+
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().expect("log lock").clone()

@@ -1,9 +1,14 @@
 //! `wasm-controller-manager rbac` as a user runs it, for the tests of plugins' RBAC.
 
 use std::ffi::OsStr;
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use anyhow::{Result, ensure};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use wcm_control_plane::ControlPlane;
 
 /// `wasm-controller-manager rbac ARGS...`, whatever its outcome.
 pub fn rbac<S: AsRef<OsStr>>(args: &[S]) -> Result<Output> {
@@ -25,4 +30,50 @@ pub fn rbac_file<S: AsRef<OsStr>>(args: &[S]) -> Result<tempfile::NamedTempFile>
     let file = tempfile::NamedTempFile::new()?;
     std::fs::write(file.path(), &out.stdout)?;
     Ok(file)
+}
+
+/// `wasm-controller-manager rbac` for `plugins`, their ServiceAccounts in `namespace`
+/// named `<prefix><plugin>`, applied for real; the file, for [`delete_rbac`].
+pub fn apply_rbac(
+    plane: &ControlPlane,
+    namespace: &str,
+    prefix: &str,
+    plugins: &[PathBuf],
+) -> Result<tempfile::NamedTempFile> {
+    let mut args: Vec<&OsStr> = ["--namespace", namespace, "--service-account-prefix", prefix]
+        .map(OsStr::new)
+        .to_vec();
+    args.extend(plugins.iter().map(|p| p.as_os_str()));
+    let file = rbac_file(&args)?;
+    let apply = ["apply", "-f"].map(OsStr::new);
+    super::kubectl(plane, &[&apply[..], &[file.path().as_os_str()]].concat())?;
+    Ok(file)
+}
+
+/// Deletes what [`apply_rbac`] applied (deleting the namespace would leave the
+/// ClusterRoles and their bindings).
+pub fn delete_rbac(plane: &ControlPlane, file: &tempfile::NamedTempFile) {
+    let delete = ["delete", "--ignore-not-found", "--wait=false", "-f"].map(OsStr::new);
+    let _ = super::kubectl(plane, &[&delete[..], &[file.path().as_os_str()]].concat());
+}
+
+/// Sets the verbs of the rules on `resource` of the ClusterRole `role`: an
+/// operator granting or revoking a right.
+pub async fn set_verbs(client: &Client, role: &str, resource: &str, verbs: &[&str]) -> Result<()> {
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let mut found = roles.get(role).await?;
+    for rule in found.rules.iter_mut().flatten() {
+        if rule
+            .resources
+            .as_ref()
+            .is_some_and(|r| r.iter().any(|r| r == resource))
+        {
+            rule.verbs = verbs.iter().map(|v| v.to_string()).collect();
+        }
+    }
+    let patch = serde_json::json!({"rules": found.rules});
+    roles
+        .patch(role, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
 }

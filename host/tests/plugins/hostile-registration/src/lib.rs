@@ -5,8 +5,14 @@
 //! - `bad-selector` watches with a label selector that does not parse;
 //! - `too-many-watches` declares 17 watches;
 //! - `secrets` watches Secrets labelled `wcm.test/hostile-secret` in all namespaces
-//!   (a kind the host may not be allowed to list) and labels each
-//!   `wcm.test/seen=true`.
+//!   (a kind the host may not be allowed to list), reads each from its cache and
+//!   labels it `wcm.test/seen=true`;
+//! - `secrets-peek` does the same with `wcm.test/peeked=true`, under another name,
+//!   so one ServiceAccount can be granted Secrets and the other not;
+//! - `namespace-a` watches ConfigMaps in namespace `wcm-rights-a` labelled
+//!   `wcm.test/touch` and labels the ConfigMap of the same name in the namespace that
+//!   label names `wcm.test/touched=true` (granted a Role in `wcm-rights-a` only, its
+//!   writes elsewhere must be refused by the API server).
 //!
 //! Without a feature it is a harmless ConfigMap watcher.
 
@@ -19,6 +25,11 @@ use wasm_controller_sdk::{
 /// The plugin.
 pub struct HostileRegistration;
 
+/// The one namespace `namespace-a` watches.
+const NAMESPACE_A: &str = "wcm-rights-a";
+/// The label naming the namespace `namespace-a` writes to.
+const TOUCH: &str = "wcm.test/touch";
+
 /// The plugin's name: `hostile-` and the variant.
 const NAME: &str = if cfg!(feature = "resync-1ms") {
     "hostile-resync-1ms"
@@ -30,6 +41,10 @@ const NAME: &str = if cfg!(feature = "resync-1ms") {
     "hostile-too-many-watches"
 } else if cfg!(feature = "secrets") {
     "hostile-secrets"
+} else if cfg!(feature = "secrets-peek") {
+    "hostile-secrets-peek"
+} else if cfg!(feature = "namespace-a") {
+    "hostile-namespace-a"
 } else {
     "hostile-none"
 };
@@ -38,9 +53,16 @@ impl Controller for HostileRegistration {
     fn registration() -> Registration {
         let configmaps = Watch::all::<ConfigMap>().labels("wcm.test/hostile");
         let reg = Registration::new(NAME, "0.1.0");
-        let reg = if cfg!(feature = "secrets") {
+        let reg = if cfg!(any(feature = "secrets", feature = "secrets-peek")) {
             reg.watch(Watch::all::<Secret>().labels("wcm.test/hostile-secret"))
                 .permit::<Secret>(&[Verb::Patch])
+        } else if cfg!(feature = "namespace-a") {
+            reg.watch(
+                Watch::all::<ConfigMap>()
+                    .in_namespace(NAMESPACE_A)
+                    .labels(TOUCH),
+            )
+            .permit::<ConfigMap>(&[Verb::Patch])
         } else if cfg!(feature = "bad-selector") {
             reg.watch(Watch::all::<ConfigMap>().labels("app in web"))
         } else if cfg!(feature = "too-many-watches") {
@@ -62,9 +84,23 @@ impl Controller for HostileRegistration {
     }
 
     fn reconcile(req: Request) -> Result<Action, Error> {
-        if cfg!(feature = "secrets") {
-            let target = ObjectRef::new::<Secret>(req.namespace.as_deref(), &req.name);
-            cluster::patch_labels(&target, &[("wcm.test/seen", "true")], &[])?;
+        let namespace = req.namespace.as_deref();
+        if cfg!(any(feature = "secrets", feature = "secrets-peek")) {
+            cluster::get::<Secret>(namespace, &req.name)?;
+            let label = match cfg!(feature = "secrets") {
+                true => "wcm.test/seen",
+                false => "wcm.test/peeked",
+            };
+            let target = ObjectRef::new::<Secret>(namespace, &req.name);
+            cluster::patch_labels(&target, &[(label, "true")], &[])?;
+        } else if cfg!(feature = "namespace-a") {
+            let source = cluster::get::<ConfigMap>(namespace, &req.name)?;
+            let labels = source.metadata.labels.unwrap_or_default();
+            let Some(there) = labels.get(TOUCH) else {
+                return Ok(Action::Done);
+            };
+            let target = ObjectRef::new::<ConfigMap>(Some(there), &req.name);
+            cluster::patch_labels(&target, &[("wcm.test/touched", "true")], &[])?;
         }
         Ok(Action::Done)
     }

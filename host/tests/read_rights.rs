@@ -1,0 +1,212 @@
+//! RBAC decides what a plugin may read, though its informers are shared: a plugin
+//! that declares and watches Secrets, whose ServiceAccount may not list them, is
+//! `forbidden` in the plugin table (with the rule it lacks, in the log and the state
+//! metric) and is never served a Secret from the cache another plugin fills, though
+//! the host itself may list Secrets; granted the rule, it starts by itself; when the
+//! rule is revoked again, it is no longer served Secrets. And a plugin granted a
+//! Role in one namespace has its writes in another refused by the API server.
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::objects::{config_map_label, create_config_map};
+use support::rbac::{apply_rbac, delete_rbac, set_verbs};
+use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
+use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::status::State;
+
+const WAIT: Duration = Duration::from_secs(60);
+const SELECTOR: &str = "wcm.test/hostile-secret";
+const SECRET_READ: [&str; 4] = ["get", "list", "patch", "watch"];
+const NO_LIST: [&str; 2] = ["get", "patch"];
+
+async fn create_secret(client: &Client, ns: &str, name: &str) -> Result<()> {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {SELECTOR: ""}},
+        "stringData": {"password": "hunter2"},
+    }))?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets.create(&PostParams::default(), &secret).await?;
+    Ok(())
+}
+
+async fn secret_label(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets
+        .get(name)
+        .await
+        .ok()?
+        .metadata
+        .labels?
+        .get(key)
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_plugin_is_served_only_the_kinds_its_service_account_may_list() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("reads").await?;
+    let prefix = format!("{}-", ns.name());
+    let plugins = [
+        plugin_file("hostile-secrets"),
+        plugin_file("hostile-secrets-peek"),
+    ];
+    let granted = apply_rbac(plane, ns.name(), &prefix, &plugins)?;
+    let result = secrets_scenario(&ns, &prefix).await;
+    delete_rbac(plane, &granted);
+    result
+}
+
+async fn secrets_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
+    let client = ns.client();
+    let peek_role = format!("{prefix}hostile-secrets-peek");
+    set_verbs(&client, &peek_role, "secrets", &NO_LIST).await?;
+    create_secret(&client, ns.name(), "first").await?;
+    let dir = plugins_dir(&[
+        ("secrets.wasm", plugin_bytes("hostile-secrets")),
+        ("peek.wasm", plugin_bytes("hostile-secrets-peek")),
+    ])?;
+    let flags = [
+        "--plugin-service-account-namespace",
+        ns.name(),
+        "--plugin-service-account-prefix",
+        prefix,
+        "--access-review-interval=1s",
+        "--missing-kind-retry=1s",
+    ];
+    let host = HostProcess::start(dir.path(), &flags)?;
+
+    // The granted plugin reads the Secret from the shared cache...
+    let seen = eventually(WAIT, || {
+        secret_label(&client, ns.name(), "first", "wcm.test/seen")
+    })
+    .await;
+    seen.context("hostile-secrets never read the Secret")?;
+    // ... the other is refused, with the rule it lacks.
+    let row = host.row_in("peek.wasm", State::Forbidden, WAIT).await?;
+    let why = row.reason.clone().unwrap_or_default();
+    let rule = "list resource \"secrets\" in API group \"\" at the cluster scope";
+    ensure!(why.contains(rule), "{why}");
+    ensure!(why.contains(&format!("{}:{peek_role}", ns.name())), "{why}");
+    let rights = row.rights.context("no rights in the row")?;
+    ensure!(rights.denied.iter().any(|d| d == rule), "{rights:?}");
+    host.wait_for_log(
+        &[
+            "plugin does not start yet",
+            "hostile-secrets-peek",
+            "not granted: list",
+        ],
+        WAIT,
+    )
+    .await?;
+    let state = [("plugin", "hostile-secrets-peek"), ("state", "forbidden")];
+    ensure!(host.metric("wcm_plugin_state", &state).await? == 1.0);
+    let peeked = secret_label(&client, ns.name(), "first", "wcm.test/peeked").await;
+    ensure!(peeked.is_none(), "a forbidden plugin read the Secret");
+
+    // Granted, it starts by itself.
+    set_verbs(&client, &peek_role, "secrets", &SECRET_READ).await?;
+    let peeked = eventually(WAIT, || {
+        secret_label(&client, ns.name(), "first", "wcm.test/peeked")
+    })
+    .await;
+    peeked.context("granted the rule, the plugin did not start")?;
+    host.row_in("peek.wasm", State::Running, WAIT).await?;
+
+    // Revoked again, it is no longer served Secrets, while the other plugin is.
+    set_verbs(&client, &peek_role, "secrets", &NO_LIST).await?;
+    let row = host.row_in("peek.wasm", State::Forbidden, WAIT).await?;
+    ensure!(row.reason.unwrap_or_default().contains(rule));
+    host.wait_for_log(
+        &["lost a right it needs to read", "hostile-secrets-peek"],
+        WAIT,
+    )
+    .await?;
+    create_secret(&client, ns.name(), "second").await?;
+    let seen = eventually(WAIT, || {
+        secret_label(&client, ns.name(), "second", "wcm.test/seen")
+    })
+    .await;
+    seen.context("hostile-secrets did not read the second Secret")?;
+    // Several review intervals later, still nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let peeked = secret_label(&client, ns.name(), "second", "wcm.test/peeked").await;
+    ensure!(
+        peeked.is_none(),
+        "a plugin that lost the right read a Secret"
+    );
+    Ok(())
+}
+
+/// The fixed namespaces the `hostile-namespace-a` plugin knows.
+const NAMESPACE_A: &str = "wcm-rights-a";
+const NAMESPACE_B: &str = "wcm-rights-b";
+
+async fn fresh_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    let created = eventually(WAIT, || async {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).ok()?;
+        namespaces.create(&PostParams::default(), &ns).await.ok()
+    })
+    .await;
+    created.with_context(|| format!("namespace {name} was not created"))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_plugin_granted_one_namespace_cannot_write_in_another() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("one-ns").await?;
+    let client = ns.client();
+    fresh_namespace(&client, NAMESPACE_A).await?;
+    fresh_namespace(&client, NAMESPACE_B).await?;
+    let prefix = format!("{}-", ns.name());
+    let plugin = plugin_file("hostile-namespace-a");
+    let granted = apply_rbac(plane, ns.name(), &prefix, &[plugin])?;
+    let result = one_namespace_scenario(&client, ns.name(), &prefix).await;
+    delete_rbac(plane, &granted);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in [NAMESPACE_A, NAMESPACE_B] {
+        let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    }
+    result
+}
+
+async fn one_namespace_scenario(client: &Client, home: &str, prefix: &str) -> Result<()> {
+    let touch = "wcm.test/touch";
+    create_config_map(client, NAMESPACE_A, "here", &[(touch, NAMESPACE_A)]).await?;
+    create_config_map(client, NAMESPACE_B, "there", &[]).await?;
+    let dir = plugins_dir(&[("a.wasm", plugin_bytes("hostile-namespace-a"))])?;
+    let flags = [
+        "--plugin-service-account-namespace",
+        home,
+        "--plugin-service-account-prefix",
+        prefix,
+    ];
+    let host = HostProcess::start(dir.path(), &flags)?;
+    let touched = eventually(WAIT, || async {
+        config_map_label(client, NAMESPACE_A, "here", "wcm.test/touched")
+            .await
+            .ok()?
+    })
+    .await;
+    touched.context("the plugin did not write in the namespace it is granted")?;
+    // Told to write in the other namespace, it is refused by the API server.
+    create_config_map(client, NAMESPACE_A, "there", &[(touch, NAMESPACE_B)]).await?;
+    let account = format!("system:serviceaccount:{home}:{prefix}hostile-namespace-a");
+    let refused = host
+        .wait_for_log(&["cannot patch resource", "configmaps", NAMESPACE_B], WAIT)
+        .await?;
+    ensure!(refused.contains(&account), "{refused}");
+    ensure!(refused.contains("forbidden"), "{refused}");
+    let label = config_map_label(client, NAMESPACE_B, "there", "wcm.test/touched").await?;
+    ensure!(label.is_none(), "the write in {NAMESPACE_B} went through");
+    Ok(())
+}
