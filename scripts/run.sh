@@ -5,6 +5,8 @@
 # and creates a few demo Pods and a WebApp in namespace demo.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source control-plane/scripts/common.sh
+host=target/debug/wasm-controller-manager
 
 # Creates one object through the local control plane's API with the admin identity;
 # an object that already exists is fine. The body is JSON, or YAML if a fourth
@@ -51,11 +53,20 @@ create_demo_objects() {
   api_create /api/v1/namespaces/demo/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"tracked","labels":{"example.com/track-phase":""}},"spec":{"containers":[{"name":"web","image":"wcm.local/web:1"}]}}' "$state"
 }
 
+# Each plugin acts as its own ServiceAccount in wcm-system: the RBAC `rbac` derives
+# from the example plugins' registrations, applied as an operator would.
+grant_example_plugins() {
+  local state="$1"
+  api_create /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcm-system"}}' "$state"
+  "$host" rbac target/plugins | "$K8S_BIN_DIR/kubectl" apply -f - >/dev/null
+}
+
 if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
   export_line="$(control-plane/scripts/up.sh | tail -n 1)"
   export KUBECONFIG="${export_line#export KUBECONFIG=}"
   create_demo_objects "$(dirname "$KUBECONFIG")"
   create_demo_webapp "$(dirname "$KUBECONFIG")"
+  grant_example_plugins "$(dirname "$KUBECONFIG")"
   cat >&2 <<HINT
 
 run: no cluster was configured, so the local control plane runs with six demo Pods and a
@@ -68,8 +79,15 @@ run:   kubectl -n demo get pod tracked -L example.com/phase   # labelled by a Py
 run:   kubectl -n demo get cm settings -L example.com/data-hash # labelled by a JavaScript plugin
 run:   kubectl -n demo get webapps,deployments,pods           # shop, its Deployment, its Pods
 run:   kubectl -n demo patch webapp shop --type merge -p '{"spec":{"replicas":3}}'
+run: Each plugin acts as its ServiceAccount wcm-system/wcm-plugin-<name>, with the RBAC
+run: \`$host rbac target/plugins\` printed. A plugin you drop in needs its own:
+run:   $host rbac NEW.wasm | kubectl apply -f -
+run:   $host plugins                                  # declared vs granted rules
 run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.
 
 HINT
+else
+  echo "run: plugins act as their own ServiceAccounts; grant them with" \
+    "\`$host rbac target/plugins | kubectl apply -f -\` (or pass --impersonate-plugins=false)" >&2
 fi
-exec target/debug/wasm-controller-manager run --plugins-dir target/plugins "$@"
+exec "$host" run --plugins-dir target/plugins "$@"
