@@ -24,6 +24,12 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound(_))
     }
+
+    /// Whether RBAC (or an admission rule, such as a namespace being deleted) refused
+    /// the call: retrying at once will not help.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, Error::Forbidden(_))
+    }
 }
 
 impl From<serde_json::Error> for Error {

@@ -8,7 +8,8 @@
 //! its Pod IP; `kubectl rollout restart` hands the Lease over by release, not by
 //! expiry; when the leading Pod is deleted, the other replica takes over and keeps
 //! reconciling; and plugins too large for a ConfigMap (the Python one) arrive from a
-//! plugin image through an init container.
+//! plugin image through an init container. Each plugin acts as its own ServiceAccount
+//! with the RBAC `wasm-controller-manager rbac` generates (the audit log shows it).
 
 mod support;
 
@@ -21,11 +22,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
+use support::audit::writes_by;
 use support::deployed::{
     NAMESPACE, deploy, diagnosis, holds, leader, lease, plugin_image, ready_pods,
 };
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
+use support::rbac::rbac_file;
 use support::webapp::{install_crd, webapp_resource};
 use support::{http_get, kubectl, plugin_bytes, plugin_file};
 use wcm_control_plane::{ControlPlane, NODE_NAME, TestNamespace, WEB_IMAGE, poll_until};
@@ -92,6 +95,7 @@ async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Resu
         .await
         .context("no leader")?;
     counts_pods_and_shows_metrics(client, &first).await?;
+    writes_as_the_plugin(plane)?;
     runs_a_webapp(client).await?;
     hot_loads_from_the_config_map(client).await?;
     hands_over_on_rollout_restart(plane, client).await?;
@@ -121,6 +125,25 @@ async fn counts_pods_and_shows_metrics(client: &Client, leader: &Pod) -> Result<
         "the leader's metrics have no reconciles"
     );
     ensure!(metrics.contains(r#"leader_election_master_status{name="wasm-controller-manager"} 1"#));
+    Ok(())
+}
+
+/// The deployed host's label writes on the node were made by its ServiceAccount
+/// impersonating pod-counter's, as `deploy/`'s generated RBAC allows.
+fn writes_as_the_plugin(plane: &ControlPlane) -> Result<()> {
+    let writes = writes_by(&plane.audit_log(), "wasm-controller-manager")?;
+    let on_node: Vec<_> = (writes.iter())
+        .filter(|w| w.resource == "nodes" && w.name.as_deref() == Some(NODE_NAME))
+        .filter(|w| w.user == format!("system:serviceaccount:{NAMESPACE}:wasm-controller-manager"))
+        .collect();
+    ensure!(!on_node.is_empty(), "no label write by the deployed host");
+    let plugin = format!("system:serviceaccount:{NAMESPACE}:wcm-plugin-pod-counter");
+    for write in on_node {
+        ensure!(
+            write.impersonated.as_deref() == Some(plugin.as_str()),
+            "{write:?}"
+        );
+    }
     Ok(())
 }
 
@@ -287,8 +310,12 @@ async fn takes_plugins_from_an_image(
     overlay: &Path,
 ) -> Result<()> {
     let python = plugin_file("phase-labeller");
-    let image = plugin_image(plane, &[&python, &plugin_file("pod-counter")])?;
-    deploy(plane, overlay, &["--plugin-image", &image])?;
+    let counter = plugin_file("pod-counter");
+    let image = plugin_image(plane, &[&python, &counter])?;
+    // The operator's RBAC for what the image holds.
+    let rbac = rbac_file(&[&python, &counter])?;
+    let rbac = rbac.path().to_str().context("temporary path")?;
+    deploy(plane, overlay, &["--plugin-image", &image, "--rbac", rbac])?;
     let pods = ready_pods(client).await?;
     let pod = pods.first().context("no ready host Pod")?;
     let name = pod.metadata.name.as_deref().unwrap_or_default();

@@ -1,5 +1,6 @@
 //! `wasm-controller-manager rbac`: the RBAC of the example plugins is the reviewed file
-//! `host/tests/expected/rbac-examples.yaml`, and the real API server accepts it
+//! `deploy/rbac.yaml` that `kubectl apply -k deploy/` applies, and the real API server
+//! accepts it
 //! (`kubectl apply --dry-run=server`); a file that is no plugin is refused by name.
 
 mod support;
@@ -12,7 +13,7 @@ use support::rbac::{rbac, rbac_file};
 use support::{kubectl, plugin_file};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
-const EXPECTED: &str = include_str!("expected/rbac-examples.yaml");
+const EXPECTED: &str = include_str!("../../deploy/rbac.yaml");
 const EXAMPLES: [&str; 4] = [
     "data-hash",
     "deployment-reconcile",
@@ -33,7 +34,7 @@ fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
     ensure!(
         yaml == EXPECTED,
         "the examples' RBAC changed; review it and regenerate with\n  \
-         target/debug/wasm-controller-manager rbac target/plugins > host/tests/expected/rbac-examples.yaml\n\
+         target/debug/wasm-controller-manager rbac target/plugins > deploy/rbac.yaml\n\
          new output:\n{yaml}"
     );
     Ok(())

@@ -87,7 +87,15 @@ impl Controller for PodCounter {
         for pod in uncounted.iter().take(BATCH) {
             let target = ObjectRef::of(*pod);
             let note = format!("counted; the cluster has {} Pods", pods.len());
-            cluster::record_event(&target, EventType::Normal, "Counted", &note)?;
+            match cluster::record_event(&target, EventType::Normal, "Counted", &note) {
+                // Its namespace is being deleted, or RBAC refuses Events there: the
+                // others are counted; this one stays unmarked, tried on a later count.
+                Err(e) if e.is_forbidden() => {
+                    log::warn(&format!("no Counted Event for {}: {e}", target.name));
+                    continue;
+                }
+                other => other?,
+            }
             match cluster::patch_labels(&target, &[(COUNTED_LABEL, "true")], &[]) {
                 Err(e) if e.is_not_found() => {} // deleted since it was listed
                 other => other?,
