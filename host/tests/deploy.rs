@@ -97,7 +97,7 @@ async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Resu
     counts_pods_and_shows_metrics(client, &first).await?;
     writes_as_the_plugin(plane)?;
     runs_a_webapp(client).await?;
-    hot_loads_from_the_config_map(client).await?;
+    hot_loads_from_the_config_map(plane, client).await?;
     hands_over_on_rollout_restart(plane, client).await?;
     fails_over_when_the_leader_goes(client).await?;
     takes_plugins_from_an_image(plane, client, overlay).await
@@ -181,8 +181,16 @@ async fn runs_a_webapp(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// A new version in the ConfigMap: hot-loaded by the running Pods, none restarts.
-async fn hot_loads_from_the_config_map(client: &Client) -> Result<()> {
+/// A new version in the ConfigMap: hot-loaded by the running Pods, none restarts. It
+/// also watches ConfigMaps, so the operator first grants the new plugin set's RBAC.
+async fn hot_loads_from_the_config_map(plane: &ControlPlane, client: &Client) -> Result<()> {
+    let plugins = [
+        plugin_file("pod-counter-next"),
+        plugin_file("deployment-reconcile"),
+    ];
+    let rbac = rbac_file(&plugins)?;
+    let apply = ["apply", "-f"].map(std::ffi::OsStr::new);
+    kubectl(plane, &[&apply[..], &[rbac.path().as_os_str()]].concat())?;
     let next = ByteString(plugin_bytes("pod-counter-next"));
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",

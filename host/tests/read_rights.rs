@@ -4,7 +4,8 @@
 //! metric) and is never served a Secret from the cache another plugin fills, though
 //! the host itself may list Secrets; granted the rule, it starts by itself; when the
 //! rule is revoked again, it is no longer served Secrets. And a plugin granted a
-//! Role in one namespace has its writes in another refused by the API server.
+//! Role in one namespace has its writes in another refused by the API server. A new
+//! version needing a right not granted yet waits for it while the old one runs.
 
 mod support;
 
@@ -15,13 +16,16 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::objects::{config_map_label, create_config_map};
+use support::objects::{
+    all_pods, config_map_label, create_config_map, create_node, create_pod, node_label,
+};
 use support::rbac::{apply_rbac, delete_rbac, set_verbs};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::status::State;
 
 const WAIT: Duration = Duration::from_secs(60);
+const COUNT: &str = "pod-counter.example.com/count";
 const SELECTOR: &str = "wcm.test/hostile-secret";
 const SECRET_READ: [&str; 4] = ["get", "list", "patch", "watch"];
 const NO_LIST: [&str; 2] = ["get", "patch"];
@@ -208,5 +212,64 @@ async fn one_namespace_scenario(client: &Client, home: &str, prefix: &str) -> Re
     ensure!(refused.contains("forbidden"), "{refused}");
     let label = config_map_label(client, NAMESPACE_B, "there", "wcm.test/touched").await?;
     ensure!(label.is_none(), "the write in {NAMESPACE_B} went through");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_upgrade_that_needs_a_new_right_waits_for_it_while_the_old_version_runs() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("upgrade-rights").await?;
+    let prefix = format!("{}-", ns.name());
+    let granted = apply_rbac(plane, ns.name(), &prefix, &[plugin_file("pod-counter")])?;
+    let result = upgrade_scenario(plane, &ns, &prefix).await;
+    delete_rbac(plane, &granted);
+    result
+}
+
+/// pod-counter's next version also watches ConfigMaps: dropped in before RBAC lets
+/// it, it waits while 0.1.0 keeps counting; once the operator applies its RBAC, it
+/// takes over by itself.
+async fn upgrade_scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str) -> Result<()> {
+    let client = ns.client();
+    let node = format!("{}-control-plane", ns.name());
+    create_node(&client, &node, true, ns.labels()).await?;
+    let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
+    let flags = [
+        "--plugin-service-account-namespace",
+        ns.name(),
+        "--plugin-service-account-prefix",
+        prefix,
+        "--missing-kind-retry=1s",
+        "--access-review-interval=2s",
+    ];
+    let host = HostProcess::start(dir.path(), &flags)?;
+    host.row_in("pod-counter.wasm", State::Running, WAIT)
+        .await?;
+    // `mv` of a complete file, as the docs say to drop a plugin in.
+    let staged = dir.path().join(".next.tmp");
+    std::fs::write(&staged, plugin_bytes("pod-counter-next"))?;
+    std::fs::rename(&staged, dir.path().join("pod-counter.wasm"))?;
+    let waits = eventually(WAIT, || async {
+        let row = host.row("pod-counter.wasm").await.ok()??;
+        let reason = row.reason.clone()?;
+        (row.state == State::Running && reason.contains("upgrade to 0.1.0-next waits"))
+            .then_some(reason)
+    })
+    .await;
+    let reason = waits.context("the upgrade did not wait for its right")?;
+    ensure!(reason.contains("list resource \"configmaps\""), "{reason}");
+    create_pod(&client, ns.name(), "counted-by-the-old-version").await?;
+    let counting = eventually(WAIT, || async {
+        let pods = all_pods(&client).await.ok()?.len();
+        (node_label(&client, &node, COUNT).await.ok()?? == pods.to_string()).then_some(())
+    })
+    .await;
+    counting.context("the running version stopped counting")?;
+    let next = apply_rbac(plane, ns.name(), prefix, &[plugin_file("pod-counter-next")])?;
+    let upgraded = host
+        .wait_for_log(&["plugin upgraded", "version=0.1.0-next"], WAIT)
+        .await;
+    delete_rbac(plane, &next);
+    upgraded?;
     Ok(())
 }

@@ -107,10 +107,12 @@ pub(super) async fn prepare(
                 began,
             }));
         }
-        // A new version of a running plugin is refused instead: the old one runs on.
+        // A new version that needs a right not granted yet waits for it while the
+        // old one runs on (an operator grants the new RBAC after dropping it in).
+        Err(StartError::Forbidden(error)) => WaitFor::Rights(error),
+        // Otherwise a new version of a running plugin is refused: the old one runs on.
         Err(e) if replaces => return failed(Some(loaded.hash.clone()), e.into()),
         Err(StartError::Discovery(error)) if error.is_not_served() => WaitFor::Kind(error),
-        Err(StartError::Forbidden(error)) => WaitFor::Rights(error),
         Err(StartError::Review(error)) => WaitFor::Review(error),
         Err(e) => return failed(Some(loaded.hash.clone()), e.into()),
     };

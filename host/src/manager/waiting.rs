@@ -2,7 +2,8 @@
 //! served (typically a custom resource whose CRD is not installed), their
 //! ServiceAccount may not list or watch what they watch, or their rights cannot be
 //! reviewed. They are kept, shown as `waiting` or `forbidden`, and started once the
-//! cause is gone, without a restart. A plugin refused for its rights tries again
+//! cause is gone, without a restart. A new version of a running plugin that needs a
+//! right not granted yet waits the same way while the old version runs on. A plugin refused for its rights tries again
 //! after a pause that doubles up to the access review interval, so a plugin nobody
 //! grants costs a few SubjectAccessReviews a minute, not one every few seconds.
 
@@ -72,9 +73,15 @@ impl Manager {
                 "plugin does not start yet; it starts by itself once this is resolved");
         }
         let pause = self.pause_before_retry(file, why);
-        let row = PluginStatus::waiting(file, (&plugin, &registration.version), state, &reason);
-        self.table.set(row);
-        if let WaitFor::Rights(e) = why {
+        if self.running.contains_key(file) {
+            // An upgrade waiting for rights: the running version's row stays.
+            let upgrade = format!("upgrade to {} waits: {reason}", registration.version);
+            self.table.set_reason(file, Some(upgrade));
+        } else {
+            let row = PluginStatus::waiting(file, (&plugin, &registration.version), state, &reason);
+            self.table.set(row);
+        }
+        if let (WaitFor::Rights(e), false) = (why, self.running.contains_key(file)) {
             let rights = Rights::of(e.user.clone(), &e.review);
             self.table.set_rights(file, Some(rights));
             self.ctx
@@ -127,10 +134,12 @@ impl Manager {
             };
             let ctx = self.ctx.clone();
             let task_file = file.clone();
+            let replaces = self.running.contains_key(&file);
             let handle = self.loads.spawn(async move {
                 let began = std::time::Instant::now();
                 let outcome =
-                    load::prepare(loaded, registration, &ctx, false, Duration::ZERO, began).await;
+                    load::prepare(loaded, registration, &ctx, replaces, Duration::ZERO, began)
+                        .await;
                 (task_file, outcome)
             });
             self.retrying.insert(file.clone());
