@@ -120,6 +120,8 @@ pub struct Prepared {
     /// host's identity), and the rules to review again while it runs.
     granted: Arc<Granted>,
     declared: Option<Arc<DeclaredRights>>,
+    /// How long the review of its rights took (zero when nothing is reviewed).
+    review: Duration,
 }
 
 impl Prepared {
@@ -133,6 +135,7 @@ impl Prepared {
     ) -> Result<Prepared, StartError> {
         validate(&registration, &ctx.budgets.for_plugin(&registration.name))?;
         let client = ctx.identities.client_for(&registration.name)?;
+        let reviewing = std::time::Instant::now();
         let (declared, granted) = match &ctx.reviewer {
             Some(reviewer) => {
                 let resolver = ctx.registry.resolver();
@@ -141,6 +144,7 @@ impl Prepared {
             }
             None => (None, Arc::new(Granted::everything())),
         };
+        let review = reviewing.elapsed();
         let watches = Watches::acquire(&registration, &ctx.registry).await?;
         let timeout = ctx.sync_timeout;
         if synced
@@ -156,12 +160,18 @@ impl Prepared {
             client,
             granted,
             declared,
+            review,
         })
     }
 
     /// The registration it was prepared for.
     pub fn registration(&self) -> &Registration {
         &self.registration
+    }
+
+    /// How long the review of its rights took at load.
+    pub fn review_took(&self) -> Duration {
+        self.review
     }
 }
 

@@ -42,6 +42,7 @@ impl Manager {
             began,
         } = ready;
         let registration = prepared.registration().clone();
+        let review = prepared.review_took();
         let previous = match self.running.get_mut(file) {
             Some(running) if running.controller.registration().name == name => {
                 let old = running.controller.registration().clone();
@@ -75,6 +76,7 @@ impl Manager {
             ("compile", loaded.compile),
             ("link", loaded.link),
             ("register", register),
+            ("review", review),
         ];
         for (step, took) in steps {
             let labels = LoadStepLabels {
@@ -94,7 +96,7 @@ impl Manager {
             previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash), origin,
             read = ?loaded.read, compile_wait = ?loaded.compile_wait, compile = ?loaded.compile,
             link = ?loaded.link,
-            register = ?register, total = ?began.elapsed(), "{what}");
+            register = ?register, review = ?review, total = ?began.elapsed(), "{what}");
         self.show_running(file, &loaded);
     }
 
