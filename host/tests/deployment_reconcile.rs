@@ -373,7 +373,7 @@ async fn a_host_started_before_the_crd_picks_the_kind_up_once_it_is_installed() 
     })
     .await;
     running.context("the plugin did not start once its CRD was installed")?;
-    host.wait_for_log(&["the kinds it waited for are served now"], CONVERGE)
+    host.wait_for_log(&["what it waited for", "is there now"], CONVERGE)
         .await?;
     create_webapp(&ns, "late", json!({"image": "nginx", "replicas": 1})).await?;
     deployment_where(&ns, "late", "1 replica", |d| replicas(d) == Some(1)).await?;

@@ -80,3 +80,38 @@ impl Granted {
         state.reviewed.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(verb: &str) -> Rule {
+        Rule {
+            verb: verb.into(),
+            group: String::new(),
+            resource: "secrets".into(),
+            namespace: None,
+        }
+    }
+
+    #[test]
+    fn a_watch_is_closed_while_a_review_finds_its_read_rules_denied() {
+        let granted = Granted::everything();
+        assert!(granted.is_open(0) && granted.review().is_none());
+        let denied = Review {
+            declared: 6,
+            denied: vec![rule("list"), rule("watch")],
+        };
+        granted.update(vec![vec![], vec![rule("list"), rule("watch")]], denied);
+        assert!(granted.is_open(0));
+        assert!(!granted.is_open(1));
+        assert_eq!(granted.closed_rules(), vec![rule("list"), rule("watch")]);
+        let all = Review {
+            declared: 6,
+            denied: vec![],
+        };
+        granted.update(vec![vec![], vec![]], all.clone());
+        assert!(granted.is_open(1));
+        assert_eq!(granted.review(), Some(all));
+    }
+}

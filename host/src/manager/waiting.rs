@@ -30,6 +30,15 @@ pub(super) enum WaitFor {
 }
 
 impl WaitFor {
+    /// What the log says, before the details.
+    fn summary(&self) -> &'static str {
+        match self {
+            WaitFor::Kind(_) => "plugin waits for a kind the API server does not serve",
+            WaitFor::Rights(_) => "plugin does not start yet: its ServiceAccount lacks a rule",
+            WaitFor::Review(_) => "plugin waits: its rights cannot be reviewed",
+        }
+    }
+
     /// The table's state and reason.
     fn row(&self) -> (State, String) {
         match self {
@@ -70,7 +79,7 @@ impl Manager {
             tracing::debug!(file, plugin, reason, "still waiting");
         } else {
             tracing::warn!(file, plugin, version = %registration.version, reason,
-                "plugin does not start yet; it starts by itself once this is resolved");
+                "{}; it starts by itself once this is resolved", why.summary());
         }
         let pause = self.pause_before_retry(file, why);
         if self.running.contains_key(file) {
