@@ -21,7 +21,7 @@ use support::election::{
 };
 use support::objects::create_pod;
 use support::proxy::{Proxy, server_address};
-use support::{HostProcess, plugins_dir};
+use support::{HostProcess, eventually, plugins_dir};
 use tokio::sync::Mutex;
 use wcm_control_plane::ControlPlane;
 use wcm_host::leader::JITTER_FACTOR;
@@ -73,11 +73,16 @@ async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits()
     );
 
     // Someone else takes the Lease: the leader notices at its next renewal and exits.
+    // (retried on a conflict with a renewal that came between the read and the write)
     let api: Api<Lease> = Api::namespaced(scene.client(), scene.ns.name());
-    let mut lease = scene.lease().await?;
-    lease.spec.as_mut().context("spec")?.holder_identity = Some("intruder".into());
-    api.replace(scene.ns.name(), &PostParams::default(), &lease)
-        .await?;
+    let taken = eventually(CONVERGE, || async {
+        let mut lease = scene.lease().await.ok()?;
+        lease.spec.as_mut()?.holder_identity = Some("intruder".into());
+        let params = PostParams::default();
+        api.replace(scene.ns.name(), &params, &lease).await.ok()
+    })
+    .await;
+    taken.context("the Lease could not be taken")?;
     let status = a
         .host
         .exited_within(RETRY.mul_f64(JITTER_FACTOR) + Duration::from_secs(2))

@@ -65,20 +65,31 @@ impl HostProcess {
     /// Starts the host on `dir` with extra flags against `cp`. Its metrics endpoint
     /// listens on a free loopback port (see [`HostProcess::metrics`]).
     pub fn start_on(cp: &ControlPlane, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
-        Self::start_with(cp.admin_kubeconfig(), dir, flags)
+        Self::spawn(cp, cp.admin_kubeconfig(), dir, flags)
     }
 
-    /// Starts the host on `dir` with extra flags, configured by `kubeconfig`. Unless
+    /// Starts the host on `dir` with extra flags against the shared control plane,
+    /// configured by `kubeconfig` (another identity, a proxy).
+    pub fn start_with(kubeconfig: &Path, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
+        Self::spawn(ControlPlane::shared()?, kubeconfig, dir, flags)
+    }
+
+    /// Starts the host on `dir` against `cp`, configured by `kubeconfig`. Unless
     /// `flags` choose the plugins' identity, plugins act as ServiceAccounts of
     /// [`TEST_PLUGINS_NAMESPACE`], which [`grant_test_plugins`] lets do anything.
-    pub fn start_with(kubeconfig: &Path, dir: &Path, flags: &[&str]) -> Result<HostProcess> {
+    fn spawn(
+        cp: &ControlPlane,
+        kubeconfig: &Path,
+        dir: &Path,
+        flags: &[&str],
+    ) -> Result<HostProcess> {
         let chosen = flags.iter().any(|f| {
             f.starts_with("--impersonate-plugins")
                 || f.starts_with("--plugin-service-account-namespace")
         });
         let mut identity = vec![];
         if !chosen {
-            grant_test_plugins(kubeconfig)?;
+            grant_test_plugins(cp.admin_kubeconfig())?;
             identity = vec!["--plugin-service-account-namespace", TEST_PLUGINS_NAMESPACE];
         }
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
@@ -361,7 +372,7 @@ pub const TEST_PLUGINS_NAMESPACE: &str = "wcm-test-plugins";
 /// [`TEST_PLUGINS_NAMESPACE`] may do anything, so a test plugin's dropped-in
 /// variants need no RBAC of their own. The tests about RBAC use what
 /// `wasm-controller-manager rbac` generates, in a namespace of their own. Applied
-/// once per cluster (`kubeconfig`) and test binary.
+/// with the cluster's admin `kubeconfig`, once per cluster and test binary.
 pub fn grant_test_plugins(kubeconfig: &Path) -> Result<()> {
     static GRANTED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     let mut granted = GRANTED.lock().expect("grant lock");
@@ -377,7 +388,7 @@ pub fn grant_test_plugins(kubeconfig: &Path) -> Result<()> {
          name: \"system:serviceaccounts:{TEST_PLUGINS_NAMESPACE}\"}}]\n"
     );
     let mut apply = Command::new(ControlPlane::kubectl())
-        .args(["apply", "-f", "-"])
+        .args(["apply", "--validate=false", "-f", "-"])
         .env("KUBECONFIG", kubeconfig)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
