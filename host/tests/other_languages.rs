@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::objects::events_about;
+use support::objects::recorded_events;
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::TestNamespace;
 
@@ -50,7 +50,7 @@ async fn a_python_controller_labels_pods_with_their_phase_and_records_events() -
     })
     .await;
     labelled.with_context(|| format!("no phase label; log:\n{}", host.logs().join("\n")))?;
-    let events = events_about(&ns.client(), ns.name(), "tracked", "PhaseLabelled").await?;
+    let events = recorded_events(&ns.client(), ns.name(), "tracked", "PhaseLabelled").await?;
     ensure!(events.len() == 1, "PhaseLabelled Events: {events:?}");
     assert_eq!(
         events[0].reporting_controller.as_deref(),

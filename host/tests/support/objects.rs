@@ -126,6 +126,22 @@ pub async fn events_about(
         .collect())
 }
 
+/// [`events_about`] once there is at least one (up to 30 s): a plugin may record its
+/// Event just after the write a test saw first.
+pub async fn recorded_events(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Result<Vec<Event>> {
+    let found = super::eventually(std::time::Duration::from_secs(30), || async {
+        let events = events_about(client, namespace, name, reason).await.ok()?;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    Ok(found.unwrap_or_default())
+}
+
 /// Creates a ConfigMap with `labels` and no data.
 pub async fn create_config_map(
     client: &Client,
