@@ -30,12 +30,16 @@ test: setup lint plugins
 	trap 'control-plane/scripts/down.sh' EXIT; \
 	control-plane/scripts/up.sh; \
 	$(CARGO) test; \
-	$(CARGO) test $(PLUGIN_PACKAGES)
+	$(CARGO) test $(PLUGIN_PACKAGES); \
+	(cd guest-sdk-go && go test ./...)
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 -p wasm-controller-sdk $(PLUGIN_PACKAGES) -- -D warnings
+	test -z "$$(gofmt -l guest-sdk-go plugins/go)" || { gofmt -l guest-sdk-go plugins/go; exit 1; }
+	cd guest-sdk-go && go vet ./... && GOOS=wasip1 GOARCH=wasm go vet ./...
+	for d in plugins/go/*/; do (cd "$$d" && GOOS=wasip1 GOARCH=wasm go vet ./...); done
 
 ## bench: reconcile cost (Wasm vs native), queue throughput, cache memory (release build)
 bench: setup plugins

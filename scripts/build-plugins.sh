@@ -63,4 +63,15 @@ build_each python app.py "$PYTHON_TOOLS/bin/componentize-py" \
 # Without componentize-js's HTTP features: the host links no wasi:http.
 build_each javascript index.js "$JS_TOOLS/node_modules/.bin/componentize-js" \
   "{dir}index.js" -w wit -n controller -d http fetch-event -o "{out}"
+# Go plugins: plugins/go/<name> is a main package using guest-sdk-go, built by the
+# standard Go toolchain as a WASI preview 1 reactor and made a component by the
+# host's own `componentize` (Go's build cache makes an unchanged plugin quick).
+cargo build -p wasm-controller-manager
+mkdir -p target/go
+for dir in plugins/go/*/; do
+  [ -f "$dir/go.mod" ] || continue
+  name="$(basename "$dir")"
+  (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "../../../target/go/$name.core.wasm" .)
+  target/debug/wasm-controller-manager componentize "target/go/$name.core.wasm" -o "target/plugins/$name.wasm"
+done
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

@@ -40,6 +40,19 @@ pub enum Command {
     /// plugin, and the host's own rights), derived from their registrations, as YAML
     /// for `kubectl apply -f -`. Needs no cluster.
     Rbac(RbacArgs),
+    /// Make a plugin component of a WASI preview 1 core module that implements the
+    /// contract through the canonical ABI (a Go plugin built with `GOOS=wasip1
+    /// GOARCH=wasm go build -buildmode=c-shared`). Needs no other tool.
+    Componentize(ComponentizeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ComponentizeArgs {
+    /// The core module.
+    pub module: PathBuf,
+    /// Where to write the component.
+    #[arg(short, long)]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -274,7 +287,7 @@ mod tests {
         let base = ["wasm-controller-manager", "run", "--plugins-dir", "p"];
         match Cli::try_parse_from(base.iter().chain(extra))?.command {
             Command::Run(args) => Ok(*args),
-            Command::Plugins(_) | Command::Rbac(_) => unreachable!("parsed a run command"),
+            _ => unreachable!("parsed a run command"),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod bindings;
 pub mod budget;
 pub mod capabilities;
+pub mod componentize;
 pub mod config;
 pub mod controller;
 pub mod keys;

@@ -29,6 +29,7 @@ fn main() -> anyhow::Result<()> {
             Command::Run(args) => run(*args).await,
             Command::Plugins(args) => list_plugins(&args.address).await,
             Command::Rbac(args) => print_rbac(args).await,
+            Command::Componentize(args) => componentize(&args),
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result
@@ -240,6 +241,17 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
     Ok(config)
+}
+
+/// Writes the component of a core module (`componentize`).
+fn componentize(args: &cli::ComponentizeArgs) -> anyhow::Result<()> {
+    let module = std::fs::read(&args.module)
+        .with_context(|| format!("cannot read {}", args.module.display()))?;
+    let component = wcm_host::componentize::componentize(&module)
+        .with_context(|| format!("{}", args.module.display()))?;
+    std::fs::write(&args.output, component)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    Ok(())
 }
 
 /// Prints the plugin table of the host listening at `address`.

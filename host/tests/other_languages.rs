@@ -1,7 +1,9 @@
 //! Controllers written in Python (`plugins/python/phase-labeller`, built with
-//! componentize-py) and JavaScript (`plugins/javascript/data-hash`, built with
-//! componentize-js) run in the host like Rust ones: they register, watch, read the
-//! cache, patch labels and record Events through the same WIT imports.
+//! componentize-py), JavaScript (`plugins/javascript/data-hash`, built with
+//! componentize-js) and Go (`plugins/go/config-reloader`, built by the standard Go
+//! toolchain with `guest-sdk-go` and made a component by the host's `componentize`)
+//! run in the host like Rust ones: they register, watch, read the cache, patch
+//! labels, apply and record Events through the same WIT imports.
 
 mod support;
 
@@ -10,11 +12,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::objects::recorded_events;
+use support::objects::{events_about, recorded_events};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::TestNamespace;
 
@@ -128,6 +131,85 @@ async fn a_javascript_controller_labels_config_maps_with_a_hash_of_their_data() 
     Ok(())
 }
 
+/// 64-bit FNV-1a of sorted `key=value` entries, each followed by a NUL byte: what
+/// config-reloader computes, written again here.
+fn config_hash(data: &[(&str, &str)]) -> String {
+    let mut entries: Vec<String> = data.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    entries.sort();
+    let bytes = entries.iter().flat_map(|e| e.bytes().chain([0]));
+    let hash = bytes.fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+async fn template_hash(deployments: &Api<Deployment>, name: &str) -> Option<String> {
+    let d = deployments.get(name).await.ok()?;
+    let template = d.spec?.template.metadata?.annotations?;
+    template.get("example.com/config-hash").cloned()
+}
+
+#[tokio::test]
+async fn a_go_controller_rolls_a_deployment_when_its_config_map_changes() -> Result<()> {
+    let ns = TestNamespace::create("go").await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "settings"}, "data": {"mode": "prod", "colour": "blue"},
+    }))?;
+    config_maps.create(&PostParams::default(), &cm).await?;
+    let deployments: Api<Deployment> = Api::namespaced(ns.client(), ns.name());
+    let web: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"example.com/reload-on": "settings"}},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]},
+        }},
+    }))?;
+    deployments.create(&PostParams::default(), &web).await?;
+    let dir = plugins_dir(&[("config-reloader.wasm", plugin_bytes("config-reloader"))])?;
+    let host = HostProcess::start(dir.path(), &[])?;
+
+    let first = config_hash(&[("mode", "prod"), ("colour", "blue")]);
+    let hashed = eventually(CONVERGE, || async {
+        (template_hash(&deployments, "web").await? == first).then_some(())
+    })
+    .await;
+    hashed.with_context(|| {
+        format!(
+            "no config hash {first}; log:
+{}",
+            host.logs().join("\n")
+        )
+    })?;
+    let change = json!({"data": {"mode": "staging"}});
+    config_maps
+        .patch("settings", &PatchParams::default(), &Patch::Merge(&change))
+        .await?;
+    let second = config_hash(&[("mode", "staging"), ("colour", "blue")]);
+    let rolled = eventually(CONVERGE, || async {
+        (template_hash(&deployments, "web").await? == second).then_some(())
+    })
+    .await;
+    rolled.context("the Deployment did not follow its ConfigMap")?;
+    // A `Reloaded` Event per change: the second joins the first's series (the same
+    // reason about the same object), as client-go's recorder groups them.
+    let client = ns.client();
+    let reloads = eventually(CONVERGE, || async {
+        let events = events_about(&client, ns.name(), "web", "Reloaded")
+            .await
+            .ok()?;
+        let count =
+            |e: &k8s_openapi::api::events::v1::Event| e.series.as_ref().map_or(1, |s| s.count);
+        let total: i32 = events.iter().map(count).sum();
+        (total == 2).then_some(events)
+    })
+    .await;
+    let reloads = reloads.context("not one Reloaded Event per change")?;
+    let note = reloads[0].note.clone().unwrap_or_default();
+    ensure!(note.contains(&first), "{note}");
+    Ok(())
+}
+
 /// A `Duration`'s `Debug` text as the host logs it (`11.2s`, `14.5ms`, `850µs`, `0ns`).
 fn logged_duration(text: &str) -> Result<Duration> {
     let split = text
@@ -178,5 +260,31 @@ async fn large_plugins_compile_one_at_a_time_and_small_ones_do_not_wait() -> Res
         steps["pod-counter.wasm"].0.is_zero(),
         "pod-counter waited: {steps:?}"
     );
+    Ok(())
+}
+
+#[test]
+fn componentize_refuses_a_module_that_is_no_plugin_with_the_reason() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    // A core module that exports nothing of the contract.
+    let module = dir.path().join("empty.wasm");
+    std::fs::write(
+        &module,
+        wat::parse_str("(module (memory (export \"memory\") 1))")?,
+    )?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .args(["componentize", "-o"])
+        .arg(dir.path().join("out.wasm"))
+        .arg(&module)
+        .env("RUST_BACKTRACE", "0")
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success(), "{said}");
+    ensure!(said.contains("empty.wasm"), "{said}");
+    ensure!(
+        said.contains("not a core module of the contract's world controller"),
+        "{said}"
+    );
+    ensure!(!dir.path().join("out.wasm").exists());
     Ok(())
 }

@@ -1,0 +1,3 @@
+module wasm-controller-manager.io/sdk
+
+go 1.26

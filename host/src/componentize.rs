@@ -1,0 +1,47 @@
+//! Makes a plugin component of a WASI preview 1 core module that implements the
+//! contract through the canonical ABI (Go's `GOOS=wasip1 -buildmode=c-shared`
+//! reactors): embeds the contract's WIT as the module's component type and adapts
+//! WASI preview 1 with the reactor adapter of the wasmtime release the host runs, as
+//! `wasm-tools component embed` + `component new --adapt` would, without either tool.
+
+use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+use wit_parser::Resolve;
+
+/// The contract, as the host was built with it.
+const CONTRACT: &str = include_str!("../../wit/controller.wit");
+/// The world plugins implement.
+const WORLD: &str = "controller";
+
+/// A core module could not be made a plugin component.
+#[derive(Debug, thiserror::Error)]
+pub enum ComponentizeError {
+    /// The host's own contract did not parse (a build defect).
+    #[error("the contract's WIT: {0}")]
+    Contract(String),
+    /// The module's imports or exports do not match the contract's canonical ABI.
+    #[error("not a core module of the contract's world {WORLD}: {0}")]
+    Module(String),
+}
+
+/// The component of `module`: its exports lifted and imports lowered as the contract's
+/// world says, WASI preview 1 adapted to preview 2.
+pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
+    let mut resolve = Resolve::default();
+    let package = resolve
+        .push_str("controller.wit", CONTRACT)
+        .map_err(|e| ComponentizeError::Contract(format!("{e:#}")))?;
+    let world = resolve
+        .select_world(&[package], Some(WORLD))
+        .map_err(|e| ComponentizeError::Contract(format!("{e:#}")))?;
+    let mut module = module.to_vec();
+    let invalid = |e: anyhow::Error| ComponentizeError::Module(format!("{e:#}"));
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)
+        .map_err(invalid)?;
+    let adapter = wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
+    ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .and_then(|e| e.adapter("wasi_snapshot_preview1", adapter))
+        .and_then(|e| e.encode())
+        .map_err(invalid)
+}
