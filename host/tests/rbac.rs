@@ -14,7 +14,8 @@ use support::{kubectl, plugin_file};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
 const EXPECTED: &str = include_str!("../../deploy/rbac.yaml");
-const EXAMPLES: [&str; 4] = [
+const EXAMPLES: [&str; 5] = [
+    "config-reloader",
     "data-hash",
     "deployment-reconcile",
     "phase-labeller",
