@@ -13,8 +13,8 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
 use support::objects::{
-    all_pods, config_map_label, create_config_map, create_node, create_pod, events_about,
-    node_label, set_config_map_label,
+    all_pods, config_map_label, create_config_map, create_node, create_pod, node_label,
+    recorded_events, set_config_map_label,
 };
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir, resources};
 use wcm_control_plane::TestNamespace;
@@ -73,8 +73,9 @@ async fn a_dropped_in_plugin_runs_and_a_new_version_takes_over() -> Result<()> {
     count_label_is(&client, &node, |n| format!("{n}-pods")).await?;
     create_pod(&client, n, "third").await?;
     count_label_is(&client, &node, |n| format!("{n}-pods")).await?;
+    // The count is written before the new Pod's Event: wait for the Event.
     for pod in ["first", "second", "third"] {
-        let events = events_about(&client, n, pod, "Counted").await?;
+        let events = recorded_events(&client, n, pod, "Counted").await?;
         ensure!(events.len() == 1, "{pod}: {} Counted Events", events.len());
         let series = events[0].series.as_ref().map_or(1, |s| s.count);
         ensure!(series == 1, "{pod}: Counted recorded {series} times");
