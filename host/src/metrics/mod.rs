@@ -6,233 +6,30 @@
 //! for Go controllers work unchanged; what only this host has carries the `wcm_`
 //! prefix. Scraped from `/metrics` (see [`crate::server`]).
 
+mod labels;
 pub mod rest;
 pub mod standard;
 
+use labels::REVIEW_RESULTS;
+pub use labels::{
+    AccessReviewLabels, FailureCause, FailureLabels, HOST_FUNCTIONS, HostCallLabels,
+    HostCallResult, InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels,
+    PLUGIN_STATES, PluginLabels, StateLabels,
+};
 pub use standard::{QueueMetrics, ReconcileResult, Standard};
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Labels of per-plugin series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PluginLabels {
-    /// The plugin's registered name.
-    pub plugin: String,
-}
-
-/// A per-plugin limit that refused, dropped, cut, delayed or stopped something.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum Limit {
-    /// A request waited for the plugin's API rate (`--plugin-api-qps`).
-    api_rate,
-    /// A `get` or `list` answer was larger than `--max-result-mib`.
-    result_size,
-    /// An Event was dropped by the per-object spam filter.
-    events,
-    /// A log line was dropped over the plugin's log rate.
-    log_rate,
-    /// A log line was cut at its maximum size.
-    log_size,
-    /// An instance hit its memory limit.
-    memory,
-    /// A call ran past its deadline.
-    timeout,
-    /// A call hit the bound on host handles or guest tables.
-    handles,
-}
-
-impl Limit {
-    /// Every limit, for removing a plugin's series.
-    pub const ALL: [Limit; 8] = [
-        Limit::api_rate,
-        Limit::result_size,
-        Limit::events,
-        Limit::log_rate,
-        Limit::log_size,
-        Limit::memory,
-        Limit::timeout,
-        Limit::handles,
-    ];
-}
-
-/// How a host call ended, as the plugin saw it.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum HostCallResult {
-    /// It succeeded.
-    ok,
-    /// `not-found`.
-    not_found,
-    /// `forbidden`.
-    forbidden,
-    /// `conflict`.
-    conflict,
-    /// `invalid`.
-    invalid,
-    /// `unavailable`.
-    unavailable,
-    /// `other`.
-    other,
-}
-
-impl HostCallResult {
-    /// Every result, for removing a plugin's series.
-    pub const ALL: [HostCallResult; 7] = [
-        HostCallResult::ok,
-        HostCallResult::not_found,
-        HostCallResult::forbidden,
-        HostCallResult::conflict,
-        HostCallResult::invalid,
-        HostCallResult::unavailable,
-        HostCallResult::other,
-    ];
-
-    /// The result of a call's outcome.
-    pub fn of<T>(result: &Result<T, crate::bindings::WitError>) -> HostCallResult {
-        use crate::bindings::WitError as E;
-        match result {
-            Ok(_) => HostCallResult::ok,
-            Err(E::NotFound(_)) => HostCallResult::not_found,
-            Err(E::Forbidden(_)) => HostCallResult::forbidden,
-            Err(E::Conflict(_)) => HostCallResult::conflict,
-            Err(E::Invalid(_)) => HostCallResult::invalid,
-            Err(E::Unavailable(_)) => HostCallResult::unavailable,
-            Err(E::Other(_)) => HostCallResult::other,
-        }
-    }
-}
-
-/// Labels of the host-call counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HostCallLabels {
-    /// The plugin's registered name.
-    pub plugin: String,
-    /// The WIT function: `get`, `list`, `patch-labels`, ...
-    pub function: String,
-    /// How it ended.
-    pub result: HostCallResult,
-}
-
-/// Why a call into a plugin failed.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum FailureCause {
-    /// A trap: panic, `unreachable`, out-of-bounds access, stack exhaustion.
-    trap,
-    /// Past its deadline.
-    timeout,
-    /// Past its memory limit.
-    memory,
-    /// Past its bound on host handles or table elements.
-    handles,
-    /// The instance could not be created.
-    instantiate,
-    /// The plugin returned an error.
-    guest_error,
-}
-
-impl FailureCause {
-    /// Every cause, for removing a plugin's series.
-    pub const ALL: [FailureCause; 6] = [
-        FailureCause::trap,
-        FailureCause::timeout,
-        FailureCause::memory,
-        FailureCause::handles,
-        FailureCause::instantiate,
-        FailureCause::guest_error,
-    ];
-}
-
-/// The WIT functions of `cluster`, as `wcm_host_calls_total` names them.
-pub const HOST_FUNCTIONS: [&str; 7] = [
-    "get",
-    "list",
-    "patch-labels",
-    "record-event",
-    "apply",
-    "patch-status",
-    "delete",
-];
-
-/// Labels of the call-failure counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FailureLabels {
-    /// The plugin's registered name.
-    pub plugin: String,
-    /// Why the call failed.
-    pub cause: FailureCause,
-}
-
-/// Labels of the load-time histogram.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LoadStepLabels {
-    /// `read`, `compile`, `link` or `register`.
-    pub step: String,
-}
-
-/// Labels of the limit counter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LimitLabels {
-    /// The plugin's registered name.
-    pub plugin: String,
-    /// Which limit.
-    pub limit: Limit,
-}
-
-/// Labels of the plugin-state gauge.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
-    /// The plugin's registered name.
-    pub plugin: String,
-    /// `running`, `degraded`, `crash-looping` or `forbidden`.
-    pub state: String,
-}
-
 /// Buckets of load steps: 1 ms to ~30 s, ×2.
 fn load_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
-}
-
-/// The states of a running plugin, as the state gauge names them.
-pub const PLUGIN_STATES: [&str; 4] = ["running", "degraded", "crash-looping", "forbidden"];
-
-/// Labels of the access review counter: whose rights, and what the API server said.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AccessReviewLabels {
-    /// The plugin whose ServiceAccount was reviewed.
-    pub plugin: String,
-    /// `allowed`, `denied` or `error`.
-    pub result: String,
-}
-
-/// The results an access review counts under.
-const REVIEW_RESULTS: [&str; 3] = ["allowed", "denied", "error"];
-
-/// Labels of per-informer series: what the watch covers.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct InformerLabels {
-    /// `group/version/Kind` (`v1/Pod` for the core group).
-    pub kind: String,
-    /// The namespace, or empty for all.
-    pub namespace: String,
-    /// The label selector, or empty for none.
-    pub selector: String,
-}
-
-/// Labels of the leader-identity series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LeaderLabels {
-    /// The Lease holder's identity; empty when the Lease is free.
-    pub identity: String,
 }
 
 /// Every metric the host exports. One instance per process, shared by reference.
