@@ -44,6 +44,36 @@ pub enum Command {
     /// contract through the canonical ABI (a Go plugin built with `GOOS=wasip1
     /// GOARCH=wasm go build -buildmode=c-shared`). Needs no other tool.
     Componentize(ComponentizeArgs),
+    /// Run a plugin offline against an in-memory cluster made of YAML fixtures:
+    /// reconcile every key its watches produce until none is queued, and print its
+    /// reconciles, writes and Events as YAML. With --expect, compare them with a file
+    /// and fail on a difference. Needs no cluster.
+    Test(TestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The plugin component.
+    pub plugin: PathBuf,
+    /// Fixture files (Kubernetes objects as YAML, several documents per file), or
+    /// directories whose `.yaml`, `.yml` and `.json` files are all taken, in name order.
+    pub fixtures: Vec<PathBuf>,
+    /// The expected report: the run fails when its report differs, and passes even
+    /// if reconciles failed, when the file expects them to.
+    #[arg(long)]
+    pub expect: Option<PathBuf>,
+    /// Write the report to the --expect file instead of comparing with it.
+    #[arg(long, requires = "expect")]
+    pub update: bool,
+    /// Reconciles after which a run that still has keys queued fails.
+    #[arg(long, default_value_t = 1000)]
+    pub max_reconciles: usize,
+    /// Deadline of one reconcile, as `run`'s flag.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub reconcile_timeout: Duration,
+    /// Maximum linear memory of one plugin instance, in MiB, as `run`'s flag.
+    #[arg(long, default_value_t = 64)]
+    pub max_memory_mib: usize,
 }
 
 #[derive(Debug, Args)]

@@ -25,4 +25,5 @@ pub mod rbac;
 pub mod runtime;
 pub mod server;
 pub mod status;
+pub mod testkit;
 pub mod watcher;

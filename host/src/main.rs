@@ -30,6 +30,7 @@ fn main() -> anyhow::Result<()> {
             Command::Plugins(args) => list_plugins(&args.address).await,
             Command::Rbac(args) => print_rbac(args).await,
             Command::Componentize(args) => componentize(&args),
+            Command::Test(args) => test_plugin(args).await,
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result
@@ -251,6 +252,59 @@ fn componentize(args: &cli::ComponentizeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("{}", args.module.display()))?;
     std::fs::write(&args.output, component)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
+    Ok(())
+}
+
+/// Runs a plugin against its fixtures (`test`): prints the report; fails on a
+/// difference from the expected one, or without one on a failed reconcile.
+async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
+    let options = wcm_host::testkit::TestOptions {
+        plugin: args.plugin.clone(),
+        fixtures: args.fixtures,
+        max_reconciles: args.max_reconciles,
+        limits: Limits {
+            reconcile_timeout: args.reconcile_timeout,
+            max_memory_bytes: args.max_memory_mib << 20,
+            ..Limits::default()
+        },
+        compile_cache: Some(default_compile_cache()),
+    };
+    let outcome = wcm_host::testkit::run(&options).await?;
+    let yaml = outcome.report.to_yaml()?;
+    let plugin = &outcome.report.plugin;
+    match (&args.expect, args.update) {
+        (Some(file), true) => std::fs::write(file, &yaml)
+            .with_context(|| format!("cannot write {}", file.display()))?,
+        (Some(file), false) => {
+            print!("{yaml}");
+            let expected = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            if let Some(diff) = outcome.report.differences(&expected)? {
+                eprintln!("{diff}");
+                anyhow::bail!(
+                    "plugin {plugin}: the report differs from {}",
+                    file.display()
+                );
+            }
+        }
+        (None, _) => print!("{yaml}"),
+    }
+    let unsettled = outcome
+        .problems
+        .iter()
+        .find(|p| p.contains("--max-reconciles"));
+    let failed = match args.expect {
+        Some(_) => unsettled.into_iter().collect::<Vec<_>>(),
+        None => outcome.problems.iter().collect(),
+    };
+    for problem in &failed {
+        eprintln!("{problem}");
+    }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "plugin {plugin}: {} problem(s)",
+        failed.len()
+    );
     Ok(())
 }
 

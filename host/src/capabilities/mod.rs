@@ -6,12 +6,17 @@
 //! [`CapabilityError`], which the plugin receives as the WIT `error`. Reads are here;
 //! writes, made only while this replica leads, are in `writes`.
 
+mod declared;
 mod granted;
+mod plugin_cluster;
 mod target;
 mod writes;
 
+pub use declared::{Declared, grants, verb_name};
 pub use granted::{Granted, Review};
+pub use plugin_cluster::PluginCluster;
 pub use target::{Target, check_kind, check_namespace};
+pub(crate) use writes::applied_target;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -89,26 +94,12 @@ pub(crate) fn from_kube(what: &str, e: &kube::Error) -> CapabilityError {
     }
 }
 
-/// A verb as the WIT contract spells it.
-fn verb_name(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Get => "get",
-        Verb::List => "list",
-        Verb::Patch => "patch",
-        Verb::Apply => "apply",
-        Verb::PatchStatus => "patch-status",
-        Verb::Delete => "delete",
-    }
-}
-
 /// The cluster as one plugin sees it: its caches, its permissions, its identity.
 pub struct ClusterAccess {
-    /// Plugin name: field manager and Event reporting controller.
-    plugin: String,
+    /// The plugin's name, declared verbs and budgets.
+    declared: Declared,
     client: Client,
     registry: Arc<InformerRegistry>,
-    /// Verbs the plugin declared per kind, beyond reading what it watches.
-    grants: HashMap<GroupVersionKind, HashSet<Verb>>,
     /// The informers of the plugin's watches; `get` and `list` read their caches.
     informers: Vec<Arc<Informer>>,
     /// Which of those RBAC lets the plugin read (by watch index).
@@ -116,14 +107,12 @@ pub struct ClusterAccess {
     recorder: PluginRecorder,
     /// Writes are made only while this replica leads.
     leader: LeaderGate,
-    /// The plugin's API rate, result size, Event and log budgets.
-    budget: Arc<PluginBudget>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterAccess")
-            .field("plugin", &self.plugin)
+            .field("plugin", &self.declared.plugin)
             .finish()
     }
 }
@@ -141,23 +130,20 @@ impl ClusterAccess {
         grants: HashMap<GroupVersionKind, HashSet<Verb>>,
         leader: LeaderGate,
     ) -> ClusterAccess {
-        let plugin = budget.plugin.clone();
         ClusterAccess {
             leader,
-            recorder: PluginRecorder::new(client.clone(), &plugin, instance),
-            plugin,
+            recorder: PluginRecorder::new(client.clone(), &budget.plugin, instance),
+            declared: Declared::new(budget, grants),
             client,
             registry,
-            grants,
             informers,
             granted,
-            budget,
         }
     }
 
     /// The plugin this access belongs to.
     pub fn plugin(&self) -> &str {
-        &self.plugin
+        &self.declared.plugin
     }
 
     /// What RBAC last granted the plugin.
@@ -167,22 +153,7 @@ impl ClusterAccess {
 
     /// The plugin's budgets.
     pub fn budget(&self) -> &Arc<PluginBudget> {
-        &self.budget
-    }
-
-    /// Refuses an answer of `bytes` over the plugin's result budget, before anything
-    /// is copied for the guest.
-    fn check_result_size(&self, op: &str, bytes: usize) -> Result<(), CapabilityError> {
-        let max = self.budget.budget.max_result_bytes;
-        if bytes <= max {
-            return Ok(());
-        }
-        self.budget.hit(crate::metrics::Limit::result_size);
-        Err(CapabilityError::Invalid(format!(
-            "{op}: the answer would be {bytes} bytes, more than plugin {}'s limit of {max} \
-             (--max-result-mib); narrow it with a namespace or label selector",
-            self.plugin
-        )))
+        &self.declared.budget
     }
 
     /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none)
@@ -197,7 +168,7 @@ impl ClusterAccess {
     ) -> Result<Vec<&'a Arc<Informer>>, CapabilityError> {
         let matching: Vec<(usize, &Arc<Informer>)> = self.caches_of(gvk, namespace).collect();
         let Some((first, _)) = matching.first() else {
-            return Err(self.not_watched(op, what, gvk));
+            return Err(self.declared.not_watched(op, what, gvk));
         };
         let open: Vec<&Arc<Informer>> = (matching.iter())
             .filter(|(index, _)| self.granted.is_open(*index))
@@ -210,7 +181,7 @@ impl ClusterAccess {
             return Err(CapabilityError::Forbidden(format!(
                 "{op} {what}: plugin {}'s ServiceAccount is not granted: {} (the host does \
                  not serve it this kind until RBAC grants it)",
-                self.plugin,
+                self.declared.plugin,
                 lacking.join("; ")
             )));
         }
@@ -234,14 +205,6 @@ impl ClusterAccess {
         })
     }
 
-    fn not_watched(&self, op: &str, what: &str, gvk: &GroupVersionKind) -> CapabilityError {
-        CapabilityError::Invalid(format!(
-            "{op} {what}: plugin {} does not watch {} (only watched kinds are cached)",
-            self.plugin,
-            display_gvk(gvk)
-        ))
-    }
-
     /// One object's JSON from the cache.
     pub fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
         let what = target.to_string();
@@ -251,7 +214,8 @@ impl ClusterAccess {
             .find_map(|i| i.cache().get(target.namespace.as_deref(), &target.name))
             .map(|o| o.json.clone())
             .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
-        self.check_result_size(&format!("get {target}"), json.len())?;
+        self.declared
+            .check_result_size(&format!("get {target}"), json.len())?;
         Ok(json)
     }
 
@@ -282,28 +246,8 @@ impl ClusterAccess {
             }
         }
         let bytes = found.values().map(|json| json.len()).sum();
-        self.check_result_size(&format!("list {what}"), bytes)?;
+        self.declared
+            .check_result_size(&format!("list {what}"), bytes)?;
         Ok(found.into_values().collect())
-    }
-
-    pub(crate) fn require(
-        &self,
-        verb: Verb,
-        op: &str,
-        target: &Target,
-    ) -> Result<(), CapabilityError> {
-        let granted = self
-            .grants
-            .get(&target.gvk)
-            .is_some_and(|verbs| verbs.contains(&verb));
-        if granted {
-            return Ok(());
-        }
-        Err(CapabilityError::Forbidden(format!(
-            "{op} {target}: plugin {} did not declare the {} permission on {}",
-            self.plugin,
-            verb_name(verb),
-            display_gvk(&target.gvk)
-        )))
     }
 }

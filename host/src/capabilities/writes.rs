@@ -31,7 +31,7 @@ impl ClusterAccess {
     /// it (waiting for it if needed; leadership is checked again after the wait).
     async fn admit_request(&self, op: &str) -> Result<(), CapabilityError> {
         self.require_leader(op)?;
-        if !self.budget.api_request().await.is_zero() {
+        if !self.declared.budget.api_request().await.is_zero() {
             self.require_leader(op)?;
         }
         Ok(())
@@ -66,16 +66,23 @@ impl ClusterAccess {
         remove: &[String],
     ) -> Result<(), CapabilityError> {
         let op = format!("patch-labels {target}");
-        self.require(Verb::Patch, "patch-labels", target)?;
+        self.declared.require(Verb::Patch, "patch-labels", target)?;
         writes::label_patch(set, remove)
             .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
-        let written =
-            writes::patch_labels(&self.client, &kind, ns, name, &self.plugin, set, remove)
-                .await
-                .map_err(|e| failed(&op, e))?;
+        let written = writes::patch_labels(
+            &self.client,
+            &kind,
+            ns,
+            name,
+            &self.declared.plugin,
+            set,
+            remove,
+        )
+        .await
+        .map_err(|e| failed(&op, e))?;
         self.remember(target, &written);
         Ok(())
     }
@@ -89,19 +96,27 @@ impl ClusterAccess {
             .map_err(|e| CapabilityError::Invalid(format!("apply: the object {e}")))?;
         let target = Target::checked(
             "apply",
-            &self.plugin,
+            &self.declared.plugin,
             target.gvk,
             target.namespace,
             target.name,
         )?;
         let op = format!("apply {target}");
-        self.require(Verb::Apply, "apply", &target)?;
+        self.declared.require(Verb::Apply, "apply", &target)?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
-        let mut written = writes::apply(&self.client, &kind, ns, name, &self.plugin, &value, force)
-            .await
-            .map_err(|e| failed(&op, e))?;
+        let mut written = writes::apply(
+            &self.client,
+            &kind,
+            ns,
+            name,
+            &self.declared.plugin,
+            &value,
+            force,
+        )
+        .await
+        .map_err(|e| failed(&op, e))?;
         self.remember(&target, &written);
         written.metadata.managed_fields = None;
         serde_json::to_string(&written).map_err(|e| CapabilityError::Other(format!("{op}: {e}")))
@@ -112,13 +127,15 @@ impl ClusterAccess {
         let op = format!("patch-status {target}");
         let value: Value = serde_json::from_str(status)
             .map_err(|e| CapabilityError::Invalid(format!("{op}: the status is not JSON: {e}")))?;
-        self.require(Verb::PatchStatus, "patch-status", target)?;
+        self.declared
+            .require(Verb::PatchStatus, "patch-status", target)?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
-        let written = writes::patch_status(&self.client, &kind, ns, name, &self.plugin, &value)
-            .await
-            .map_err(|e| failed(&op, e))?;
+        let written =
+            writes::patch_status(&self.client, &kind, ns, name, &self.declared.plugin, &value)
+                .await
+                .map_err(|e| failed(&op, e))?;
         self.remember(target, &written);
         Ok(())
     }
@@ -130,7 +147,7 @@ impl ClusterAccess {
         propagation: Propagation,
     ) -> Result<(), CapabilityError> {
         let op = format!("delete {target}");
-        self.require(Verb::Delete, "delete", target)?;
+        self.declared.require(Verb::Delete, "delete", target)?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let policy = match propagation {
@@ -160,7 +177,7 @@ impl ClusterAccess {
             "record-event {} on {regarding}",
             crate::kube::names::shorten(reason)
         );
-        self.require_event_permission(&op, regarding)?;
+        self.declared.require_event_permission(&op, regarding)?;
         PluginRecorder::check(reason, note)
             .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
         self.require_leader(&op)?;
@@ -177,9 +194,9 @@ impl ClusterAccess {
             regarding.name.clone(),
             uid.clone(),
         );
-        if !self.budget.events.allow(&object) {
-            self.budget.hit(Limit::events);
-            tracing::debug!(plugin = %self.plugin, object = %regarding, reason = %escape(reason),
+        if !self.declared.budget.events.allow(&object) {
+            self.declared.budget.hit(Limit::events);
+            tracing::debug!(plugin = %self.declared.plugin, object = %regarding, reason = %escape(reason),
                 "event dropped by the spam filter");
             return Ok(());
         }
@@ -202,26 +219,6 @@ impl ClusterAccess {
     }
 }
 
-impl ClusterAccess {
-    /// Events are allowed about the plugin's own kinds: those it watches or declared
-    /// a permission on.
-    fn require_event_permission(
-        &self,
-        op: &str,
-        regarding: &Target,
-    ) -> Result<(), CapabilityError> {
-        if self.grants.contains_key(&regarding.gvk) {
-            return Ok(());
-        }
-        Err(CapabilityError::Forbidden(format!(
-            "{op}: plugin {} may record Events only about kinds it watches or declared a \
-             permission on, and {} is neither",
-            self.plugin,
-            display_gvk(&regarding.gvk)
-        )))
-    }
-}
-
 /// A failed write as the plugin sees it: API errors by status, the rest invalid input.
 fn failed(op: &str, error: WriteError) -> CapabilityError {
     match error {
@@ -231,7 +228,7 @@ fn failed(op: &str, error: WriteError) -> CapabilityError {
 }
 
 /// The object an `apply` addresses, from its `apiVersion`, `kind` and metadata.
-fn applied_target(object: &Value) -> Result<Target, String> {
+pub(crate) fn applied_target(object: &Value) -> Result<Target, String> {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
     let api_version = text("/apiVersion").ok_or("has no apiVersion")?;
     let kind = text("/kind").ok_or("has no kind")?;

@@ -32,7 +32,7 @@ use health::{CrashLoop, health_of};
 pub use rights::ForbiddenError;
 use rights::{DeclaredRights, keep_reviewing, review_at_load};
 pub use validate::{MAX_RESYNC, MIN_RESYNC, validate};
-use watches::{Watches, grants};
+use watches::Watches;
 use worker::{Version, Worker};
 
 /// Why a registered plugin could not start, or a new version could not take over.
@@ -389,7 +389,7 @@ fn version(
         ctx.registry.clone(),
         client,
         (informers.clone(), granted.clone()),
-        grants(registration),
+        crate::capabilities::grants(registration),
         ctx.leader.clone(),
     );
     let concurrency = match registration.max_concurrent_reconciles {

@@ -1,8 +1,7 @@
 //! A plugin's watches: informers acquired for its registration, its key mappings
-//! subscribed to them, the periodic resync, and the grants its registration implies.
+//! subscribed to them, and the periodic resync.
 //! The registration has been validated (`super::validate`) before it gets here.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 
 use super::StartError;
-use crate::bindings::{KeyMapping as WitMapping, Registration, Verb};
+use crate::bindings::{KeyMapping as WitMapping, Registration};
 use crate::capabilities::Granted;
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
@@ -136,20 +135,6 @@ async fn run_resync(
             }
         }
     }
-}
-
-/// Declared verbs per kind; watched kinds are always readable.
-pub fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<Verb>> {
-    let mut grants: HashMap<GroupVersionKind, HashSet<Verb>> = HashMap::new();
-    for watch in &registration.watches {
-        let verbs = grants.entry(from_wit_gvk(&watch.kind)).or_default();
-        verbs.extend([Verb::Get, Verb::List]);
-    }
-    for p in &registration.permissions {
-        let verbs = grants.entry(from_wit_gvk(&p.kind)).or_default();
-        verbs.extend(p.verbs.iter().copied());
-    }
-    grants
 }
 
 async fn resolve_mapping(

@@ -8,7 +8,7 @@ use crate::bindings::Registration;
 use crate::budget::Budget;
 use crate::config::Limits;
 use crate::controller::{StartError, validate};
-use crate::runtime::{CallError, LoadError, Runtime, chain};
+use crate::runtime::{CallError, LoadError, PluginCode, Runtime, chain};
 use crate::watcher::plugin_files;
 
 /// Why a plugin's registration could not be had.
@@ -46,23 +46,34 @@ pub async fn registrations(
     let runtime = Arc::new(runtime);
     let mut found = Vec::new();
     for path in expand(paths)? {
-        let loaded = runtime.load(&path).await;
-        let loaded = loaded.map_err(|cause| RegistrationError::Load {
-            path: path.clone(),
-            cause,
-        })?;
-        let label = path.display().to_string();
-        let registration = loaded.code.register(&label).await;
-        let registration = registration.map_err(|cause| RegistrationError::Register {
-            path: path.clone(),
-            cause,
-        })?;
-        if let Err(cause) = validate(&registration, &Budget::default()) {
-            return Err(RegistrationError::Invalid { path, cause });
-        }
+        let (_, registration) = load_registered(&runtime, &path).await?;
         found.push((path, registration));
     }
     Ok(found)
+}
+
+/// Loads one plugin file and asks it for its registration, checked as the host
+/// checks it at load.
+pub async fn load_registered(
+    runtime: &Arc<Runtime>,
+    path: &Path,
+) -> Result<(PluginCode, Registration), RegistrationError> {
+    let loaded = runtime.load(path).await;
+    let loaded = loaded.map_err(|cause| RegistrationError::Load {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let label = path.display().to_string();
+    let registration = loaded.code.register(&label).await;
+    let registration = registration.map_err(|cause| RegistrationError::Register {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    if let Err(cause) = validate(&registration, &Budget::default()) {
+        let path = path.to_path_buf();
+        return Err(RegistrationError::Invalid { path, cause });
+    }
+    Ok((loaded.code, registration))
 }
 
 /// Files as given; directories replaced by their plugin files, sorted.

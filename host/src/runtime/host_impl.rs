@@ -1,11 +1,12 @@
-//! The generated WIT host traits, implemented as thin calls into [`ClusterAccess`].
+//! The generated WIT host traits, implemented as thin calls into the plugin's
+//! [`PluginCluster`] (the live cluster, or the test kit's in-memory one).
 
 use std::sync::Arc;
 
 use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::bindings::wcm::controller::{cluster, log, types};
 use crate::bindings::{EventType, Gvk, Level, ObjectRef, WitError};
-use crate::capabilities::{CapabilityError, ClusterAccess, Target, check_kind, check_namespace};
+use crate::capabilities::{CapabilityError, PluginCluster, Target, check_kind, check_namespace};
 use crate::keys::from_wit_gvk;
 use crate::metrics::{HostCallResult, Limit};
 
@@ -28,7 +29,7 @@ impl HostState {
     }
 
     /// The plugin's access and name, owned, for a call's future.
-    fn parts(&self) -> (Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) {
+    fn parts(&self) -> (Result<Arc<dyn PluginCluster>, CapabilityError>, Arc<str>) {
         (self.shared_access(), self.plugin.clone())
     }
 }

@@ -8,7 +8,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS};
 use super::{Runtime, chain};
 use crate::bindings::{Action, Controller, ControllerPre, Registration, WitError};
-use crate::capabilities::ClusterAccess;
+use crate::capabilities::PluginCluster;
 use crate::keys::ReconcileKey;
 
 /// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
@@ -130,7 +130,7 @@ impl PluginCode {
     /// Reconciles `key` in a fresh instance with the plugin's cluster access.
     pub async fn reconcile(
         &self,
-        access: Arc<ClusterAccess>,
+        access: Arc<dyn PluginCluster>,
         key: &ReconcileKey,
     ) -> Result<Action, CallError> {
         let limits = self.runtime.limits();

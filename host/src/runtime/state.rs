@@ -2,13 +2,14 @@
 //! view of the cluster. One is made for every `register` or `reconcile` call.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::stderr::GuestStderr;
-use crate::capabilities::{CapabilityError, ClusterAccess};
+use crate::capabilities::{CapabilityError, PluginCluster};
 use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
 
 /// Host-side handles (WASI streams, pollables, ...) one call may hold at once.
@@ -34,7 +35,7 @@ pub struct HostState {
     /// What the guest wrote to stderr (a Rust panic message lands here).
     pub(crate) stderr: GuestStderr,
     /// None during `register`: a plugin may not touch the cluster before it is set up.
-    pub(crate) access: Option<Arc<ClusterAccess>>,
+    pub(crate) access: Option<Arc<dyn PluginCluster>>,
     /// The plugin's log budget.
     pub(crate) logs: Arc<LogLimiter>,
 }
@@ -58,7 +59,7 @@ impl HostState {
 
     /// State for reconciling `key` with the plugin's cluster access and budgets.
     pub fn for_reconcile(
-        access: Arc<ClusterAccess>,
+        access: Arc<dyn PluginCluster>,
         key: String,
         max_memory_bytes: usize,
     ) -> HostState {
@@ -72,7 +73,7 @@ impl HostState {
     fn new(
         plugin: Arc<str>,
         key: Option<String>,
-        access: Option<Arc<ClusterAccess>>,
+        access: Option<Arc<dyn PluginCluster>>,
         logs: Arc<LogLimiter>,
         max_memory_bytes: usize,
     ) -> HostState {
@@ -82,6 +83,9 @@ impl HostState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .stderr(stderr.clone());
+        if let Some(now) = access.as_ref().and_then(|a| a.fixed_clock()) {
+            wasi.wall_clock(FixedClock(now));
+        }
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HOST_HANDLES);
         HostState {
@@ -127,14 +131,27 @@ impl HostState {
     }
 
     /// The plugin's cluster access, or `unavailable` during `register`.
-    pub fn access(&self) -> Result<&ClusterAccess, CapabilityError> {
+    pub fn access(&self) -> Result<&dyn PluginCluster, CapabilityError> {
         self.access.as_deref().ok_or_else(no_cluster_in_register)
     }
 
     /// The plugin's cluster access, shared, for a call that outlives a borrow of the
     /// state (a host call's future must be `Send`; the state is not `Sync`).
-    pub(crate) fn shared_access(&self) -> Result<Arc<ClusterAccess>, CapabilityError> {
+    pub(crate) fn shared_access(&self) -> Result<Arc<dyn PluginCluster>, CapabilityError> {
         self.access.clone().ok_or_else(no_cluster_in_register)
+    }
+}
+
+/// A wall clock that stands still at a time since the Unix epoch.
+struct FixedClock(Duration);
+
+impl HostWallClock for FixedClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        self.0
     }
 }
 

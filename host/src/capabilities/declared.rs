@@ -1,0 +1,125 @@
+//! What a plugin declared it may do, and the checks made from it before any call:
+//! shared by the live cluster and the test kit's in-memory one, so a plugin meets the
+//! same refusals, worded the same, in both.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::core::GroupVersionKind;
+
+use super::{CapabilityError, Target};
+use crate::bindings::{Registration, Verb};
+use crate::budget::PluginBudget;
+use crate::keys::from_wit_gvk;
+use crate::kube::discovery::display_gvk;
+use crate::metrics::Limit;
+
+/// A plugin's declared verbs per kind and its budgets.
+#[derive(Debug)]
+pub struct Declared {
+    /// Plugin name: field manager and Event reporting controller.
+    pub plugin: String,
+    /// Verbs the plugin declared per kind; watched kinds are always readable.
+    grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+    /// The plugin's API rate, result size, Event and log budgets.
+    pub budget: Arc<PluginBudget>,
+}
+
+impl Declared {
+    /// The declarations of the plugin of `budget`.
+    pub fn new(
+        budget: Arc<PluginBudget>,
+        grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+    ) -> Declared {
+        Declared {
+            plugin: budget.plugin.clone(),
+            grants,
+            budget,
+        }
+    }
+
+    /// Refuses `op` on `target` unless the plugin declared `verb` on its kind.
+    pub fn require(&self, verb: Verb, op: &str, target: &Target) -> Result<(), CapabilityError> {
+        let granted = self
+            .grants
+            .get(&target.gvk)
+            .is_some_and(|verbs| verbs.contains(&verb));
+        if granted {
+            return Ok(());
+        }
+        Err(CapabilityError::Forbidden(format!(
+            "{op} {target}: plugin {} did not declare the {} permission on {}",
+            self.plugin,
+            verb_name(verb),
+            display_gvk(&target.gvk)
+        )))
+    }
+
+    /// Events are allowed about the plugin's own kinds: those it watches or declared
+    /// a permission on.
+    pub fn require_event_permission(
+        &self,
+        op: &str,
+        regarding: &Target,
+    ) -> Result<(), CapabilityError> {
+        if self.grants.contains_key(&regarding.gvk) {
+            return Ok(());
+        }
+        Err(CapabilityError::Forbidden(format!(
+            "{op}: plugin {} may record Events only about kinds it watches or declared a \
+             permission on, and {} is neither",
+            self.plugin,
+            display_gvk(&regarding.gvk)
+        )))
+    }
+
+    /// Refuses an answer of `bytes` over the plugin's result budget, before anything
+    /// is copied for the guest.
+    pub fn check_result_size(&self, op: &str, bytes: usize) -> Result<(), CapabilityError> {
+        let max = self.budget.budget.max_result_bytes;
+        if bytes <= max {
+            return Ok(());
+        }
+        self.budget.hit(Limit::result_size);
+        Err(CapabilityError::Invalid(format!(
+            "{op}: the answer would be {bytes} bytes, more than plugin {}'s limit of {max} \
+             (--max-result-mib); narrow it with a namespace or label selector",
+            self.plugin
+        )))
+    }
+
+    /// The refusal of a read of a kind the plugin does not watch.
+    pub fn not_watched(&self, op: &str, what: &str, gvk: &GroupVersionKind) -> CapabilityError {
+        CapabilityError::Invalid(format!(
+            "{op} {what}: plugin {} does not watch {} (only watched kinds are cached)",
+            self.plugin,
+            display_gvk(gvk)
+        ))
+    }
+}
+
+/// Declared verbs per kind; watched kinds are always readable.
+pub fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<Verb>> {
+    let mut grants: HashMap<GroupVersionKind, HashSet<Verb>> = HashMap::new();
+    for watch in &registration.watches {
+        let verbs = grants.entry(from_wit_gvk(&watch.kind)).or_default();
+        verbs.extend([Verb::Get, Verb::List]);
+    }
+    for p in &registration.permissions {
+        let verbs = grants.entry(from_wit_gvk(&p.kind)).or_default();
+        verbs.extend(p.verbs.iter().copied());
+    }
+    grants
+}
+
+/// A verb as the WIT contract spells it.
+pub fn verb_name(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "get",
+        Verb::List => "list",
+        Verb::Patch => "patch",
+        Verb::Apply => "apply",
+        Verb::PatchStatus => "patch-status",
+        Verb::Delete => "delete",
+    }
+}

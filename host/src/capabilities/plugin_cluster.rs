@@ -1,0 +1,149 @@
+//! The cluster behind a plugin's `cluster` imports, as one trait: the live cluster
+//! ([`ClusterAccess`]) in the daemon, an in-memory one in `wasm-controller-manager
+//! test` ([`crate::testkit`]). The sandbox, the input checks and the error cases are
+//! the same for both; only where objects come from and where writes go differs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::core::GroupVersionKind;
+
+use super::{CapabilityError, ClusterAccess, Target};
+use crate::bindings::wcm::controller::cluster::Propagation;
+use crate::budget::PluginBudget;
+
+/// One plugin's view of a cluster. Reads answer from caches at once; writes may wait
+/// (for the API server, for the plugin's API rate), so they return futures.
+pub trait PluginCluster: Send + Sync + std::fmt::Debug {
+    /// The plugin this view belongs to.
+    fn plugin(&self) -> &str;
+
+    /// The plugin's budgets (host-call counters, log rate, result size).
+    fn budget(&self) -> &Arc<PluginBudget>;
+
+    /// The time the plugin's wall clock shows, since the Unix epoch, if it stands
+    /// still (the test kit's, so reports do not change from run to run); none for
+    /// the real clock.
+    fn fixed_clock(&self) -> Option<Duration> {
+        None
+    }
+
+    /// One object's JSON.
+    fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError>;
+
+    /// JSON of every object of `gvk` in `namespace` (all if none) matching
+    /// `label_selector`, sorted by namespace and name.
+    fn list(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<str>>, CapabilityError>;
+
+    /// Sets and removes labels as the plugin's field manager.
+    fn patch_labels<'a>(
+        &'a self,
+        target: &'a Target,
+        set: &'a [(String, String)],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), CapabilityError>>;
+
+    /// Server-side applies a whole object (JSON); returns the stored object's JSON.
+    fn apply<'a>(
+        &'a self,
+        object: &'a str,
+        force: bool,
+    ) -> BoxFuture<'a, Result<String, CapabilityError>>;
+
+    /// Merges `status` (JSON of `.status`) into the status of `target`.
+    fn patch_status<'a>(
+        &'a self,
+        target: &'a Target,
+        status: &'a str,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>>;
+
+    /// Deletes `target`, its dependents handled by `propagation`.
+    fn delete<'a>(
+        &'a self,
+        target: &'a Target,
+        propagation: Propagation,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>>;
+
+    /// Records an Event about `regarding`, as the plugin.
+    fn record_event<'a>(
+        &'a self,
+        regarding: &'a Target,
+        warning: bool,
+        reason: &'a str,
+        note: &'a str,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>>;
+}
+
+impl PluginCluster for ClusterAccess {
+    fn plugin(&self) -> &str {
+        ClusterAccess::plugin(self)
+    }
+
+    fn budget(&self) -> &Arc<PluginBudget> {
+        ClusterAccess::budget(self)
+    }
+
+    fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
+        ClusterAccess::get(self, target)
+    }
+
+    fn list(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<str>>, CapabilityError> {
+        ClusterAccess::list(self, gvk, namespace, label_selector)
+    }
+
+    fn patch_labels<'a>(
+        &'a self,
+        target: &'a Target,
+        set: &'a [(String, String)],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(ClusterAccess::patch_labels(self, target, set, remove))
+    }
+
+    fn apply<'a>(
+        &'a self,
+        object: &'a str,
+        force: bool,
+    ) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ClusterAccess::apply(self, object, force))
+    }
+
+    fn patch_status<'a>(
+        &'a self,
+        target: &'a Target,
+        status: &'a str,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(ClusterAccess::patch_status(self, target, status))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        target: &'a Target,
+        propagation: Propagation,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(ClusterAccess::delete(self, target, propagation))
+    }
+
+    fn record_event<'a>(
+        &'a self,
+        regarding: &'a Target,
+        warning: bool,
+        reason: &'a str,
+        note: &'a str,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(ClusterAccess::record_event(
+            self, regarding, warning, reason, note,
+        ))
+    }
+}

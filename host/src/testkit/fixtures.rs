@@ -1,0 +1,243 @@
+//! Fixture files: the objects the in-memory cluster starts with, as Kubernetes YAML
+//! (several documents per file, `kind: List` too, directories read in name order),
+//! and which kinds are namespaced.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::store::ObjectId;
+use crate::kube::discovery::split_api_version;
+
+/// Why the fixtures could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    /// A file or directory could not be read.
+    #[error("{}: cannot read it: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// A file is not YAML.
+    #[error("{}: not YAML: {cause}", path.display())]
+    Yaml { path: PathBuf, cause: String },
+    /// A document is not a Kubernetes object the test kit can hold.
+    #[error("{}: object {index}: {cause}", path.display())]
+    Object {
+        path: PathBuf,
+        index: usize,
+        cause: String,
+    },
+}
+
+/// Kinds that are cluster-scoped in every Kubernetes release this host supports, by
+/// group; any other kind is namespaced unless a CustomResourceDefinition among the
+/// fixtures says otherwise.
+const CLUSTER_SCOPED: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("storage.k8s.io", "CSINode"),
+    ("storage.k8s.io", "VolumeAttachment"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    ("apiregistration.k8s.io", "APIService"),
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+];
+
+/// Which kinds are namespaced: the built-in table, and the fixtures' CRDs.
+#[derive(Debug, Clone)]
+pub struct Scopes {
+    namespaced: BTreeMap<(String, String), bool>,
+}
+
+impl Default for Scopes {
+    fn default() -> Scopes {
+        let namespaced = (CLUSTER_SCOPED.iter())
+            .map(|(g, k)| ((g.to_string(), k.to_string()), false))
+            .collect();
+        Scopes { namespaced }
+    }
+}
+
+impl Scopes {
+    /// Whether objects of `kind` in `group` live in namespaces.
+    pub fn namespaced(&self, group: &str, kind: &str) -> bool {
+        let key = (group.to_string(), kind.to_string());
+        self.namespaced.get(&key).copied().unwrap_or(true)
+    }
+
+    /// Learns the scope of the kind a CustomResourceDefinition defines.
+    fn learn(&mut self, crd: &Value) {
+        let text = |p: &str| crd.pointer(p).and_then(Value::as_str).map(str::to_string);
+        if let (Some(group), Some(kind), Some(scope)) = (
+            text("/spec/group"),
+            text("/spec/names/kind"),
+            text("/spec/scope"),
+        ) {
+            self.namespaced.insert((group, kind), scope == "Namespaced");
+        }
+    }
+
+    /// The address of `object`: a namespaced kind without a namespace is in
+    /// `default` (as `kubectl apply` puts it); a cluster-scoped one may have none.
+    pub fn address(&self, object: &Value) -> Result<ObjectId, String> {
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str);
+        let api_version = text("/apiVersion").ok_or("it has no apiVersion")?;
+        let kind = text("/kind").ok_or("it has no kind")?;
+        let name = text("/metadata/name").ok_or("it has no metadata.name")?;
+        let (group, _) = split_api_version(api_version);
+        let namespace = match (self.namespaced(group, kind), text("/metadata/namespace")) {
+            (true, ns) => Some(ns.unwrap_or("default").to_string()),
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(format!("{kind} is cluster-scoped but has a namespace"));
+            }
+        };
+        Ok(ObjectId {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            namespace,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// The objects of the fixture files, in the order given, and the scopes they imply.
+pub fn read(paths: &[PathBuf]) -> Result<(Vec<(ObjectId, Value)>, Scopes), FixtureError> {
+    let mut documents = Vec::new();
+    for file in files(paths)? {
+        let text = std::fs::read_to_string(&file).map_err(|cause| FixtureError::Read {
+            path: file.clone(),
+            cause,
+        })?;
+        let values: Vec<Value> =
+            serde_saphyr::from_multiple(&text).map_err(|e| FixtureError::Yaml {
+                path: file.clone(),
+                cause: e.to_string(),
+            })?;
+        documents.extend(
+            values
+                .into_iter()
+                .flat_map(items)
+                .map(|v| (file.clone(), v)),
+        );
+    }
+    let mut scopes = Scopes::default();
+    for (_, object) in &documents {
+        if object["kind"] == "CustomResourceDefinition" {
+            scopes.learn(object);
+        }
+    }
+    let mut objects = Vec::new();
+    for (index, (path, object)) in documents.into_iter().enumerate() {
+        let id = scopes
+            .address(&object)
+            .map_err(|cause| FixtureError::Object {
+                path: path.clone(),
+                index: index + 1,
+                cause,
+            })?;
+        objects.push((id, object));
+    }
+    Ok((objects, scopes))
+}
+
+/// A `kind: List`'s items, or the object itself.
+fn items(document: Value) -> Vec<Value> {
+    match (document.get("kind"), document.get("items")) {
+        (Some(kind), Some(Value::Array(items))) if kind == "List" => items.clone(),
+        _ => vec![document],
+    }
+}
+
+/// Files as given; directories replaced by their `.yaml`/`.yml`/`.json` files, sorted.
+fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FixtureError> {
+    let mut found = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            found.push(path.clone());
+            continue;
+        }
+        let read = |cause| FixtureError::Read {
+            path: path.clone(),
+            cause,
+        };
+        let mut inside: Vec<PathBuf> = (std::fs::read_dir(path).map_err(read)?)
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_fixture(p))
+            .collect();
+        inside.sort();
+        found.extend(inside);
+    }
+    Ok(found)
+}
+
+fn is_fixture(path: &Path) -> bool {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    path.is_file() && matches!(ext, "yaml" | "yml" | "json")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn namespaced_kinds_default_to_the_default_namespace_and_nodes_have_none() {
+        let scopes = Scopes::default();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}});
+        assert_eq!(
+            scopes.address(&pod).unwrap().namespace.as_deref(),
+            Some("default")
+        );
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}});
+        assert_eq!(scopes.address(&node).unwrap().namespace, None);
+        let wrong = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "namespace": "x"}});
+        assert_eq!(
+            scopes.address(&wrong).unwrap_err(),
+            "Node is cluster-scoped but has a namespace"
+        );
+    }
+
+    #[test]
+    fn a_crd_among_the_fixtures_says_whether_its_kind_is_namespaced() {
+        let mut scopes = Scopes::default();
+        assert!(scopes.namespaced("demo.example.com", "Cluster"));
+        scopes.learn(
+            &json!({"spec": {"group": "demo.example.com", "scope": "Cluster",
+            "names": {"kind": "Cluster"}}}),
+        );
+        assert!(!scopes.namespaced("demo.example.com", "Cluster"));
+    }
+
+    #[test]
+    fn a_list_is_read_as_its_items() {
+        let list = json!({"kind": "List", "items": [{"a": 1}, {"b": 2}]});
+        assert_eq!(items(list).len(), 2);
+    }
+}

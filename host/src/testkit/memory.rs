@@ -1,0 +1,248 @@
+//! The in-memory cluster one plugin sees in `wasm-controller-manager test`: its
+//! watches over the fixtures' objects (as its caches would hold them), reads from
+//! them, and the keys its own writes wake. Writes are in `writes`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kube::core::{GroupVersionKind, Selector, SelectorExt};
+use serde_json::Value;
+
+use super::fixtures::Scopes;
+use super::report::{Event, Write};
+use super::store::{Changed, ObjectId, Store};
+use crate::capabilities::{CapabilityError, Declared, Target};
+use crate::keys::{KeyMapping, ReconcileKey};
+use crate::kube::cache::{CachedObject, Change};
+use crate::kube::discovery::display_gvk;
+
+/// One watch of the plugin, as an informer would hold it.
+#[derive(Debug)]
+pub struct Watch {
+    /// The watched kind.
+    pub gvk: GroupVersionKind,
+    /// Only this namespace, if set.
+    pub namespace: Option<String>,
+    /// Only objects matching this.
+    pub selector: Selector,
+    /// How a change becomes a key.
+    pub mapping: KeyMapping,
+}
+
+impl Watch {
+    /// Whether this watch's cache holds `object` (stored at `id`).
+    fn holds(&self, id: &ObjectId, object: &Value) -> bool {
+        id.group == self.gvk.group
+            && id.kind == self.gvk.kind
+            && (self.namespace.is_none() || self.namespace == id.namespace)
+            && self.selector.matches(&labels(object))
+    }
+
+    /// `object`, if this watch's cache holds it.
+    fn held<'a>(&self, id: &ObjectId, object: Option<&'a Value>) -> Option<&'a Value> {
+        object.filter(|o| self.holds(id, o))
+    }
+
+    /// Whether this watch is of `gvk` and can hold objects of `namespace`.
+    fn covers(&self, gvk: &GroupVersionKind, namespace: Option<&str>) -> bool {
+        self.gvk.group == gvk.group
+            && self.gvk.kind == gvk.kind
+            && match (&self.namespace, namespace) {
+                (Some(watched), Some(ns)) => watched == ns,
+                _ => true,
+            }
+    }
+}
+
+/// The objects, and what the plugin did to them so far.
+#[derive(Debug, Default)]
+pub(super) struct World {
+    pub(super) store: Store,
+    /// Changes the watches have not turned into keys yet.
+    pub(super) changes: Vec<(ObjectId, Changed)>,
+    pub(super) writes: Vec<Write>,
+    pub(super) events: Vec<Event>,
+}
+
+/// The in-memory cluster as one plugin sees it.
+#[derive(Debug)]
+pub struct MemoryCluster {
+    pub(super) declared: Declared,
+    watches: Vec<Watch>,
+    pub(super) scopes: Scopes,
+    world: Mutex<World>,
+}
+
+impl MemoryCluster {
+    /// The cluster of `store`'s objects, seen through `watches` by the plugin of
+    /// `declared`.
+    pub fn new(declared: Declared, watches: Vec<Watch>, scopes: Scopes, store: Store) -> Self {
+        let world = World {
+            store,
+            ..World::default()
+        };
+        MemoryCluster {
+            declared,
+            watches,
+            scopes,
+            world: Mutex::new(world),
+        }
+    }
+
+    pub(super) fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The keys of every object the watches hold, as when informers first list.
+    pub fn initial_keys(&self) -> Vec<ReconcileKey> {
+        let world = self.world();
+        let mut keys = Vec::new();
+        for watch in &self.watches {
+            for (id, object) in world.store.objects() {
+                if watch.holds(id, object) {
+                    keys.extend(watch.mapping.key_for(&cached(object)));
+                }
+            }
+        }
+        keys
+    }
+
+    /// The keys the writes since the last call woke, as informers would deliver them.
+    pub fn woken_keys(&self) -> Vec<ReconcileKey> {
+        let changes = std::mem::take(&mut self.world().changes);
+        let mut keys = Vec::new();
+        for (id, changed) in &changes {
+            for watch in &self.watches {
+                let change = match (
+                    watch.held(id, changed.before.as_ref()),
+                    watch.held(id, changed.after.as_ref()),
+                ) {
+                    (old, Some(new)) => Change::Applied {
+                        new: cached(new),
+                        old: old.map(cached),
+                    },
+                    (Some(old), None) => Change::Deleted(cached(old)),
+                    (None, None) => continue,
+                };
+                keys.extend(watch.mapping.keys_for(&change));
+            }
+        }
+        keys
+    }
+
+    /// What the plugin wrote and recorded.
+    pub fn journal(&self) -> (Vec<Write>, Vec<Event>) {
+        let mut world = self.world();
+        (
+            std::mem::take(&mut world.writes),
+            std::mem::take(&mut world.events),
+        )
+    }
+
+    /// The watches of `gvk` that can hold `namespace`: `not_watched` if none.
+    fn watches_of(
+        &self,
+        op: &str,
+        what: &str,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+    ) -> Result<Vec<&Watch>, CapabilityError> {
+        let found: Vec<&Watch> = (self.watches.iter())
+            .filter(|w| w.covers(gvk, namespace))
+            .collect();
+        if found.is_empty() {
+            return Err(self.declared.not_watched(op, what, gvk));
+        }
+        Ok(found)
+    }
+
+    /// The address of a target, as the store keys it.
+    pub(super) fn id(&self, target: &Target) -> ObjectId {
+        ObjectId {
+            group: target.gvk.group.clone(),
+            kind: target.gvk.kind.clone(),
+            namespace: target.namespace.clone(),
+            name: target.name.clone(),
+        }
+    }
+
+    /// One object, if a watch of the plugin holds it.
+    pub fn read(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
+        let what = target.to_string();
+        let watches = self.watches_of("get", &what, &target.gvk, target.namespace.as_deref())?;
+        let id = self.id(target);
+        let world = self.world();
+        let json = (world.store.get(&id))
+            .filter(|o| watches.iter().any(|w| w.holds(&id, o)))
+            .map(Value::to_string)
+            .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
+        self.declared
+            .check_result_size(&format!("get {target}"), json.len())?;
+        Ok(json.into())
+    }
+
+    /// Every object of `gvk` the plugin's watches hold in `namespace` (all if none)
+    /// matching `selector`, by namespace and name.
+    pub fn read_all(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<str>>, CapabilityError> {
+        let what = format!(
+            "{} in {}",
+            display_gvk(gvk),
+            namespace.unwrap_or("all namespaces")
+        );
+        let selector = crate::kube::selector::parse(label_selector.unwrap_or(""))
+            .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
+        let watches = self.watches_of("list", &what, gvk, namespace)?;
+        let world = self.world();
+        let mut found = BTreeMap::new();
+        for (id, object) in world.store.objects() {
+            let wanted = namespace.is_none_or(|ns| id.namespace.as_deref() == Some(ns))
+                && selector.matches(&labels(object))
+                && watches.iter().any(|w| w.holds(id, object));
+            if wanted {
+                found.insert((id.namespace.clone(), id.name.clone()), object.to_string());
+            }
+        }
+        let bytes = found.values().map(String::len).sum();
+        self.declared
+            .check_result_size(&format!("list {what}"), bytes)?;
+        Ok(found.into_values().map(Arc::from).collect())
+    }
+}
+
+fn labels(object: &Value) -> BTreeMap<String, String> {
+    (object.pointer("/metadata/labels"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An object as an informer cache holds it, for the key mappings.
+fn cached(object: &Value) -> Arc<CachedObject> {
+    let text = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let owners = (object.pointer("/metadata/ownerReferences").cloned())
+        .and_then(|refs| serde_json::from_value(refs).ok())
+        .unwrap_or_default();
+    Arc::new(CachedObject {
+        namespace: text("/metadata/namespace"),
+        name: text("/metadata/name").unwrap_or_default(),
+        uid: text("/metadata/uid"),
+        resource_version: text("/metadata/resourceVersion"),
+        labels: labels(object),
+        owners,
+        json: object.to_string().into(),
+    })
+}

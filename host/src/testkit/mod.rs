@@ -1,0 +1,31 @@
+//! `wasm-controller-manager test`: a plugin run offline against an in-memory cluster
+//! made of YAML fixtures, for plugin authors in any language.
+//!
+//! The plugin runs in the daemon's sandbox (same engine, limits and host imports);
+//! only the cluster behind its `cluster` imports differs. The in-memory cluster keeps
+//! the contract's semantics: reads only of watched kinds, from what the watches
+//! would cache (namespace and label selector); label patches, server-side apply as
+//! the plugin's field manager (conflicts unless forced, fields left out removed),
+//! status merges, deletion with finalizers and owners' dependents, Events counted;
+//! `forbidden` for undeclared verbs, `not-found`, `conflict` and `invalid` worded as
+//! the daemon words them. Each write that changes an object wakes the keys its
+//! watches map it to, as an informer would; a write that changes nothing wakes none.
+//!
+//! What it does not model: time (`requeue-after` and resyncs are reported, not
+//! waited for), retries (a failed key is reported, not retried: nothing else changes
+//! offline), admission and validation by the API server, list merging by key in
+//! server-side apply (a list is owned whole), and other controllers (no Pods appear
+//! for a Deployment). The host's own tests use the real API server; this is a tool
+//! for plugins' tests.
+
+mod fields;
+mod fixtures;
+mod memory;
+mod report;
+mod run;
+mod store;
+mod writes;
+
+pub use fixtures::FixtureError;
+pub use report::{Event, Reconciled, Report, ReportError, Write};
+pub use run::{Outcome, TestError, TestOptions, run};

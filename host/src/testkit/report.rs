@@ -1,0 +1,180 @@
+//! What `wasm-controller-manager test` prints: the reconciles, writes and Events of a
+//! run, as YAML, and how it compares with an expected file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Everything a plugin did in one run, in the order it did it.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// Each reconcile: the key and what came of it.
+    pub reconciles: Vec<Reconciled>,
+    /// Each write the plugin asked for, with its error if it failed.
+    pub writes: Vec<Write>,
+    /// The Events it recorded, repeats counted.
+    pub events: Vec<Event>,
+}
+
+/// One reconcile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reconciled {
+    /// The key, as the host's log names it (`v1/Pod default/web`, `fixed key "all"`).
+    pub key: String,
+    /// `done`, `requeue-after 30s`, or the error.
+    pub result: String,
+}
+
+/// One write call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Write {
+    /// The `cluster` function: `patch-labels`, `apply`, `patch-status`, `delete`.
+    pub call: String,
+    /// The object written (`apps/v1/Deployment shop/web`).
+    pub object: String,
+    /// Labels set (`patch-labels`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<BTreeMap<String, String>>,
+    /// Labels removed (`patch-labels`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove: Option<Vec<String>>,
+    /// The object as the plugin applied it (`apply`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Value>,
+    /// Whether it forced conflicts (`apply`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+    /// The status merged (`patch-status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+    /// `background`, `foreground` or `orphan` (`delete`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagation: Option<String>,
+    /// Why it failed, as the plugin was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Write {
+    /// A write of `call` on `object`, its details still to be filled in.
+    pub fn new(call: &str, object: impl ToString) -> Write {
+        Write {
+            call: call.to_string(),
+            object: object.to_string(),
+            set: None,
+            remove: None,
+            applied: None,
+            force: None,
+            status: None,
+            propagation: None,
+            error: None,
+        }
+    }
+}
+
+/// One Event, its repeats counted as the API server's Event series would.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The object it is about.
+    pub regarding: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The reason (`Counted`).
+    pub reason: String,
+    /// The note.
+    pub note: String,
+    /// How many times it was recorded.
+    pub count: u32,
+}
+
+/// Why a report could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The report could not be rendered.
+    #[error("cannot render the report as YAML: {0}")]
+    Render(String),
+    /// The expected file is not YAML.
+    #[error("the expected file is not YAML: {0}")]
+    Expected(String),
+}
+
+impl Report {
+    /// The report as YAML, in the order of its fields.
+    pub fn to_yaml(&self) -> Result<String, ReportError> {
+        serde_saphyr::to_string(self).map_err(|e| ReportError::Render(e.to_string()))
+    }
+
+    /// Compares with an expected report (YAML): none if they are equal, else a
+    /// unified diff from the expected to this one, both with their keys sorted.
+    pub fn differences(&self, expected: &str) -> Result<Option<String>, ReportError> {
+        let expected: Value =
+            serde_saphyr::from_str(expected).map_err(|e| ReportError::Expected(e.to_string()))?;
+        let actual = serde_json::to_value(self).map_err(|e| ReportError::Render(e.to_string()))?;
+        if expected == actual {
+            return Ok(None);
+        }
+        let render =
+            |v: &Value| serde_saphyr::to_string(v).map_err(|e| ReportError::Render(e.to_string()));
+        let (expected, actual) = (render(&expected)?, render(&actual)?);
+        let diff = similar::TextDiff::from_lines(&expected, &actual);
+        let text = diff
+            .unified_diff()
+            .context_radius(3)
+            .header("expected", "actual")
+            .to_string();
+        Ok(Some(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Report {
+        let mut write = Write::new("patch-labels", "v1/Node cp");
+        write.set = Some([("example.com/pods".to_string(), "2".to_string())].into());
+        Report {
+            plugin: "pod-counter".into(),
+            reconciles: vec![Reconciled {
+                key: "fixed key \"all\"".into(),
+                result: "done".into(),
+            }],
+            writes: vec![write],
+            events: vec![],
+        }
+    }
+
+    #[test]
+    fn a_report_equals_its_own_yaml_whatever_the_key_order() {
+        let yaml = report().to_yaml().expect("renders");
+        assert!(yaml.contains("example.com/pods: \"2\""), "{yaml}");
+        assert_eq!(report().differences(&yaml).expect("parses"), None);
+        let reordered = "events: []\nwrites:\n- object: v1/Node cp\n  call: patch-labels\n  \
+            set: {example.com/pods: \"2\"}\nreconciles:\n- {result: done, key: 'fixed key \"all\"'}\n\
+            plugin: pod-counter\n";
+        assert_eq!(report().differences(reordered).expect("parses"), None);
+    }
+
+    #[test]
+    fn a_difference_is_shown_as_a_diff_of_the_changed_lines() {
+        let mut expected = report();
+        expected.writes[0].set = Some([("example.com/pods".into(), "3".into())].into());
+        let diff = report()
+            .differences(&expected.to_yaml().expect("renders"))
+            .expect("parses")
+            .expect("differs");
+        assert!(
+            diff.contains("-    example.com/pods: '3'") || diff.contains("'3'"),
+            "{diff}"
+        );
+        assert!(
+            diff.contains("--- expected") && diff.contains("+++ actual"),
+            "{diff}"
+        );
+    }
+}

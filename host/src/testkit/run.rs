@@ -1,0 +1,206 @@
+//! One test run: the plugin loaded in the host's sandbox, its watches over the
+//! fixtures, and its reconciles in queue order until nothing is queued (bounded).
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::fixtures::{self, FixtureError, Scopes};
+use super::memory::{MemoryCluster, Watch};
+use super::report::{Reconciled, Report};
+use super::store::Store;
+use crate::bindings::{Action, KeyMapping as WitMapping, Registration, WitError};
+use crate::budget::{Budget, PluginBudget};
+use crate::capabilities::{Declared, grants};
+use crate::config::Limits;
+use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
+use crate::metrics::Metrics;
+use crate::rbac::{RegistrationError, load_registered};
+use crate::runtime::{CallError, PluginCode, Runtime, chain};
+
+/// What to test and how.
+#[derive(Debug, Clone)]
+pub struct TestOptions {
+    /// The plugin component.
+    pub plugin: PathBuf,
+    /// Fixture files or directories.
+    pub fixtures: Vec<PathBuf>,
+    /// Reconciles after which a run that still has keys queued stops, failed.
+    pub max_reconciles: usize,
+    /// The sandbox's limits (deadline, memory), as in the daemon.
+    pub limits: Limits,
+    /// Where compiled plugins are cached, as in the daemon.
+    pub compile_cache: Option<PathBuf>,
+}
+
+/// Why a run could not happen at all.
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    /// The engine could not be set up.
+    #[error("cannot set up the Wasm engine: {0}")]
+    Runtime(String),
+    /// The plugin could not be loaded or registered.
+    #[error(transparent)]
+    Plugin(#[from] RegistrationError),
+    /// The fixtures could not be read.
+    #[error(transparent)]
+    Fixtures(#[from] FixtureError),
+    /// Two fixtures are the same object.
+    #[error("fixtures: {object}: {cause}")]
+    Duplicate { object: String, cause: String },
+}
+
+/// A finished run: the report, and what went wrong in it (failed reconciles, keys
+/// still queued at the bound), one line each naming the plugin, step and key.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What the plugin did.
+    pub report: Report,
+    /// What failed; empty if every reconcile succeeded and the queue ran dry.
+    pub problems: Vec<String>,
+}
+
+/// Keys in the order they were queued; a key already waiting is not queued twice,
+/// as in the host's work queue.
+#[derive(Default)]
+struct KeyQueue {
+    order: VecDeque<ReconcileKey>,
+    waiting: HashSet<ReconcileKey>,
+}
+
+impl KeyQueue {
+    fn extend(&mut self, keys: impl IntoIterator<Item = ReconcileKey>) {
+        for key in keys {
+            if self.waiting.insert(key.clone()) {
+                self.order.push_back(key);
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<ReconcileKey> {
+        let key = self.order.pop_front()?;
+        self.waiting.remove(&key);
+        Some(key)
+    }
+}
+
+/// Loads the plugin, builds the in-memory cluster of the fixtures and reconciles
+/// every key its watches produce, and every key its writes wake, until none is left
+/// or `max_reconciles` were run.
+pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
+    let runtime = Runtime::new(options.limits.clone(), options.compile_cache.as_deref())
+        .map_err(|e| TestError::Runtime(chain(&e)))?;
+    let (code, registration) = load_registered(&Arc::new(runtime), &options.plugin).await?;
+    let (objects, scopes) = fixtures::read(&options.fixtures)?;
+    let mut store = Store::default();
+    for (id, object) in objects {
+        let name = format!("{} {:?}/{}", id.kind, id.namespace, id.name);
+        (store.insert(id, object)).map_err(|cause| TestError::Duplicate {
+            object: name,
+            cause,
+        })?;
+    }
+    let cluster = Arc::new(cluster_of(&registration, scopes, store));
+    let mut queue = KeyQueue::default();
+    queue.extend(cluster.initial_keys());
+    let (reconciles, problems) = reconcile_all(&code, &cluster, queue, options).await;
+    let (writes, events) = cluster.journal();
+    let report = Report {
+        plugin: registration.name,
+        reconciles,
+        writes,
+        events,
+    };
+    Ok(Outcome { report, problems })
+}
+
+/// Runs keys until the queue is empty or the bound is reached.
+async fn reconcile_all(
+    code: &PluginCode,
+    cluster: &Arc<MemoryCluster>,
+    mut queue: KeyQueue,
+    options: &TestOptions,
+) -> (Vec<Reconciled>, Vec<String>) {
+    let plugin = cluster.declared.plugin.clone();
+    let (mut reconciles, mut problems) = (Vec::new(), Vec::new());
+    while let Some(key) = queue.pop() {
+        let step = reconciles.len() + 1;
+        if step > options.max_reconciles {
+            problems.push(format!(
+                "plugin {plugin}: keys still queued after {} reconciles (--max-reconciles), \
+                 next {key}: do its writes keep waking its own watches?",
+                options.max_reconciles
+            ));
+            break;
+        }
+        let result = outcome(&code.reconcile(cluster.clone(), &key).await);
+        if result != "done" && !result.starts_with("requeue-after") {
+            problems.push(format!(
+                "plugin {plugin}, step {step}, reconcile of {key}: {result}"
+            ));
+        }
+        reconciles.push(Reconciled {
+            key: key.to_string(),
+            result,
+        });
+        queue.extend(cluster.woken_keys());
+    }
+    (reconciles, problems)
+}
+
+/// The in-memory cluster as the plugin of `registration` sees it.
+fn cluster_of(registration: &Registration, scopes: Scopes, store: Store) -> MemoryCluster {
+    let watches = (registration.watches.iter())
+        .map(|w| {
+            let gvk = from_wit_gvk(&w.kind);
+            let mapping = match &w.maps_to {
+                WitMapping::Object => KeyMapping::Object(gvk.clone()),
+                WitMapping::Fixed(key) => KeyMapping::Fixed(key.clone()),
+                WitMapping::ControllerOwner(owner) => KeyMapping::ControllerOwner {
+                    namespaced: scopes.namespaced(&owner.group, &owner.kind),
+                    owner: from_wit_gvk(owner),
+                },
+            };
+            let selector = w.label_selector.as_deref().unwrap_or("");
+            Watch {
+                gvk,
+                namespace: w.namespace.clone(),
+                // Checked when the registration was validated.
+                selector: crate::kube::selector::parse(selector).unwrap_or_default(),
+                mapping,
+            }
+        })
+        .collect();
+    let metrics = Arc::new(Metrics::new());
+    let budget = PluginBudget::new(&registration.name, Budget::default(), metrics);
+    let declared = Declared::new(Arc::new(budget), grants(registration));
+    MemoryCluster::new(declared, watches, scopes, store)
+}
+
+/// A reconcile's result as the report shows it: `done`, `requeue-after 30s`, or the
+/// error with its case (`forbidden: ...`, `trapped: ...`).
+fn outcome(result: &Result<Action, CallError>) -> String {
+    match result {
+        Ok(Action::Done) => "done".into(),
+        Ok(Action::RequeueAfter(ms)) => {
+            let after = humantime::format_duration(Duration::from_millis(*ms));
+            format!("requeue-after {after}")
+        }
+        Err(CallError::Guest(e)) => format!("error: {}", wit_error(e)),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A plugin's error as `case: message`.
+fn wit_error(e: &WitError) -> String {
+    let (case, message) = match e {
+        WitError::NotFound(m) => ("not-found", m),
+        WitError::Forbidden(m) => ("forbidden", m),
+        WitError::Conflict(m) => ("conflict", m),
+        WitError::Invalid(m) => ("invalid", m),
+        WitError::Unavailable(m) => ("unavailable", m),
+        WitError::Other(m) => ("other", m),
+    };
+    format!("{case}: {message}")
+}

@@ -1,0 +1,385 @@
+//! The test kit's objects: the fixtures, changed by the plugin's writes with the API
+//! server's bookkeeping (uid, resourceVersion, generation, field managers, owners'
+//! dependents). The clock does not move: every timestamp it sets is [`CLOCK`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::fields::{self, FieldPath, Ownership};
+use crate::bindings::wcm::controller::cluster::Propagation;
+
+/// The field manager of everything the fixtures set.
+pub const FIXTURE_MANAGER: &str = "fixtures";
+/// The time of every timestamp the test kit sets, and of the plugin's wall clock.
+pub const CLOCK: &str = "2026-01-01T00:00:00Z";
+/// [`CLOCK`] since the Unix epoch.
+pub const CLOCK_SINCE_EPOCH: std::time::Duration = std::time::Duration::from_secs(1_767_225_600);
+
+/// One object's address: API group, kind, namespace (none if cluster-scoped), name.
+/// The version is not part of it, as in the API server (one object, many versions).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectId {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace, if the kind is namespaced.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+/// Why a write was refused, as the API server would refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The object does not exist.
+    #[error("not found")]
+    NotFound,
+    /// An apply would change fields other managers own.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// What one write did to one object, for the watches.
+#[derive(Debug, Clone)]
+pub struct Changed {
+    /// The object before; none if it was created.
+    pub before: Option<Value>,
+    /// The object after; none if it was deleted.
+    pub after: Option<Value>,
+}
+
+#[derive(Debug)]
+struct Stored {
+    object: Value,
+    owners: Ownership,
+}
+
+/// Every object of the in-memory cluster.
+#[derive(Debug, Default)]
+pub struct Store {
+    objects: BTreeMap<ObjectId, Stored>,
+    last_version: u64,
+    last_uid: u64,
+}
+
+impl Store {
+    /// Adds a fixture (all its fields owned by [`FIXTURE_MANAGER`]); refuses a second
+    /// object with the same address.
+    pub fn insert(&mut self, id: ObjectId, mut object: Value) -> Result<(), String> {
+        if self.objects.contains_key(&id) {
+            return Err("an object with this kind, namespace and name is given twice".into());
+        }
+        let mut owners = Ownership::default();
+        owners.share(FIXTURE_MANAGER, leaf_paths(&owned_part(&object)));
+        self.stamp_new(&id, &mut object);
+        self.objects.insert(id, Stored { object, owners });
+        Ok(())
+    }
+
+    /// The object at `id`.
+    pub fn get(&self, id: &ObjectId) -> Option<&Value> {
+        self.objects.get(id).map(|s| &s.object)
+    }
+
+    /// Every object, ordered by group, kind, namespace and name.
+    pub fn objects(&self) -> impl Iterator<Item = (&ObjectId, &Value)> {
+        self.objects.iter().map(|(id, s)| (id, &s.object))
+    }
+
+    /// Sets and removes labels as `manager` (a merge patch).
+    pub fn patch_labels(
+        &mut self,
+        id: &ObjectId,
+        set: &[(String, String)],
+        remove: &[String],
+        manager: &str,
+    ) -> Result<Option<Changed>, StoreError> {
+        self.update(id, |stored| {
+            for key in remove {
+                let path = label_path(key);
+                fields::remove_at(&mut stored.object, &path);
+                stored.owners.release(&path);
+            }
+            for (key, value) in set {
+                let path = label_path(key);
+                fields::set_at(&mut stored.object, &path, json!(value));
+                stored.owners.take(manager, path);
+            }
+            Ok(())
+        })
+    }
+
+    /// Merges `status` into the object's status as `manager` (a JSON merge patch).
+    pub fn patch_status(
+        &mut self,
+        id: &ObjectId,
+        status: &Value,
+        manager: &str,
+    ) -> Result<Option<Changed>, StoreError> {
+        self.update(id, |stored| {
+            let mut current = stored.object.get("status").cloned().unwrap_or(json!({}));
+            json_patch::merge(&mut current, status);
+            fields::set_at(&mut stored.object, &vec!["status".into()], current);
+            for (path, value) in fields::leaves(status) {
+                let path = [vec!["status".to_string()], path].concat();
+                match value {
+                    Value::Null => stored.owners.release(&path),
+                    _ => stored.owners.take(manager, path),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Server-side applies `config` as `manager`; returns the object as stored.
+    pub fn apply(
+        &mut self,
+        id: &ObjectId,
+        config: &Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<(Value, Option<Changed>), StoreError> {
+        let applied: Vec<(FieldPath, Value)> = fields::leaves(&owned_part(config));
+        if !self.objects.contains_key(id) {
+            let mut object = json!({"metadata": {"name": id.name}});
+            if let Some(ns) = &id.namespace {
+                object["metadata"]["namespace"] = json!(ns);
+            }
+            for (path, value) in &applied {
+                fields::set_at(&mut object, path, value.clone());
+            }
+            object["apiVersion"] = config["apiVersion"].clone();
+            object["kind"] = config["kind"].clone();
+            let mut owners = Ownership::default();
+            owners.share(manager, applied.into_iter().map(|(p, _)| p));
+            self.stamp_new(id, &mut object);
+            let stored = Stored { object, owners };
+            let after = stored.object.clone();
+            self.objects.insert(id.clone(), stored);
+            let changed = Changed {
+                before: None,
+                after: Some(after.clone()),
+            };
+            return Ok((after, Some(changed)));
+        }
+        let changed = self.update(id, |stored| {
+            merge_applied(stored, config, &applied, manager, force)
+        })?;
+        Ok((self.objects[id].object.clone(), changed))
+    }
+
+    /// Deletes the object: marked for deletion while it has finalizers, else removed
+    /// with its dependents handled as the garbage collector would.
+    pub fn delete(
+        &mut self,
+        id: &ObjectId,
+        propagation: Propagation,
+    ) -> Result<Vec<Changed>, StoreError> {
+        let stored = self.objects.get(id).ok_or(StoreError::NotFound)?;
+        let finalizers = (stored.object.pointer("/metadata/finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if finalizers {
+            let marked = self.update(id, |stored| {
+                let meta = &mut stored.object["metadata"];
+                if meta.get("deletionTimestamp").is_none() {
+                    meta["deletionTimestamp"] = json!(CLOCK);
+                }
+                Ok(())
+            })?;
+            return Ok(marked.into_iter().collect());
+        }
+        let removed = self.objects.remove(id).expect("looked up above");
+        let uid = removed.object.pointer("/metadata/uid").cloned();
+        let mut changes = vec![Changed {
+            before: Some(removed.object),
+            after: None,
+        }];
+        if let Some(uid) = uid {
+            changes.extend(self.collect_dependents(&uid, propagation));
+        }
+        Ok(changes)
+    }
+
+    /// Deletes (or, for `orphan`, unlinks) the objects owned by `uid`.
+    fn collect_dependents(&mut self, uid: &Value, propagation: Propagation) -> Vec<Changed> {
+        let dependents: Vec<ObjectId> = (self.objects.iter())
+            .filter(|(_, s)| owner_uids(&s.object).any(|u| u == uid))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut changes = Vec::new();
+        for id in dependents {
+            let done = match propagation {
+                Propagation::Orphan => self
+                    .update(&id, |s| Ok(drop_owner(&mut s.object, uid)))
+                    .map(|c| c.into_iter().collect()),
+                _ => self.delete(&id, Propagation::Background),
+            };
+            changes.extend(done.unwrap_or_default());
+        }
+        changes
+    }
+
+    /// Changes the object at `id` with `change`; a change that leaves the object as it
+    /// was is no change (no new resourceVersion, no watch event), as in the API server.
+    fn update(
+        &mut self,
+        id: &ObjectId,
+        change: impl FnOnce(&mut Stored) -> Result<(), StoreError>,
+    ) -> Result<Option<Changed>, StoreError> {
+        let stored = self.objects.get_mut(id).ok_or(StoreError::NotFound)?;
+        let before = stored.object.clone();
+        change(stored)?;
+        if stored.object == before {
+            return Ok(None);
+        }
+        self.last_version += 1;
+        let stored = self.objects.get_mut(id).expect("present above");
+        let spec_changed = spec_part(&before) != spec_part(&stored.object);
+        let meta = &mut stored.object["metadata"];
+        meta["resourceVersion"] = json!(self.last_version.to_string());
+        if spec_changed {
+            let generation = meta["generation"].as_i64().unwrap_or(1);
+            meta["generation"] = json!(generation + 1);
+        }
+        Ok(Some(Changed {
+            before: Some(before),
+            after: Some(stored.object.clone()),
+        }))
+    }
+
+    /// Sets what the API server sets on a new object (a fixture keeps its own uid).
+    fn stamp_new(&mut self, id: &ObjectId, object: &mut Value) {
+        self.last_version += 1;
+        self.last_uid += 1;
+        let meta = &mut object["metadata"];
+        meta["name"] = json!(id.name);
+        if let Some(ns) = &id.namespace {
+            meta["namespace"] = json!(ns);
+        }
+        if meta.get("uid").is_none() {
+            meta["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", self.last_uid));
+        }
+        meta["resourceVersion"] = json!(self.last_version.to_string());
+        meta["generation"] = json!(1);
+        if meta.get("creationTimestamp").is_none() {
+            meta["creationTimestamp"] = json!(CLOCK);
+        }
+    }
+}
+
+/// Merges an apply into an existing object: conflicts first, then the fields the
+/// manager gave up, then the applied fields.
+fn merge_applied(
+    stored: &mut Stored,
+    config: &Value,
+    applied: &[(FieldPath, Value)],
+    manager: &str,
+    force: bool,
+) -> Result<(), StoreError> {
+    let conflicts = stored.owners.conflicts(manager, applied, &stored.object);
+    if !conflicts.is_empty() && !force {
+        return Err(StoreError::Conflict(conflict_message(config, &conflicts)));
+    }
+    for (other, path) in &conflicts {
+        stored.owners.take_from(other, path);
+    }
+    let paths: BTreeSet<FieldPath> = applied.iter().map(|(p, _)| p.clone()).collect();
+    for path in stored.owners.applied(manager, paths) {
+        fields::remove_at(&mut stored.object, &path);
+    }
+    for (path, value) in applied {
+        fields::set_at(&mut stored.object, path, value.clone());
+    }
+    stored.object["apiVersion"] = config["apiVersion"].clone();
+    Ok(())
+}
+
+/// The API server's wording: `Apply failed with 1 conflict: conflict with "m" using
+/// apps/v1: .spec.replicas`.
+fn conflict_message(config: &Value, conflicts: &[(String, FieldPath)]) -> String {
+    let version = config["apiVersion"].as_str().unwrap_or_default();
+    let each: Vec<String> = conflicts
+        .iter()
+        .map(|(m, p)| {
+            format!(
+                "conflict with \"{m}\" using {version}: {}",
+                fields::display(p)
+            )
+        })
+        .collect();
+    let plural = if each.len() == 1 { "" } else { "s" };
+    format!(
+        "Apply failed with {} conflict{plural}: {}",
+        each.len(),
+        each.join("; ")
+    )
+}
+
+fn label_path(key: &str) -> FieldPath {
+    vec!["metadata".into(), "labels".into(), key.into()]
+}
+
+/// The fields of an object a manager can own: everything but its address, status
+/// and what the API server sets.
+fn owned_part(object: &Value) -> Value {
+    let mut owned = object.clone();
+    if let Some(map) = owned.as_object_mut() {
+        for key in ["apiVersion", "kind", "status"] {
+            map.remove(key);
+        }
+    }
+    if let Some(meta) = owned.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "selfLink",
+        ] {
+            meta.remove(key);
+        }
+        if meta.is_empty() {
+            owned.as_object_mut().map(|m| m.remove("metadata"));
+        }
+    }
+    owned
+}
+
+fn leaf_paths(value: &Value) -> Vec<FieldPath> {
+    fields::leaves(value).into_iter().map(|(p, _)| p).collect()
+}
+
+/// What `generation` counts changes of: everything but metadata and status.
+fn spec_part(object: &Value) -> Value {
+    let mut spec = object.clone();
+    if let Some(map) = spec.as_object_mut() {
+        map.remove("metadata");
+        map.remove("status");
+    }
+    spec
+}
+
+fn owner_uids(object: &Value) -> impl Iterator<Item = &Value> {
+    (object.pointer("/metadata/ownerReferences"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid"))
+}
+
+fn drop_owner(object: &mut Value, uid: &Value) {
+    if let Some(refs) = object
+        .pointer_mut("/metadata/ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        refs.retain(|r| r.get("uid") != Some(uid));
+    }
+}

@@ -1,0 +1,267 @@
+//! The in-memory cluster's side of a plugin's `cluster` imports: the same checks as
+//! the live cluster (declared verbs, label rules, Event reasons, result sizes), then
+//! the write on the store, recorded for the report.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{BoxFuture, ready};
+use kube::core::GroupVersionKind;
+use serde_json::Value;
+
+use super::memory::MemoryCluster;
+use super::report::{Event, Write};
+use super::store::{CLOCK_SINCE_EPOCH, StoreError};
+use crate::bindings::Verb;
+use crate::bindings::wcm::controller::cluster::Propagation;
+use crate::budget::PluginBudget;
+use crate::capabilities::{CapabilityError, PluginCluster, Target, applied_target};
+use crate::kube::discovery::display_gvk;
+use crate::kube::events::PluginRecorder;
+use crate::kube::writes::label_patch;
+
+impl MemoryCluster {
+    /// Records `write` with the outcome of `result` and hands the result on.
+    fn recorded<T>(
+        &self,
+        mut write: Write,
+        result: Result<T, CapabilityError>,
+    ) -> Result<T, CapabilityError> {
+        write.error = result.as_ref().err().map(ToString::to_string);
+        self.world().writes.push(write);
+        result
+    }
+
+    /// A store error as the plugin sees it, prefixed with the call.
+    fn failed(op: &str, error: StoreError) -> CapabilityError {
+        match error {
+            StoreError::NotFound => CapabilityError::NotFound(format!("{op}: not found")),
+            StoreError::Conflict(m) => CapabilityError::Conflict(format!("{op}: {m}")),
+        }
+    }
+
+    fn labels_now(
+        &self,
+        target: &Target,
+        set: &[(String, String)],
+        remove: &[String],
+    ) -> Result<(), CapabilityError> {
+        let op = format!("patch-labels {target}");
+        self.declared.require(Verb::Patch, "patch-labels", target)?;
+        label_patch(set, remove).map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let id = self.id(target);
+        let mut world = self.world();
+        let changed = (world
+            .store
+            .patch_labels(&id, set, remove, &self.declared.plugin))
+        .map_err(|e| Self::failed(&op, e))?;
+        world.changes.extend(changed.map(|c| (id, c)));
+        Ok(())
+    }
+
+    fn apply_now(&self, object: &Value, force: bool) -> Result<String, CapabilityError> {
+        let plugin = &self.declared.plugin;
+        let target = applied_target(object)
+            .map_err(|e| CapabilityError::Invalid(format!("apply: the object {e}")))?;
+        let target = Target::checked("apply", plugin, target.gvk, target.namespace, target.name)?;
+        let op = format!("apply {target}");
+        self.declared.require(Verb::Apply, "apply", &target)?;
+        let namespaced = (self.scopes).namespaced(&target.gvk.group, &target.gvk.kind);
+        if namespaced != target.namespace.is_some() {
+            return Err(CapabilityError::Invalid(format!(
+                "{op}: {} is {}namespaced, so the object must {}have metadata.namespace",
+                display_gvk(&target.gvk),
+                if namespaced { "" } else { "not " },
+                if namespaced { "" } else { "not " },
+            )));
+        }
+        let id = self.id(&target);
+        let mut world = self.world();
+        let (stored, changed) =
+            (world.store.apply(&id, object, plugin, force)).map_err(|e| Self::failed(&op, e))?;
+        world.changes.extend(changed.map(|c| (id, c)));
+        Ok(stored.to_string())
+    }
+
+    fn status_now(&self, target: &Target, status: &Value) -> Result<(), CapabilityError> {
+        let op = format!("patch-status {target}");
+        self.declared
+            .require(Verb::PatchStatus, "patch-status", target)?;
+        let id = self.id(target);
+        let mut world = self.world();
+        let changed = (world.store.patch_status(&id, status, &self.declared.plugin))
+            .map_err(|e| Self::failed(&op, e))?;
+        world.changes.extend(changed.map(|c| (id, c)));
+        Ok(())
+    }
+
+    fn delete_now(&self, target: &Target, propagation: Propagation) -> Result<(), CapabilityError> {
+        let op = format!("delete {target}");
+        self.declared.require(Verb::Delete, "delete", target)?;
+        let id = self.id(target);
+        let mut world = self.world();
+        let changes = (world.store.delete(&id, propagation)).map_err(|e| Self::failed(&op, e))?;
+        for changed in changes {
+            let at = (changed.before.as_ref().or(changed.after.as_ref()))
+                .and_then(|o| self.scopes.address(o).ok())
+                .unwrap_or_else(|| id.clone());
+            world.changes.push((at, changed));
+        }
+        Ok(())
+    }
+
+    fn event_now(
+        &self,
+        regarding: &Target,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), CapabilityError> {
+        let op = format!(
+            "record-event {} on {regarding}",
+            crate::kube::names::shorten(reason)
+        );
+        self.declared.require_event_permission(&op, regarding)?;
+        PluginRecorder::check(reason, note)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let object = (
+            display_gvk(&regarding.gvk),
+            regarding.namespace.clone(),
+            regarding.name.clone(),
+            None,
+        );
+        if !self.declared.budget.events.allow(&object) {
+            return Ok(()); // dropped by the spam filter, as the live host drops it
+        }
+        let event = Event {
+            regarding: regarding.to_string(),
+            type_: if warning { "Warning" } else { "Normal" }.to_string(),
+            reason: reason.to_string(),
+            note: note.to_string(),
+            count: 1,
+        };
+        let mut world = self.world();
+        let same = |e: &&mut Event| {
+            (&e.regarding, &e.type_, &e.reason, &e.note)
+                == (&event.regarding, &event.type_, &event.reason, &event.note)
+        };
+        match world.events.iter_mut().find(same) {
+            Some(seen) => seen.count += 1,
+            None => world.events.push(event),
+        }
+        Ok(())
+    }
+}
+
+/// The JSON a plugin passed, or `invalid` naming the call.
+fn json(op: &str, what: &str, text: &str) -> Result<Value, CapabilityError> {
+    serde_json::from_str(text)
+        .map_err(|e| CapabilityError::Invalid(format!("{op}: the {what} is not JSON: {e}")))
+}
+
+fn propagation_name(propagation: Propagation) -> &'static str {
+    match propagation {
+        Propagation::Background => "background",
+        Propagation::Foreground => "foreground",
+        Propagation::Orphan => "orphan",
+    }
+}
+
+impl PluginCluster for MemoryCluster {
+    fn plugin(&self) -> &str {
+        &self.declared.plugin
+    }
+
+    fn budget(&self) -> &Arc<PluginBudget> {
+        &self.declared.budget
+    }
+
+    fn fixed_clock(&self) -> Option<Duration> {
+        Some(CLOCK_SINCE_EPOCH)
+    }
+
+    fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
+        self.read(target)
+    }
+
+    fn list(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<str>>, CapabilityError> {
+        self.read_all(gvk, namespace, label_selector)
+    }
+
+    fn patch_labels<'a>(
+        &'a self,
+        target: &'a Target,
+        set: &'a [(String, String)],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        let mut write = Write::new("patch-labels", target);
+        write.set = (!set.is_empty()).then(|| set.iter().cloned().collect());
+        write.remove = (!remove.is_empty()).then(|| remove.to_vec());
+        let result = self.labels_now(target, set, remove);
+        Box::pin(ready(self.recorded(write, result)))
+    }
+
+    fn apply<'a>(
+        &'a self,
+        object: &'a str,
+        force: bool,
+    ) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        let result = json("apply", "object", object).and_then(|value| {
+            let mut write = Write::new("apply", describe(&value));
+            write.applied = Some(value.clone());
+            write.force = Some(force);
+            let result = self.apply_now(&value, force);
+            self.recorded(write, result)
+        });
+        Box::pin(ready(result))
+    }
+
+    fn patch_status<'a>(
+        &'a self,
+        target: &'a Target,
+        status: &'a str,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        let op = format!("patch-status {target}");
+        let result = json(&op, "status", status).and_then(|value| {
+            let mut write = Write::new("patch-status", target);
+            write.status = Some(value.clone());
+            let result = self.status_now(target, &value);
+            self.recorded(write, result)
+        });
+        Box::pin(ready(result))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        target: &'a Target,
+        propagation: Propagation,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        let mut write = Write::new("delete", target);
+        write.propagation = Some(propagation_name(propagation).to_string());
+        let result = self.delete_now(target, propagation);
+        Box::pin(ready(self.recorded(write, result)))
+    }
+
+    fn record_event<'a>(
+        &'a self,
+        regarding: &'a Target,
+        warning: bool,
+        reason: &'a str,
+        note: &'a str,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(ready(self.event_now(regarding, warning, reason, note)))
+    }
+}
+
+/// How an applied object is named in the report, even when it is incomplete.
+fn describe(object: &Value) -> String {
+    match applied_target(object) {
+        Ok(target) => target.to_string(),
+        Err(e) => format!("(an object that {e})"),
+    }
+}
