@@ -168,10 +168,8 @@ mod tests {
             .differences(&expected.to_yaml().expect("renders"))
             .expect("parses")
             .expect("differs");
-        assert!(
-            diff.contains("-    example.com/pods: '3'") || diff.contains("'3'"),
-            "{diff}"
-        );
+        assert!(diff.contains("-    example.com/pods: \"3\"\n"), "{diff}");
+        assert!(diff.contains("+    example.com/pods: \"2\"\n"), "{diff}");
         assert!(
             diff.contains("--- expected") && diff.contains("+++ actual"),
             "{diff}"
