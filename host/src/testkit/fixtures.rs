@@ -211,15 +211,15 @@ mod tests {
         let scopes = Scopes::default();
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}});
         assert_eq!(
-            scopes.address(&pod).unwrap().namespace.as_deref(),
+            scopes.address(&pod).expect("ok").namespace.as_deref(),
             Some("default")
         );
         let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}});
-        assert_eq!(scopes.address(&node).unwrap().namespace, None);
+        assert_eq!(scopes.address(&node).expect("ok").namespace, None);
         let wrong = json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "n", "namespace": "x"}});
         assert_eq!(
-            scopes.address(&wrong).unwrap_err(),
+            scopes.address(&wrong).expect_err("refused"),
             "Node is cluster-scoped but has a namespace"
         );
     }

@@ -106,7 +106,12 @@ pub enum ReportError {
 impl Report {
     /// The report as YAML, in the order of its fields.
     pub fn to_yaml(&self) -> Result<String, ReportError> {
-        serde_saphyr::to_string(self).map_err(|e| ReportError::Render(e.to_string()))
+        let mut yaml =
+            serde_saphyr::to_string(self).map_err(|e| ReportError::Render(e.to_string()))?;
+        if !yaml.ends_with('\n') {
+            yaml.push('\n');
+        }
+        Ok(yaml)
     }
 
     /// Compares with an expected report (YAML): none if they are equal, else a

@@ -213,7 +213,10 @@ impl Store {
         for id in dependents {
             let done = match propagation {
                 Propagation::Orphan => self
-                    .update(&id, |s| Ok(drop_owner(&mut s.object, uid)))
+                    .update(&id, |s| {
+                        drop_owner(&mut s.object, uid);
+                        Ok(())
+                    })
                     .map(|c| c.into_iter().collect()),
                 _ => self.delete(&id, Propagation::Background),
             };
@@ -381,5 +384,87 @@ fn drop_owner(object: &mut Value, uid: &Value) {
         .and_then(Value::as_array_mut)
     {
         refs.retain(|r| r.get("uid") != Some(uid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(kind: &str, name: &str) -> ObjectId {
+        ObjectId {
+            group: "apps".into(),
+            kind: kind.into(),
+            namespace: Some("shop".into()),
+            name: name.into(),
+        }
+    }
+
+    fn deployment(spec: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": spec})
+    }
+
+    #[test]
+    fn a_field_an_apply_leaves_out_is_removed_and_generation_counts_spec_changes() {
+        let mut store = Store::default();
+        let web = id("Deployment", "web");
+        let config = deployment(json!({"replicas": 2, "paused": true}));
+        let (created, _) = store.apply(&web, &config, "me", false).expect("created");
+        assert_eq!(created["metadata"]["generation"], 1);
+        let (stored, changed) =
+            (store.apply(&web, &deployment(json!({"replicas": 2})), "me", false)).expect("applied");
+        assert_eq!(stored["spec"], json!({"replicas": 2}));
+        assert_eq!(stored["metadata"]["generation"], 2);
+        assert!(changed.is_some());
+        let labels = [("a".to_string(), "b".to_string())];
+        store
+            .patch_labels(&web, &labels, &[], "me")
+            .expect("labelled");
+        assert_eq!(store.get(&web).expect("ok")["metadata"]["generation"], 2);
+        let again = store
+            .patch_labels(&web, &labels, &[], "me")
+            .expect("labelled");
+        assert!(again.is_none(), "an unchanged object is no change");
+    }
+
+    #[test]
+    fn deleting_an_owner_deletes_its_dependents_or_orphans_them() {
+        let mut store = Store::default();
+        let owner = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "uid": "u-1"}});
+        let dependent = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-1", "ownerReferences": [{"uid": "u-1"}]}});
+        store
+            .insert(id("Deployment", "web"), owner.clone())
+            .expect("ok");
+        store
+            .insert(id("ReplicaSet", "web-1"), dependent.clone())
+            .expect("ok");
+        let changes =
+            (store.delete(&id("Deployment", "web"), Propagation::Background)).expect("ok");
+        assert_eq!(changes.len(), 2);
+        assert!(store.get(&id("ReplicaSet", "web-1")).is_none());
+
+        store.insert(id("Deployment", "web"), owner).expect("ok");
+        store
+            .insert(id("ReplicaSet", "web-1"), dependent)
+            .expect("ok");
+        (store.delete(&id("Deployment", "web"), Propagation::Orphan)).expect("ok");
+        let orphan = store.get(&id("ReplicaSet", "web-1")).expect("kept");
+        assert_eq!(orphan["metadata"]["ownerReferences"], json!([]));
+    }
+
+    #[test]
+    fn an_object_with_finalizers_is_only_marked_for_deletion() {
+        let mut store = Store::default();
+        let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "finalizers": ["example.com/cleanup"]}});
+        store.insert(id("Deployment", "web"), object).expect("ok");
+        (store.delete(&id("Deployment", "web"), Propagation::Background)).expect("ok");
+        let marked = store.get(&id("Deployment", "web")).expect("still there");
+        assert_eq!(marked["metadata"]["deletionTimestamp"], CLOCK);
+        let missing = store.delete(&id("Deployment", "gone"), Propagation::Background);
+        assert_eq!(missing.expect_err("refused"), StoreError::NotFound);
     }
 }

@@ -19,6 +19,8 @@
 //!   watch, then labels itself `wcm.test/event-forbidden=true` if that one was
 //!   refused as `forbidden`;
 //! - `requeue` asks to run again at once, forever;
+//! - `bump` adds one to its own label `wcm.test/bumps` on every reconcile, so each of
+//!   its writes wakes it again, forever;
 //! - `long-error` fails with a 10 MB error message;
 //! - `writes` patches its own labels 30 times in one reconcile (the test sets a low
 //!   API rate), then acts as `ok` (once: a handled ConfigMap is left alone);
@@ -88,6 +90,14 @@ impl Controller for Misbehaving {
             Some("bad-names") => bad_names(&cm, &target),
             Some("events") => events(&target),
             Some("requeue") => Ok(Action::RequeueAfter(0)),
+            Some("bump") => {
+                let labels = cm.metadata.labels.as_ref();
+                let bumps = labels.and_then(|l| l.get("wcm.test/bumps"));
+                let next = bumps.and_then(|b| b.parse::<u64>().ok()).unwrap_or(0) + 1;
+                let next = next.to_string();
+                cluster::patch_labels(&target, &[("wcm.test/bumps", next.as_str())], &[])?;
+                Ok(Action::Done)
+            }
             Some("long-error") => Err(Error::other("e".repeat(10 << 20))),
             Some("writes")
                 if !cm

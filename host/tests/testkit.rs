@@ -1,0 +1,264 @@
+//! `wasm-controller-manager test`, as a plugin author runs it: every example plugin
+//! does what its reviewed report says against its fixtures; a changed expectation
+//! fails with a diff; conflicts, forbidden calls, traps and self-waking loops are
+//! reported naming the plugin, the key and the step. Needs no cluster.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use anyhow::{Result, ensure};
+use support::plugin_file;
+
+/// `wasm-controller-manager test ARGS...`, whatever its outcome.
+fn test_command<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Result<Output> {
+    Ok(Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .arg("test")
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()?)
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A fixture file in a fresh directory.
+fn fixture(yaml: &str) -> Result<(tempfile::TempDir, PathBuf)> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("fixture.yaml");
+    std::fs::write(&path, yaml)?;
+    Ok((dir, path))
+}
+
+/// Each example plugin with its fixtures and the reviewed expected report.
+const EXAMPLES: [(&str, &[&str], &str); 5] = [
+    (
+        "pod-counter",
+        &["plugins/pod-counter/testdata/cluster.yaml"],
+        "plugins/pod-counter/testdata/expected.yaml",
+    ),
+    (
+        "deployment-reconcile",
+        &[
+            "plugins/deployment-reconcile/webapp-crd.yaml",
+            "plugins/deployment-reconcile/testdata/webapps.yaml",
+        ],
+        "plugins/deployment-reconcile/testdata/expected.yaml",
+    ),
+    (
+        "phase-labeller",
+        &["plugins/python/phase-labeller/testdata/pods.yaml"],
+        "plugins/python/phase-labeller/testdata/expected.yaml",
+    ),
+    (
+        "data-hash",
+        &["plugins/javascript/data-hash/testdata/config-maps.yaml"],
+        "plugins/javascript/data-hash/testdata/expected.yaml",
+    ),
+    (
+        "config-reloader",
+        &["plugins/go/config-reloader/testdata/cluster.yaml"],
+        "plugins/go/config-reloader/testdata/expected.yaml",
+    ),
+];
+
+#[test]
+fn every_example_plugin_does_what_its_expected_report_says() -> Result<()> {
+    for (plugin, fixtures, expected) in EXAMPLES {
+        let mut args = vec![plugin_file(plugin)];
+        args.extend(fixtures.iter().map(|f| repo(f)));
+        args.extend([PathBuf::from("--expect"), repo(expected)]);
+        let out = test_command(&args)?;
+        ensure!(
+            out.status.success(),
+            "{plugin}: {}\n{}",
+            text(&out.stderr),
+            text(&out.stdout)
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn a_changed_expectation_fails_with_a_diff_of_the_changed_lines() -> Result<()> {
+    let expected = std::fs::read_to_string(repo("plugins/pod-counter/testdata/expected.yaml"))?;
+    let changed = expected.replace("count: \"3\"", "count: \"4\"");
+    ensure!(changed != expected, "the expected report has no count 3");
+    let (_dir, file) = fixture(&changed)?;
+    let cluster = repo("plugins/pod-counter/testdata/cluster.yaml");
+    let out = test_command(&[
+        plugin_file("pod-counter"),
+        cluster,
+        "--expect".into(),
+        file.clone(),
+    ])?;
+    let stderr = text(&out.stderr);
+    ensure!(!out.status.success(), "passed: {stderr}");
+    for needle in [
+        "-    pod-counter.example.com/count: \"4\"",
+        "+    pod-counter.example.com/count: \"3\"",
+        &format!(
+            "plugin pod-counter: the report differs from {}",
+            file.display()
+        ),
+    ] {
+        ensure!(stderr.contains(needle), "no {needle:?} in:\n{stderr}");
+    }
+    // `--update` writes what the plugin does now, and the run then passes.
+    let update = |extra: &[&str]| {
+        let mut args: Vec<PathBuf> = vec![plugin_file("pod-counter")];
+        args.push(repo("plugins/pod-counter/testdata/cluster.yaml"));
+        args.extend(["--expect".into(), file.clone()]);
+        args.extend(extra.iter().map(PathBuf::from));
+        test_command(&args)
+    };
+    ensure!(update(&["--update"])?.status.success(), "update failed");
+    ensure!(
+        std::fs::read_to_string(&file)? == expected,
+        "updated file differs"
+    );
+    ensure!(update(&[])?.status.success(), "fails after --update");
+    Ok(())
+}
+
+const PINNED: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop, labels: {wcm.test/pin-replicas: "1"}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: nginx:1.27}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: same, namespace: shop, labels: {wcm.test/pin-replicas: "2"}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: same}}
+  template:
+    metadata: {labels: {app: same}}
+    spec: {containers: [{name: same, image: nginx:1.27}]}
+"#;
+
+#[test]
+fn an_apply_of_a_field_another_manager_set_differently_is_a_conflict_naming_both() -> Result<()> {
+    let (_dir, file) = fixture(PINNED)?;
+    let out = test_command(&[plugin_file("replica-pinner"), file])?;
+    let stdout = text(&out.stdout);
+    ensure!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let report: serde_json::Value = serde_saphyr::from_str(&stdout)?;
+    let write_to = |name: &str| {
+        (report["writes"].as_array().into_iter().flatten())
+            .find(|w| w["object"] == format!("apps/v1/Deployment shop/{name}"))
+            .ok_or_else(|| anyhow::anyhow!("no apply of {name}:\n{stdout}"))
+    };
+    let conflict = "apply apps/v1/Deployment shop/web: Apply failed with 1 conflict: \
+                    conflict with \"fixtures\" using apps/v1: .spec.replicas";
+    let error = &write_to("web")?["error"];
+    ensure!(*error == format!("conflict: {conflict}"), "{error}");
+    let event = &report["events"][0];
+    ensure!(
+        event["reason"] == "ApplyConflict" && event["note"] == conflict,
+        "{event}"
+    );
+    // The same value is no conflict: `same` is applied without an error.
+    let same = write_to("same")?;
+    ensure!(same.get("error").is_none(), "{same}");
+    Ok(())
+}
+
+/// A ConfigMap the `misbehaving` test plugin acts on as `behaviour` says.
+fn misbehaving(behaviour: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {behaviour}, namespace: shop, \
+         labels: {{wcm.test/misbehave: \"\"}}}}\ndata: {{behaviour: {behaviour}}}\n"
+    )
+}
+
+#[test]
+fn events_about_kinds_not_its_own_are_forbidden_and_floods_are_cut() -> Result<()> {
+    let (_dir, file) = fixture(&misbehaving("events"))?;
+    let out = test_command(&[plugin_file("misbehaving"), file])?;
+    let stdout = text(&out.stdout);
+    ensure!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let report: serde_json::Value = serde_saphyr::from_str(&stdout)?;
+    let events = report["events"].as_array().map_or(0, Vec::len);
+    ensure!(
+        events == 25,
+        "{events} Events kept of 2,000; the burst is 25"
+    );
+    ensure!(
+        stdout.contains("wcm.test/event-forbidden: \"true\""),
+        "the Secret's Event was not refused:\n{stdout}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_trap_fails_the_run_naming_the_plugin_the_step_and_the_key() -> Result<()> {
+    let (_dir, file) = fixture(&misbehaving("trap"))?;
+    let out = test_command(&[plugin_file("misbehaving"), file])?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    ensure!(!out.status.success(), "passed:\n{stdout}");
+    let needle = "plugin misbehaving, step 1, reconcile of v1/ConfigMap shop/trap: trapped";
+    ensure!(stderr.contains(needle), "no {needle:?} in:\n{stderr}");
+    let report: serde_json::Value = serde_saphyr::from_str(&stdout)?;
+    let result = report["reconciles"][0]["result"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(
+        result.starts_with("trapped: ") && result.contains("deliberate panic"),
+        "{result}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_plugin_whose_writes_keep_waking_it_is_stopped_at_the_bound() -> Result<()> {
+    let (_dir, file) = fixture(&misbehaving("bump"))?;
+    let out = test_command(&[
+        plugin_file("misbehaving"),
+        file,
+        "--max-reconciles".into(),
+        "20".into(),
+    ])?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    ensure!(!out.status.success(), "passed:\n{stdout}");
+    let needle = "plugin misbehaving: keys still queued after 20 reconciles (--max-reconciles), \
+                  next v1/ConfigMap shop/bump";
+    ensure!(stderr.contains(needle), "no {needle:?} in:\n{stderr}");
+    ensure!(
+        stdout.contains("wcm.test/bumps: \"20\"") && !stdout.contains("\"21\""),
+        "{stdout}"
+    );
+    Ok(())
+}
+
+#[test]
+fn bad_fixtures_and_files_that_are_no_plugin_are_refused_by_name() -> Result<()> {
+    let (_dir, file) = fixture("apiVersion: v1\nkind: Pod\nmetadata: {}\n")?;
+    let out = test_command(&[plugin_file("pod-counter"), file.clone()])?;
+    let stderr = text(&out.stderr);
+    let needle = format!("{}: object 1: it has no metadata.name", file.display());
+    ensure!(
+        !out.status.success() && stderr.contains(&needle),
+        "{stderr}"
+    );
+    let out = test_command(&[file.clone(), file.clone()])?;
+    let stderr = text(&out.stderr);
+    let needle = format!("{}: not a WebAssembly file", file.display());
+    ensure!(
+        !out.status.success() && stderr.contains(&needle),
+        "{stderr}"
+    );
+    Ok(())
+}
