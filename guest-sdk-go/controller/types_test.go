@@ -1,6 +1,9 @@
 package controller
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRegistrationBuildersKeepEveryWatchAndPermission(t *testing.T) {
 	reg := NewRegistration("config-reloader", "0.1.0").
@@ -46,5 +49,15 @@ func TestRefAndRequestNameObjects(t *testing.T) {
 	}
 	if _, ok := (Request{Name: "count"}).Object(); ok {
 		t.Error("a fixed key names no object")
+	}
+}
+
+func TestClusterCallsOutsideAPluginFailAsUnavailableSayingHowToTest(t *testing.T) {
+	_, err := GetJSON(Ref(ConfigMap, "demo", "settings"))
+	if !hasCase(err, Unavailable) {
+		t.Fatalf("got %v, want unavailable", err)
+	}
+	if want := "wasm-controller-manager test"; !strings.Contains(err.Error(), want) {
+		t.Errorf("%q does not mention %q", err, want)
 	}
 }

@@ -49,6 +49,22 @@ pub enum Command {
     /// reconciles, writes and Events as YAML. With --expect, compare them with a file
     /// and fail on a difference. Needs no cluster.
     Test(TestArgs),
+    /// Create a plugin project in a new directory: an example controller in Rust, Go,
+    /// Python or JavaScript, a unit test, fixtures for `test`, a Makefile (`make
+    /// build`, `make test`) and a README; the contract and SDK come from this binary.
+    New(NewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The plugin's name (a DNS label such as `config-check`); also the directory's.
+    pub name: String,
+    /// The language of the project.
+    #[arg(long, value_enum)]
+    pub lang: wcm_host::scaffold::Language,
+    /// Where to create the project [default: ./NAME].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod rate;
 pub mod rbac;
 pub mod runtime;
+pub mod scaffold;
 pub mod server;
 pub mod status;
 pub mod testkit;

@@ -31,6 +31,7 @@ fn main() -> anyhow::Result<()> {
             Command::Rbac(args) => print_rbac(args).await,
             Command::Componentize(args) => componentize(&args),
             Command::Test(args) => test_plugin(args).await,
+            Command::New(args) => new_project(&args),
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result
@@ -252,6 +253,25 @@ fn componentize(args: &cli::ComponentizeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("{}", args.module.display()))?;
     std::fs::write(&args.output, component)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
+    Ok(())
+}
+
+/// Creates a plugin project (`new`) and says what to do next.
+fn new_project(args: &cli::NewArgs) -> anyhow::Result<()> {
+    let dir = (args.dir.clone()).unwrap_or_else(|| std::path::PathBuf::from(&args.name));
+    let files = wcm_host::scaffold::create(&args.name, args.lang, &dir)?;
+    println!("created {} ({} files):", dir.display(), files.len());
+    println!(
+        "  cd {}
+  make build   # writes {}.wasm",
+        dir.display(),
+        args.name
+    );
+    println!("  make test    # unit tests, then `wasm-controller-manager test` on testdata/");
+    println!(
+        "then copy {}.wasm into the host's plugins directory.",
+        args.name
+    );
     Ok(())
 }
 
