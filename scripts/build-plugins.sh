@@ -45,7 +45,7 @@ build_each() {
     [ -f "$dir/$entry" ] || continue
     name="$(basename "$dir")"
     out="target/plugins/$name.wasm"
-    if [ -f "$out" ] && [ -z "$(find "$dir" wit -newer "$out" -type f | head -n1)" ]; then
+    if [ -f "$out" ] && [ -z "$(find "$dir" wit "${SDK_DIRS[@]}" -newer "$out" -type f | head -n1)" ]; then
       continue
     fi
     [ -x "$tool" ] || { echo "plugins: $tool missing; run scripts/setup.sh" >&2; exit 1; }
@@ -58,9 +58,11 @@ build_each() {
     echo "plugins: built $out from $dir" >&2
   done
 }
+SDK_DIRS=(guest-sdk-python)
 build_each python app.py "$PYTHON_TOOLS/bin/componentize-py" \
-  -d wit -w controller componentize app -p "{dir}" -o "{out}"
+  -d wit -w controller componentize app -p "{dir}" -p guest-sdk-python -o "{out}"
 # Without componentize-js's HTTP features: the host links no wasi:http.
+SDK_DIRS=(guest-sdk-js)
 build_each javascript index.js "$JS_TOOLS/node_modules/.bin/componentize-js" \
   "{dir}index.js" -w wit -n controller -d http fetch-event -o "{out}"
 # Go plugins: plugins/go/<name> is a main package using guest-sdk-go, built by the

@@ -119,6 +119,10 @@ const PYTHON: &[(&str, &str)] = &[
         "test_logic.py",
         include_str!("../../templates/python/test_logic.py"),
     ),
+    (
+        "wasm_controller.py",
+        include_str!("../../../guest-sdk-python/wasm_controller.py"),
+    ),
 ];
 
 const JAVASCRIPT: &[(&str, &str)] = &[
@@ -141,6 +145,10 @@ const JAVASCRIPT: &[(&str, &str)] = &[
     (
         "logic.test.js",
         include_str!("../../templates/javascript/logic.test.js"),
+    ),
+    (
+        "wasm-controller.js",
+        include_str!("../../../guest-sdk-js/wasm-controller.js"),
     ),
 ];
 

@@ -1,41 +1,35 @@
 // {{name}}: counts the keys of opted-in ConfigMaps into a label.
-import { get, patchLabels, recordEvent } from 'wcm:controller/cluster@0.2.0';
-import { log } from 'wcm:controller/log@0.2.0';
+import {
+  CONFIG_MAP, NotFound, Registration, Verb, Watch, cluster, done, exportController, log,
+} from './wasm-controller.js';
 import { keysLabel } from './logic.js';
 
 const ENABLED = '{{name}}.example.com/enabled';
 const KEYS = '{{name}}.example.com/keys';
-const CONFIG_MAP = { group: '', version: 'v1', kind: 'ConfigMap' };
 
-export const reconciler = {
-  register() {
-    return {
-      name: '{{name}}',
-      version: '0.1.0',
-      watches: [{ kind: CONFIG_MAP, namespace: undefined, labelSelector: ENABLED, mapsTo: { tag: 'object' } }],
-      permissions: [{ kind: CONFIG_MAP, verbs: ['patch'] }],
-      maxConcurrentReconciles: 0,
-      resyncPeriodMs: undefined,
-    };
+export const reconciler = exportController({
+  registration() {
+    return new Registration('{{name}}', '0.1.0')
+      .watch(Watch.all(CONFIG_MAP).labels(ENABLED))
+      .permit(CONFIG_MAP, Verb.PATCH);
   },
 
-  reconcile(req) {
-    const ref = { kind: CONFIG_MAP, namespace: req.namespace, name: req.name };
+  reconcile(request) {
+    const ref = request.object();
     let configMap;
     try {
-      configMap = JSON.parse(get(ref));
+      configMap = cluster.get(ref);
     } catch (e) {
-      // Host errors arrive as exceptions whose payload is the contract's error case.
-      if (e.payload && e.payload.tag === 'not-found') return { tag: 'done' }; // deleted meanwhile
+      if (e instanceof NotFound) return done(); // deleted meanwhile
       throw e;
     }
     const wanted = keysLabel(configMap);
     if ((configMap.metadata.labels || {})[KEYS] !== wanted) {
-      patchLabels(ref, [[KEYS, wanted]], []);
+      cluster.patchLabels(ref, { [KEYS]: wanted });
       const note = `${wanted} keys`;
-      recordEvent(ref, 'normal', 'KeysCounted', note);
-      log('info', `${req.name}: ${note}`);
+      cluster.recordEvent(ref, 'KeysCounted', note);
+      log.info(`${request.name}: ${note}`);
     }
-    return { tag: 'done' };
+    return done();
   },
-};
+});

@@ -4,12 +4,12 @@
 // `data` into the label `example.com/data-hash`, so whatever consumes the ConfigMap (a
 // Deployment's pod template, a cache key) can tell when the content changed. The hash
 // is 32-bit FNV-1a of the data as JSON with its keys sorted, in 8 hex digits.
-import { get, patchLabels } from 'wcm:controller/cluster@0.2.0';
-import { log } from 'wcm:controller/log@0.2.0';
+import {
+  CONFIG_MAP, NotFound, Registration, Verb, Watch, cluster, done, exportController, log,
+} from '../../../guest-sdk-js/wasm-controller.js';
 
 const OPT_IN = 'example.com/hash-data';
 const HASH = 'example.com/data-hash';
-const CONFIG_MAP = { group: '', version: 'v1', kind: 'ConfigMap' };
 
 /** 32-bit FNV-1a of the UTF-8 bytes of `text`, as 8 hex digits. */
 export function fnv1a(text) {
@@ -28,33 +28,27 @@ function canonical(data) {
   return JSON.stringify(sorted);
 }
 
-export const reconciler = {
-  register() {
-    return {
-      name: 'data-hash',
-      version: '0.1.0',
-      watches: [{ kind: CONFIG_MAP, namespace: undefined, labelSelector: OPT_IN, mapsTo: { tag: 'object' } }],
-      permissions: [{ kind: CONFIG_MAP, verbs: ['patch'] }],
-      maxConcurrentReconciles: 0,
-      resyncPeriodMs: undefined,
-    };
+export const reconciler = exportController({
+  registration() {
+    return new Registration('data-hash', '0.1.0')
+      .watch(Watch.all(CONFIG_MAP).labels(OPT_IN))
+      .permit(CONFIG_MAP, Verb.PATCH);
   },
 
-  reconcile(req) {
-    const ref = { kind: CONFIG_MAP, namespace: req.namespace, name: req.name };
+  reconcile(request) {
+    const ref = request.object();
     let configMap;
     try {
-      configMap = JSON.parse(get(ref));
+      configMap = cluster.get(ref);
     } catch (e) {
-      // Host errors arrive as exceptions whose payload is the WIT error case.
-      if (e.payload && e.payload.tag === 'not-found') return { tag: 'done' };
+      if (e instanceof NotFound) return done(); // deleted meanwhile
       throw e;
     }
     const hash = fnv1a(canonical(configMap.data));
     if ((configMap.metadata.labels || {})[HASH] !== hash) {
-      patchLabels(ref, [[HASH, hash]], []);
-      log('info', `hashed ${req.namespace}/${req.name}: ${hash}`);
+      cluster.patchLabels(ref, { [HASH]: hash });
+      log.info(`hashed ${request.namespace}/${request.name}: ${hash}`);
     }
-    return { tag: 'done' };
+    return done();
   },
-};
+});

@@ -1,0 +1,366 @@
+"""The Python SDK of wasm-controller-manager: write a controller like the Rust SDK's.
+
+A thin layer over the bindings componentize-py generates from the contract
+(`wit/controller.wit`): registration builders, objects as dicts, one exception class
+per error case, helpers for conditions and owner references. Build a plugin with
+`componentize-py -d wit -w controller componentize app -p . -o plugin.wasm`, where
+`app.py` ends with `Reconciler = export(MyController())`.
+
+    class Keys(Controller):
+        def registration(self):
+            return Registration("keys", "0.1.0").watch(Watch.all(CONFIG_MAP)).permit(
+                CONFIG_MAP, Verb.PATCH)
+
+        def reconcile(self, request):
+            try:
+                config_map = cluster.get(request.object())
+            except NotFound:
+                return Done()  # deleted meanwhile
+            ...
+            return Done()
+
+    Reconciler = export(Keys())
+"""
+
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports import reconciler as r
+from wit_world.imports import cluster as _cluster
+from wit_world.imports import log as _log
+from wit_world.imports import types
+
+Gvk = types.Gvk
+ObjectRef = types.ObjectRef
+Verb = r.Verb
+Propagation = _cluster.Propagation
+
+POD = Gvk(group="", version="v1", kind="Pod")
+NODE = Gvk(group="", version="v1", kind="Node")
+CONFIG_MAP = Gvk(group="", version="v1", kind="ConfigMap")
+SECRET = Gvk(group="", version="v1", kind="Secret")
+SERVICE = Gvk(group="", version="v1", kind="Service")
+NAMESPACE = Gvk(group="", version="v1", kind="Namespace")
+DEPLOYMENT = Gvk(group="apps", version="v1", kind="Deployment")
+STATEFUL_SET = Gvk(group="apps", version="v1", kind="StatefulSet")
+DAEMON_SET = Gvk(group="apps", version="v1", kind="DaemonSet")
+REPLICA_SET = Gvk(group="apps", version="v1", kind="ReplicaSet")
+JOB = Gvk(group="batch", version="v1", kind="Job")
+
+
+# --- errors --------------------------------------------------------------------------
+
+class ClusterError(Exception):
+    """A failed host call, or a reconcile's own failure: `case` is the contract's."""
+
+    case = "other"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.case}: {self.message}"
+
+
+class NotFound(ClusterError):
+    """The object does not exist (or is not in the cache yet)."""
+    case = "not-found"
+
+
+class Forbidden(ClusterError):
+    """Not declared by the plugin, or denied by the cluster's RBAC."""
+    case = "forbidden"
+
+
+class Conflict(ClusterError):
+    """Someone else changed or owns what the plugin tried to write."""
+    case = "conflict"
+
+
+class Invalid(ClusterError):
+    """Malformed input: a bad name, label, selector or JSON."""
+    case = "invalid"
+
+
+class Unavailable(ClusterError):
+    """The API server or the cache is not reachable or ready; retry later."""
+    case = "unavailable"
+
+
+class Other(ClusterError):
+    """Anything else."""
+    case = "other"
+
+
+_BY_CASE = {
+    types.Error_NotFound: NotFound,
+    types.Error_Forbidden: Forbidden,
+    types.Error_Conflict: Conflict,
+    types.Error_Invalid: Invalid,
+    types.Error_Unavailable: Unavailable,
+    types.Error_Other: Other,
+}
+_TO_CASE = {cls: case for case, cls in _BY_CASE.items()}
+
+
+def _raised(e: Err) -> ClusterError:
+    cls = _BY_CASE.get(type(e.value), Other)
+    return cls(getattr(e.value, "value", str(e.value)))
+
+
+def _call(function, *args):
+    try:
+        return function(*args)
+    except Err as e:
+        raise _raised(e) from None
+
+
+# --- registration ----------------------------------------------------------------------
+
+@dataclass
+class Watch:
+    """One kind the plugin watches, and how a change becomes a key."""
+
+    kind: Gvk
+    namespace: Optional[str] = None
+    label_selector: Optional[str] = None
+    maps_to: object = field(default_factory=r.KeyMapping_Object)
+
+    @staticmethod
+    def all(kind: Gvk) -> "Watch":
+        """Every object of `kind`, each waking its own key."""
+        return Watch(kind)
+
+    def in_namespace(self, namespace: str) -> "Watch":
+        self.namespace = namespace
+        return self
+
+    def labels(self, selector: str) -> "Watch":
+        """Only objects matching a label selector (`app=web`, `example.com/opt-in`)."""
+        self.label_selector = selector
+        return self
+
+    def fixed_key(self, key: str) -> "Watch":
+        """Every change wakes the one key `key` (for aggregates such as counts)."""
+        self.maps_to = r.KeyMapping_Fixed(key)
+        return self
+
+    def owned_by(self, owner: Gvk) -> "Watch":
+        """A change wakes the object's controller owner of kind `owner`."""
+        self.maps_to = r.KeyMapping_ControllerOwner(owner)
+        return self
+
+
+class Registration:
+    """Who the plugin is and what it needs; built with chained calls."""
+
+    def __init__(self, name: str, version: str):
+        self.name, self.version = name, version
+        self.watches: List[Watch] = []
+        self.permissions: Dict[tuple, set] = {}
+        self.max_concurrent_reconciles = 0
+        self.resync_period_ms: Optional[int] = None
+
+    def watch(self, watch: Watch) -> "Registration":
+        self.watches.append(watch)
+        return self
+
+    def permit(self, kind: Gvk, *verbs: Verb) -> "Registration":
+        key = (kind.group, kind.version, kind.kind)
+        self.permissions.setdefault(key, set()).update(verbs)
+        return self
+
+    def concurrency(self, n: int) -> "Registration":
+        self.max_concurrent_reconciles = n
+        return self
+
+    def resync_every(self, seconds: float) -> "Registration":
+        self.resync_period_ms = int(seconds * 1000)
+        return self
+
+    def _to_wit(self) -> r.Registration:
+        watches = [r.Watch(kind=w.kind, namespace=w.namespace,
+                           label_selector=w.label_selector, maps_to=w.maps_to)
+                   for w in self.watches]
+        permissions = [r.Permission(kind=Gvk(group=g, version=v, kind=k),
+                                    verbs=sorted(verbs, key=lambda v: v.value))
+                       for (g, v, k), verbs in self.permissions.items()]
+        return r.Registration(name=self.name, version=self.version, watches=watches,
+                              permissions=permissions,
+                              max_concurrent_reconciles=self.max_concurrent_reconciles,
+                              resync_period_ms=self.resync_period_ms)
+
+
+# --- reconcile -------------------------------------------------------------------------
+
+@dataclass
+class Request:
+    """The key to reconcile: an object (kind set) or a fixed key (kind None)."""
+
+    kind: Optional[Gvk]
+    namespace: Optional[str]
+    name: str
+
+    def object(self) -> Optional[ObjectRef]:
+        """The object the key names; None for a fixed key."""
+        if self.kind is None:
+            return None
+        return ObjectRef(kind=self.kind, namespace=self.namespace, name=self.name)
+
+
+def Done():
+    """Nothing to do until something changes."""
+    return r.Action_Done()
+
+
+def RequeueAfter(seconds: float):
+    """Reconcile this key again after `seconds` (an earlier change still wakes it)."""
+    return r.Action_RequeueAfter(int(seconds * 1000))
+
+
+class Controller:
+    """Implement `registration` and `reconcile`, then `Reconciler = export(...)`."""
+
+    def registration(self) -> Registration:
+        raise NotImplementedError
+
+    def reconcile(self, request: Request):
+        raise NotImplementedError
+
+
+def export(controller: Controller):
+    """The class componentize-py calls: assign it to `Reconciler` in the app module.
+
+    A `ClusterError` raised by `reconcile` is returned as that case (the host logs it
+    and retries the key with backoff); any other exception is logged with its
+    traceback and returned as `other`, so the instance does not trap.
+    """
+
+    class Reconciler(exports.Reconciler):
+        def register(self) -> r.Registration:
+            return controller.registration()._to_wit()
+
+        def reconcile(self, req: r.Request):
+            request = Request(kind=req.kind, namespace=req.namespace, name=req.name)
+            try:
+                return controller.reconcile(request)
+            except ClusterError as e:
+                raise Err(_TO_CASE[type(e)](e.message)) from None
+            except Err:
+                raise
+            except Exception as e:  # noqa: BLE001 - the host gets every failure
+                log.error(traceback.format_exc())
+                raise Err(types.Error_Other(f"{type(e).__name__}: {e}")) from None
+
+    return Reconciler
+
+
+# --- the cluster -----------------------------------------------------------------------
+
+class cluster:
+    """Reads from the host's caches and writes as the plugin (objects are dicts)."""
+
+    @staticmethod
+    def get(ref: ObjectRef) -> dict:
+        """One object of a watched kind; raises NotFound if it is not there."""
+        return json.loads(_call(_cluster.get, ref))
+
+    @staticmethod
+    def list(kind: Gvk, namespace: Optional[str] = None,
+             label_selector: Optional[str] = None) -> List[dict]:
+        """Objects of a watched kind, sorted by namespace and name."""
+        return [json.loads(o) for o in
+                _call(_cluster.list, kind, namespace, label_selector)]
+
+    @staticmethod
+    def patch_labels(ref: ObjectRef, set: Dict[str, str],  # noqa: A002 - the contract's word
+                     remove: Optional[List[str]] = None) -> None:
+        """Sets labels and removes keys, as the plugin's field manager."""
+        _call(_cluster.patch_labels, ref, sorted(set.items()), list(remove or []))
+
+    @staticmethod
+    def record_event(ref: ObjectRef, reason: str, note: str, warning: bool = False) -> None:
+        """Records an Event about `ref` (Normal, or Warning with `warning=True`)."""
+        kind = types.EventType.WARNING if warning else types.EventType.NORMAL
+        _call(_cluster.record_event, ref, kind, reason, note)
+
+    @staticmethod
+    def apply(obj: dict, force: bool) -> dict:
+        """Server-side applies a whole object; returns it as stored."""
+        return json.loads(_call(_cluster.apply, json.dumps(obj), force))
+
+    @staticmethod
+    def patch_status(ref: ObjectRef, status: dict) -> None:
+        """Merges `status` into the object's status subresource."""
+        _call(_cluster.patch_status, ref, json.dumps(status))
+
+    @staticmethod
+    def delete(ref: ObjectRef, propagation: Propagation = Propagation.BACKGROUND) -> None:
+        """Deletes the object; raises NotFound if it is gone already."""
+        _call(_cluster.delete, ref, propagation)
+
+
+class log:
+    """Log lines into the host's log, tagged with the plugin and key."""
+
+    @staticmethod
+    def debug(message: str) -> None:
+        _log.log(_log.Level.DEBUG, message)
+
+    @staticmethod
+    def info(message: str) -> None:
+        _log.log(_log.Level.INFO, message)
+
+    @staticmethod
+    def warn(message: str) -> None:
+        _log.log(_log.Level.WARN, message)
+
+    @staticmethod
+    def error(message: str) -> None:
+        _log.log(_log.Level.ERROR, message)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+def now() -> str:
+    """The current time as Kubernetes writes it (RFC 3339, seconds, UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def set_condition(conditions: List[dict], type_: str, status: str, reason: str,
+                  message: str, observed_generation: Optional[int] = None) -> List[dict]:
+    """Conditions with `type_` set; `lastTransitionTime` moves only when the status
+    changes (as meta.SetStatusCondition does)."""
+    previous = next((c for c in conditions if c.get("type") == type_), None)
+    changed = previous is None or previous.get("status") != status
+    condition = {"type": type_, "status": status, "reason": reason, "message": message,
+                 "lastTransitionTime": now() if changed else previous["lastTransitionTime"]}
+    if observed_generation is not None:
+        condition["observedGeneration"] = observed_generation
+    return [c for c in conditions if c.get("type") != type_] + [condition]
+
+
+def controller_reference(owner: dict) -> dict:
+    """An ownerReference making `owner` the controller of another object."""
+    meta = owner["metadata"]
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def set_controller_reference(obj: dict, owner: dict) -> dict:
+    """Adds `owner` as the controller of `obj`; raises Invalid if another object is
+    its controller already (as controller-runtime's SetControllerReference)."""
+    refs = obj.setdefault("metadata", {}).setdefault("ownerReferences", [])
+    wanted = controller_reference(owner)
+    for ref in refs:
+        if ref.get("controller") and ref.get("uid") != wanted["uid"]:
+            raise Invalid(f"{obj['metadata'].get('name')} is controlled by "
+                          f"{ref.get('kind')} {ref.get('name')} already")
+    refs[:] = [ref for ref in refs if ref.get("uid") != wanted["uid"]] + [wanted]
+    return obj
