@@ -1,0 +1,159 @@
+//! The "write a plugin in …" guides, followed literally: every ```` ```sh guide ````
+//! block of each guide runs in order, as one shell script, the way a reader would type
+//! it — `wasm-controller-manager new`, the project's own `make build` and `make test`
+//! (its unit test, then `wasm-controller-manager test` on its fixtures), RBAC from
+//! `rbac`, the drop into a running host's plugins directory, and `kubectl wait` until
+//! the plugin has acted in the real cluster. A guide that goes stale fails here.
+//! Prints, per guide, the time from `new` to the plugin acting.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, ensure};
+use support::{HostProcess, kubectl};
+use wcm_control_plane::{ControlPlane, TestNamespace};
+
+const GUIDES: [&str; 4] = [
+    "docs/writing-a-plugin.md",
+    "docs/writing-a-plugin-in-go.md",
+    "docs/writing-a-plugin-in-python.md",
+    "docs/writing-a-plugin-in-javascript.md",
+];
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// The ```` ```sh guide ```` blocks of a guide, in order.
+fn guide_steps(markdown: &str) -> Vec<String> {
+    let mut steps = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```sh guide") => current = Some(String::new()),
+            (Some(block), "```") => {
+                steps.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    steps
+}
+
+/// A directory holding the pinned tool `scripts/setup.sh` installed.
+fn tool_dir(variable: &str) -> Result<String> {
+    let script = format!("source scripts/tools.env && echo \"${variable}\"");
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(repo(""))
+        .output()?;
+    Ok(String::from_utf8(out.stdout)?.trim().to_string())
+}
+
+/// What a reader's shell has: the host binary, kubectl, componentize-py and
+/// componentize-js on PATH, a kubeconfig whose namespace is `namespace`, and the
+/// running host's plugins directory.
+fn reader_env(
+    plane: &ControlPlane,
+    namespace: &str,
+    plugins: &Path,
+) -> Result<Vec<(String, String)>> {
+    let kubeconfig = plugins.with_extension("kubeconfig");
+    std::fs::copy(plane.admin_kubeconfig(), &kubeconfig)?;
+    let set = [
+        "config",
+        "set-context",
+        "--current",
+        "--namespace",
+        namespace,
+    ];
+    let out = Command::new(ControlPlane::kubectl())
+        .args(set)
+        .env("KUBECONFIG", &kubeconfig)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let host = Path::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
+    let dirs = [
+        host.parent().context("host dir")?.to_path_buf(),
+        ControlPlane::kubectl()
+            .parent()
+            .context("kubectl dir")?
+            .to_path_buf(),
+        PathBuf::from(tool_dir("PYTHON_TOOLS")?).join("bin"),
+    ];
+    let path: Vec<String> = (dirs.iter().map(|d| d.display().to_string()))
+        .chain([std::env::var("PATH")?])
+        .collect();
+    let js = tool_dir("JS_TOOLS")? + "/node_modules/.bin/componentize-js";
+    Ok(vec![
+        ("PATH".into(), path.join(":")),
+        ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+        ("PLUGINS_DIR".into(), plugins.display().to_string()),
+        // The projects' Makefiles take these from the environment (`?=`): the tool
+        // setup.sh installed instead of `npm install`, and one target directory for
+        // every Rust project, so only the first run builds the SDK's dependencies.
+        ("COMPONENTIZE_JS".into(), js),
+        (
+            "CARGO_TARGET_DIR".into(),
+            repo("target/guides").display().to_string(),
+        ),
+    ])
+}
+
+#[tokio::test]
+async fn every_guide_followed_literally_ends_with_its_plugin_acting_in_the_cluster() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("guides").await?;
+    // Where `rbac` puts plugins' ServiceAccounts by default (the host's namespace).
+    let _ = kubectl(plane, &["create", "namespace", "wcm-system"]);
+    let work = tempfile::tempdir()?;
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir(&plugins)?;
+    let env = reader_env(plane, ns.name(), &plugins)?;
+    let host = HostProcess::start(&plugins, &[])?;
+    for guide in GUIDES {
+        let steps = guide_steps(&std::fs::read_to_string(repo(guide))?);
+        ensure!(
+            steps.len() >= 2,
+            "{guide}: {} `sh guide` blocks",
+            steps.len()
+        );
+        let script = format!("set -euo pipefail\n{}", steps.concat());
+        let begun = Instant::now();
+        let out = Command::new("bash")
+            .args(["-c", &script])
+            .envs(env.iter().cloned())
+            .current_dir(work.path())
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "{guide}, followed literally, failed:\n{}{}\nhost log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            host.logs().join("\n")
+        );
+        eprintln!(
+            "{guide}: from `new` to the plugin acting: {:?}",
+            begun.elapsed()
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn guide_blocks_are_read_in_order_and_other_blocks_are_not() {
+    let markdown = "text\n```sh guide\na\nb\n```\n```sh\nnot a step\n```\n```sh guide\nc\n```\n";
+    assert_eq!(guide_steps(markdown), ["a\nb\n", "c\n"]);
+}
