@@ -10,6 +10,8 @@ package controller
 
 import (
 	"encoding/binary"
+	"runtime"
+	"runtime/debug"
 	"unsafe"
 )
 
@@ -17,6 +19,19 @@ import (
 // written (an import's result), so the garbage collector leaves it alone; it is
 // emptied at the start of each export call, when nothing of the last one is used.
 var kept [][]byte
+
+// Go's collector is off in a plugin. The host writes an import's results through
+// cabi_import_realloc, and a collection started by an allocation there calls WASI
+// (clocks) from inside that callback, which the Component Model forbids: the
+// instance would trap ("cannot leave component instance") on a large answer, such
+// as a list of thousands of objects. Each reconcile runs in a fresh instance, so
+// its garbage goes with it; Collect frees memory in a long one.
+func init() { debug.SetGCPercent(-1) }
+
+// Collect runs Go's garbage collector, which a plugin otherwise never runs: call it
+// between host calls in a reconcile that allocates more in total than the host's
+// memory limit (--max-memory-mib) allows.
+func Collect() { runtime.GC() }
 
 // alloc returns size bytes aligned to align, kept alive until the next export call.
 func alloc(size, align uint32) []byte {

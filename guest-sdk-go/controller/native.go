@@ -10,12 +10,16 @@ package controller
 import (
 	"fmt"
 	"os"
+	"runtime"
 )
 
 var plugin Controller
 
 // Export registers the plugin's controller; call it from an init function.
 func Export(c Controller) { plugin = c }
+
+// Collect runs Go's garbage collector (in a plugin it runs only when asked).
+func Collect() { runtime.GC() }
 
 func notInPlugin() error {
 	return &Error{Case: Unavailable, Message: "the cluster is reachable only from a plugin " +

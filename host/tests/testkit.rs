@@ -262,3 +262,36 @@ fn bad_fixtures_and_files_that_are_no_plugin_are_refused_by_name() -> Result<()>
     );
     Ok(())
 }
+
+/// 3,000 Deployments that reload on one ConfigMap, as one `kind: List` (JSON).
+fn many_deployments(count: usize) -> String {
+    let mut items = vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cfg", "namespace": "shop"}, "data": {"a": "b"}})];
+    for i in 0..count {
+        items.push(
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": format!("d{i}"), "namespace": "shop",
+                "labels": {"example.com/reload-on": "cfg"},
+                "annotations": {"padding": "x".repeat(500)}},
+            "spec": {"selector": {"matchLabels": {"app": format!("d{i}")}},
+                "template": {"metadata": {"labels": {"app": format!("d{i}")}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+        );
+    }
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+/// A Go plugin's heap grows while the host writes a large answer into it: before the
+/// Go SDK kept Go's collector out of that callback, the instance trapped ("cannot
+/// leave component instance").
+#[test]
+fn a_go_plugin_reads_a_list_of_thousands_of_objects() -> Result<()> {
+    let (_dir, file) = fixture(&many_deployments(3000))?;
+    let out = test_command(&[plugin_file("config-reloader"), file])?;
+    let stdout = text(&out.stdout);
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_saphyr::from_str(&stdout)?;
+    let applied = report["writes"].as_array().map_or(0, Vec::len);
+    ensure!(applied == 3000, "{applied} applies of 3,000");
+    Ok(())
+}

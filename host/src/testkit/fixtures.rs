@@ -133,8 +133,8 @@ pub fn read(paths: &[PathBuf]) -> Result<(Vec<(ObjectId, Value)>, Scopes), Fixtu
             path: file.clone(),
             cause,
         })?;
-        let values: Vec<Value> =
-            serde_saphyr::from_multiple(&text).map_err(|e| FixtureError::Yaml {
+        let values: Vec<Value> = serde_saphyr::from_multiple_with_options(&text, yaml_options())
+            .map_err(|e| FixtureError::Yaml {
                 path: file.clone(),
                 cause: e.to_string(),
             })?;
@@ -163,6 +163,18 @@ pub fn read(paths: &[PathBuf]) -> Result<(Vec<(ObjectId, Value)>, Scopes), Fixtu
         objects.push((id, object));
     }
     Ok((objects, scopes))
+}
+
+/// The YAML parser's limits, raised for fixtures and reports of a large cluster
+/// (tens of thousands of objects); the defaults stop at 1,024 documents.
+pub fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 200_000,
+            max_nodes: 20_000_000,
+            max_events: 100_000_000,
+        },
+    }
 }
 
 /// A `kind: List`'s items, or the object itself.

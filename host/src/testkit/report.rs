@@ -117,8 +117,9 @@ impl Report {
     /// Compares with an expected report (YAML): none if they are equal, else a
     /// unified diff from the expected to this one, both with their keys sorted.
     pub fn differences(&self, expected: &str) -> Result<Option<String>, ReportError> {
-        let expected: Value =
-            serde_saphyr::from_str(expected).map_err(|e| ReportError::Expected(e.to_string()))?;
+        let options = super::fixtures::yaml_options();
+        let expected: Value = serde_saphyr::from_str_with_options(expected, options)
+            .map_err(|e| ReportError::Expected(e.to_string()))?;
         let actual = serde_json::to_value(self).map_err(|e| ReportError::Render(e.to_string()))?;
         if expected == actual {
             return Ok(None);
