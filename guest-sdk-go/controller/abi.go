@@ -28,6 +28,18 @@ var kept [][]byte
 // its garbage goes with it; Collect frees memory in a long one.
 func init() { debug.SetGCPercent(-1) }
 
+// adapterArena is where the WASI adapter keeps its state and stack (64 KiB each). `wasm-controller-manager
+// componentize` finds it by its first bytes and gives the adapter a cabi_realloc
+// that allocates in it, so that state lives among Go's static data, which Go's heap
+// never covers; on pages of its own, Go's heap would overwrite it as it grows.
+var adapterArena = [192 << 10]byte{'w', 'a', 's', 'm', '-', 'c', 'o', 'n', 't', 'r', 'o', 'l', 'l', 'e', 'r', '-', 'm', 'a', 'n', 'a', 'g', 'e', 'r', ':', 'a', 'd', 'a', 'p', 't', 'e', 'r', '-', 'a', 'r', 'e', 'n', 'a', ':', 'v', '1', '\x00'}
+
+// arenaAddress keeps the arena in the binary: the linker drops data no code refers
+// to, and nothing but the adapter (through the injected cabi_realloc) uses it.
+var arenaAddress uintptr
+
+func init() { arenaAddress = uintptr(unsafe.Pointer(&adapterArena)) }
+
 // Collect runs Go's garbage collector, which a plugin otherwise never runs: call it
 // between host calls in a reconcile that allocates more in total than the host's
 // memory limit (--max-memory-mib) allows.

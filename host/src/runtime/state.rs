@@ -19,6 +19,8 @@ pub const MAX_HOST_HANDLES: usize = 10_000;
 /// Elements of one guest table (function pointers), as the pooling allocator's
 /// default, so a table grows no further without the pool than with it.
 pub const MAX_TABLE_ELEMENTS: usize = 20_000;
+/// The one argument a plugin gets: its program name.
+const PROGRAM_NAME: &str = "plugin";
 /// Core instances, tables and memories one component may create.
 const MAX_INSTANCES: usize = 100;
 
@@ -69,7 +71,9 @@ impl HostState {
     }
 
     /// State for one call. WASI gets no preopened directories, no sockets, no
-    /// environment and no arguments: a plugin sees the cluster only through imports.
+    /// environment, and only a program name as its arguments (`plugin`: Go's and other
+    /// runtimes' libraries read `argv[0]` at start, and Go's klog panics without it):
+    /// a plugin sees the cluster only through imports.
     fn new(
         plugin: Arc<str>,
         key: Option<String>,
@@ -79,7 +83,8 @@ impl HostState {
     ) -> HostState {
         let stderr = GuestStderr::default();
         let mut wasi = WasiCtxBuilder::new();
-        wasi.allow_tcp(false)
+        wasi.arg(PROGRAM_NAME)
+            .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .stderr(stderr.clone());

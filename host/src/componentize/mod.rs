@@ -4,11 +4,15 @@
 //! WASI preview 1 with the reactor adapter of the wasmtime release the host runs, as
 //! `wasm-tools component embed` + `component new --adapt` would, without either tool.
 
+mod arena;
+
+pub use arena::{ARENA_BYTES, MAGIC as ARENA_MAGIC};
+
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
 use wit_parser::Resolve;
 
 /// The contract, as the host was built with it.
-const CONTRACT: &str = include_str!("../../wit/controller.wit");
+const CONTRACT: &str = include_str!("../../../wit/controller.wit");
 /// The world plugins implement.
 const WORLD: &str = "controller";
 
@@ -33,7 +37,10 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
     let world = resolve
         .select_world(&[package], Some(WORLD))
         .map_err(|e| ComponentizeError::Contract(format!("{e:#}")))?;
-    let mut module = module.to_vec();
+    let mut module = match arena::with_adapter_arena(module) {
+        Ok(with_arena) => with_arena.unwrap_or_else(|| module.to_vec()),
+        Err(cause) => return Err(ComponentizeError::Module(cause)),
+    };
     let invalid = |e: anyhow::Error| ComponentizeError::Module(format!("{e:#}"));
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)
         .map_err(invalid)?;
