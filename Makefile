@@ -37,9 +37,9 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 -p wasm-controller-sdk $(PLUGIN_PACKAGES) -- -D warnings
-	test -z "$$(gofmt -l guest-sdk-go plugins/go)" || { gofmt -l guest-sdk-go plugins/go; exit 1; }
+	test -z "$$(gofmt -l guest-sdk-go plugins/go host/tests/go-plugins)" || { gofmt -l guest-sdk-go plugins/go host/tests/go-plugins; exit 1; }
 	cd guest-sdk-go && go vet ./... && GOOS=wasip1 GOARCH=wasm go vet ./...
-	for d in plugins/go/*/; do (cd "$$d" && GOOS=wasip1 GOARCH=wasm go vet ./...); done
+	for d in plugins/go/*/ host/tests/go-plugins/*/; do (cd "$$d" && GOOS=wasip1 GOARCH=wasm go vet ./...); done
 
 ## bench: reconcile cost (Wasm vs native), queue throughput, cache memory (release build)
 bench: setup plugins

@@ -69,11 +69,18 @@ build_each javascript index.js "$JS_TOOLS/node_modules/.bin/componentize-js" \
 # standard Go toolchain as a WASI preview 1 reactor and made a component by the
 # host's own `componentize` (Go's build cache makes an unchanged plugin quick).
 cargo build -p wasm-controller-manager
-mkdir -p target/go
-for dir in plugins/go/*/; do
-  [ -f "$dir/go.mod" ] || continue
-  name="$(basename "$dir")"
-  (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "../../../target/go/$name.core.wasm" .)
-  target/debug/wasm-controller-manager componentize "target/go/$name.core.wasm" -o "target/plugins/$name.wasm"
-done
+mkdir -p target/go target/test-plugins
+# `go_plugins DIR OUT`: every Go plugin under DIR becomes OUT/<name>.wasm.
+go_plugins() {
+  local dir name
+  for dir in "$1"/*/; do
+    [ -f "$dir/go.mod" ] || continue
+    name="$(basename "$dir")"
+    (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$OLDPWD/target/go/$name.core.wasm" .)
+    target/debug/wasm-controller-manager componentize "target/go/$name.core.wasm" -o "$2/$name.wasm"
+  done
+}
+go_plugins plugins/go target/plugins
+# Go test plugins (host/tests/go-plugins: not Cargo workspace members).
+go_plugins host/tests/go-plugins target/test-plugins
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

@@ -1,5 +1,6 @@
 //! `wasm-controller-manager test`, as a plugin author runs it: every example plugin
-//! does what its reviewed report says against its fixtures; a changed expectation
+//! (and the Go SDK's exerciser, with `k8s.io/api` types) does what its reviewed
+//! report says against its fixtures; a changed expectation
 //! fails with a diff; conflicts, forbidden calls, traps and self-waking loops are
 //! reported naming the plugin, the key and the step. Needs no cluster.
 
@@ -36,8 +37,9 @@ fn fixture(yaml: &str) -> Result<(tempfile::TempDir, PathBuf)> {
     Ok((dir, path))
 }
 
-/// Each example plugin with its fixtures and the reviewed expected report.
-const EXAMPLES: [(&str, &[&str], &str); 5] = [
+/// Each example plugin, and the Go SDK's exerciser (every import through the Go SDK
+/// with `k8s.io/api` types), with its fixtures and the reviewed expected report.
+const REVIEWED: [(&str, &[&str], &str); 6] = [
     (
         "pod-counter",
         &["plugins/pod-counter/testdata/cluster.yaml"],
@@ -66,11 +68,16 @@ const EXAMPLES: [(&str, &[&str], &str); 5] = [
         &["plugins/go/config-reloader/testdata/cluster.yaml"],
         "plugins/go/config-reloader/testdata/expected.yaml",
     ),
+    (
+        "go-sdk-exerciser",
+        &["host/tests/go-plugins/go-sdk-exerciser/testdata/cluster.yaml"],
+        "host/tests/go-plugins/go-sdk-exerciser/testdata/expected.yaml",
+    ),
 ];
 
 #[test]
-fn every_example_plugin_does_what_its_expected_report_says() -> Result<()> {
-    for (plugin, fixtures, expected) in EXAMPLES {
+fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
+    for (plugin, fixtures, expected) in REVIEWED {
         let mut args = vec![plugin_file(plugin)];
         args.extend(fixtures.iter().map(|f| repo(f)));
         args.extend([PathBuf::from("--expect"), repo(expected)]);

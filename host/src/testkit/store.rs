@@ -253,7 +253,8 @@ impl Store {
         }))
     }
 
-    /// Sets what the API server sets on a new object (a fixture keeps its own uid).
+    /// Sets what the API server sets on a new object (a fixture keeps its own uid,
+    /// generation and creation time).
     fn stamp_new(&mut self, id: &ObjectId, object: &mut Value) {
         self.last_version += 1;
         self.last_uid += 1;
@@ -266,7 +267,9 @@ impl Store {
             meta["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", self.last_uid));
         }
         meta["resourceVersion"] = json!(self.last_version.to_string());
-        meta["generation"] = json!(1);
+        if meta.get("generation").is_none() {
+            meta["generation"] = json!(1);
+        }
         if meta.get("creationTimestamp").is_none() {
             meta["creationTimestamp"] = json!(CLOCK);
         }

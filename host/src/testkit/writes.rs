@@ -32,10 +32,14 @@ impl MemoryCluster {
         result
     }
 
-    /// A store error as the plugin sees it, prefixed with the call.
-    fn failed(op: &str, error: StoreError) -> CapabilityError {
+    /// A store error as the plugin sees it, prefixed with the call, worded as the
+    /// API server words it.
+    fn failed(op: &str, target: &Target, error: StoreError) -> CapabilityError {
         match error {
-            StoreError::NotFound => CapabilityError::NotFound(format!("{op}: not found")),
+            StoreError::NotFound => CapabilityError::NotFound(format!(
+                "{op}: {} {:?} not found",
+                target.gvk.kind, target.name
+            )),
             StoreError::Conflict(m) => CapabilityError::Conflict(format!("{op}: {m}")),
         }
     }
@@ -54,7 +58,7 @@ impl MemoryCluster {
         let changed = (world
             .store
             .patch_labels(&id, set, remove, &self.declared.plugin))
-        .map_err(|e| Self::failed(&op, e))?;
+        .map_err(|e| Self::failed(&op, target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
         Ok(())
     }
@@ -77,8 +81,8 @@ impl MemoryCluster {
         }
         let id = self.id(&target);
         let mut world = self.world();
-        let (stored, changed) =
-            (world.store.apply(&id, object, plugin, force)).map_err(|e| Self::failed(&op, e))?;
+        let (stored, changed) = (world.store.apply(&id, object, plugin, force))
+            .map_err(|e| Self::failed(&op, &target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
         Ok(stored.to_string())
     }
@@ -90,7 +94,7 @@ impl MemoryCluster {
         let id = self.id(target);
         let mut world = self.world();
         let changed = (world.store.patch_status(&id, status, &self.declared.plugin))
-            .map_err(|e| Self::failed(&op, e))?;
+            .map_err(|e| Self::failed(&op, target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
         Ok(())
     }
@@ -100,7 +104,8 @@ impl MemoryCluster {
         self.declared.require(Verb::Delete, "delete", target)?;
         let id = self.id(target);
         let mut world = self.world();
-        let changes = (world.store.delete(&id, propagation)).map_err(|e| Self::failed(&op, e))?;
+        let changes =
+            (world.store.delete(&id, propagation)).map_err(|e| Self::failed(&op, target, e))?;
         for changed in changes {
             let at = (changed.before.as_ref().or(changed.after.as_ref()))
                 .and_then(|o| self.scopes.address(o).ok())
