@@ -28,4 +28,4 @@ mod writes;
 
 pub use fixtures::FixtureError;
 pub use report::{Event, Reconciled, Report, ReportError, Write};
-pub use run::{Outcome, TestError, TestOptions, run};
+pub use run::{Outcome, Session, TestError, TestOptions, run};

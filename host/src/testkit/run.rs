@@ -85,29 +85,62 @@ impl KeyQueue {
     }
 }
 
+/// A plugin loaded in the sandbox with the in-memory cluster of its fixtures: what a
+/// run drives, and what `make bench` times calls into.
+pub struct Session {
+    /// The compiled, registered plugin.
+    pub code: PluginCode,
+    /// Its registration, as the host checked it.
+    pub registration: Registration,
+    cluster: Arc<MemoryCluster>,
+}
+
+impl Session {
+    /// Loads the plugin (compiling it or taking it from the compile cache), asks it
+    /// for its registration and builds the in-memory cluster of the fixtures.
+    pub async fn load(options: &TestOptions) -> Result<Session, TestError> {
+        let runtime = Runtime::new(options.limits.clone(), options.compile_cache.as_deref())
+            .map_err(|e| TestError::Runtime(chain(&e)))?;
+        let (code, registration) = load_registered(&Arc::new(runtime), &options.plugin).await?;
+        let (objects, scopes) = fixtures::read(&options.fixtures)?;
+        let mut store = Store::default();
+        for (id, object) in objects {
+            let name = format!("{} {:?}/{}", id.kind, id.namespace, id.name);
+            (store.insert(id, object)).map_err(|cause| TestError::Duplicate {
+                object: name,
+                cause,
+            })?;
+        }
+        let cluster = Arc::new(cluster_of(&registration, scopes, store));
+        Ok(Session {
+            code,
+            registration,
+            cluster,
+        })
+    }
+
+    /// The keys the plugin's watches hold at the start, in queue order.
+    pub fn initial_keys(&self) -> Vec<ReconcileKey> {
+        self.cluster.initial_keys()
+    }
+
+    /// One reconcile of `key` in a fresh instance.
+    pub async fn reconcile(&self, key: &ReconcileKey) -> Result<Action, CallError> {
+        self.code.reconcile(self.cluster.clone(), key).await
+    }
+}
+
 /// Loads the plugin, builds the in-memory cluster of the fixtures and reconciles
 /// every key its watches produce, and every key its writes wake, until none is left
 /// or `max_reconciles` were run.
 pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
-    let runtime = Runtime::new(options.limits.clone(), options.compile_cache.as_deref())
-        .map_err(|e| TestError::Runtime(chain(&e)))?;
-    let (code, registration) = load_registered(&Arc::new(runtime), &options.plugin).await?;
-    let (objects, scopes) = fixtures::read(&options.fixtures)?;
-    let mut store = Store::default();
-    for (id, object) in objects {
-        let name = format!("{} {:?}/{}", id.kind, id.namespace, id.name);
-        (store.insert(id, object)).map_err(|cause| TestError::Duplicate {
-            object: name,
-            cause,
-        })?;
-    }
-    let cluster = Arc::new(cluster_of(&registration, scopes, store));
+    let session = Session::load(options).await?;
     let mut queue = KeyQueue::default();
-    queue.extend(cluster.initial_keys());
-    let (reconciles, problems) = reconcile_all(&code, &cluster, queue, options).await;
-    let (writes, events) = cluster.journal();
+    queue.extend(session.initial_keys());
+    let (reconciles, problems) = reconcile_all(&session, queue, options).await;
+    let (writes, events) = session.cluster.journal();
     let report = Report {
-        plugin: registration.name,
+        plugin: session.registration.name,
         reconciles,
         writes,
         events,
@@ -117,12 +150,11 @@ pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
 
 /// Runs keys until the queue is empty or the bound is reached.
 async fn reconcile_all(
-    code: &PluginCode,
-    cluster: &Arc<MemoryCluster>,
+    session: &Session,
     mut queue: KeyQueue,
     options: &TestOptions,
 ) -> (Vec<Reconciled>, Vec<String>) {
-    let plugin = cluster.declared.plugin.clone();
+    let plugin = session.registration.name.clone();
     let (mut reconciles, mut problems) = (Vec::new(), Vec::new());
     while let Some(key) = queue.pop() {
         let step = reconciles.len() + 1;
@@ -134,7 +166,7 @@ async fn reconcile_all(
             ));
             break;
         }
-        let result = outcome(&code.reconcile(cluster.clone(), &key).await);
+        let result = outcome(&session.reconcile(&key).await);
         if result != "done" && !result.starts_with("requeue-after") {
             problems.push(format!(
                 "plugin {plugin}, step {step}, reconcile of {key}: {result}"
@@ -144,7 +176,7 @@ async fn reconcile_all(
             key: key.to_string(),
             result,
         });
-        queue.extend(cluster.woken_keys());
+        queue.extend(session.cluster.woken_keys());
     }
     (reconciles, problems)
 }
