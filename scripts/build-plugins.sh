@@ -34,17 +34,21 @@ cargo build --target wasm32-wasip2 --profile plugin -p hostile-registration
 cp target/wasm32-wasip2/plugin/hostile_registration.wasm target/test-plugins/hostile-registration.wasm
 
 # Plugins in other languages: plugins/<language>/<name>/<entry> becomes
-# target/plugins/<name>.wasm when a source or the WIT changed, built by the pinned tool
-# scripts/setup.sh installed. `build_each LANGUAGE ENTRY TOOL ARGS...` runs TOOL with
-# ARGS, `{dir}` and `{out}` in them replaced by the plugin's directory and output.
+# target/plugins/<name>.wasm (and host/tests/<language>-plugins/<name>/<entry>
+# target/test-plugins/<name>.wasm) when a source, the SDK or the WIT changed, built by
+# the pinned tool scripts/setup.sh installed. `build_each LANGUAGE ENTRY TOOL ARGS...`
+# runs TOOL with ARGS, `{dir}` and `{out}` in them replaced by the plugin's directory
+# and output.
 source scripts/tools.env
+mkdir -p target/plugins target/test-plugins
 build_each() {
   local language="$1" entry="$2" tool="$3" dir name out arg args
   shift 3
-  for dir in plugins/"$language"/*/; do
+  for dir in plugins/"$language"/*/ host/tests/"$language"-plugins/*/; do
     [ -f "$dir/$entry" ] || continue
     name="$(basename "$dir")"
     out="target/plugins/$name.wasm"
+    [[ "$dir" == host/tests/* ]] && out="target/test-plugins/$name.wasm"
     if [ -f "$out" ] && [ -z "$(find "$dir" wit "${SDK_DIRS[@]}" -newer "$out" -type f | head -n1)" ]; then
       continue
     fi

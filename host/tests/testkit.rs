@@ -37,9 +37,10 @@ fn fixture(yaml: &str) -> Result<(tempfile::TempDir, PathBuf)> {
     Ok((dir, path))
 }
 
-/// Each example plugin, and the Go SDK's exerciser (every import through the Go SDK
-/// with `k8s.io/api` types), with its fixtures and the reviewed expected report.
-const REVIEWED: [(&str, &[&str], &str); 6] = [
+/// Each example plugin, and the SDKs' exercisers (Go: every import with `k8s.io/api`
+/// types; Python and JavaScript twins: owner references, conditions, status, errors by
+/// case, exceptions returned as `other`), with its fixtures and reviewed report.
+const REVIEWED: [(&str, &[&str], &str); 8] = [
     (
         "pod-counter",
         &["plugins/pod-counter/testdata/cluster.yaml"],
@@ -72,6 +73,16 @@ const REVIEWED: [(&str, &[&str], &str); 6] = [
         "go-sdk-exerciser",
         &["host/tests/go-plugins/go-sdk-exerciser/testdata/cluster.yaml"],
         "host/tests/go-plugins/go-sdk-exerciser/testdata/expected.yaml",
+    ),
+    (
+        "sdk-exerciser-py",
+        &["host/tests/fixtures/sdk-exerciser.yaml"],
+        "host/tests/python-plugins/sdk-exerciser-py/expected.yaml",
+    ),
+    (
+        "sdk-exerciser-js",
+        &["host/tests/fixtures/sdk-exerciser.yaml"],
+        "host/tests/javascript-plugins/sdk-exerciser-js/expected.yaml",
     ),
 ];
 

@@ -1,0 +1,62 @@
+// sdk-exerciser-js, a JavaScript test plugin: the JavaScript SDK's calls, errors and
+// helpers, the twin of host/tests/python-plugins/sdk-exerciser-py (see its docstring):
+// a controlled ConfigMap per Deployment labelled `wcm.test/sdk`, a `Ready` condition,
+// a Conflict and a NotFound recorded as Events, and an Error thrown for
+// `wcm.test/sdk=raise`, which the SDK returns to the host as `other`.
+import {
+  CONFIG_MAP, Conflict, DEPLOYMENT, NotFound, Registration, Verb, Watch, cluster, done,
+  exportController, setCondition, setControllerReference,
+} from '../../../../guest-sdk-js/wasm-controller.js';
+
+const SDK = 'wcm.test/sdk';
+
+export const reconciler = exportController({
+  registration() {
+    return new Registration('sdk-exerciser-js', '0.1.0')
+      .watch(Watch.all(DEPLOYMENT).labels(SDK))
+      .watch(Watch.all(CONFIG_MAP).labels(SDK).ownedBy(DEPLOYMENT))
+      .permit(CONFIG_MAP, Verb.APPLY)
+      .permit(DEPLOYMENT, Verb.PATCH_STATUS);
+  },
+
+  reconcile(request) {
+    const ref = request.object();
+    let deployment;
+    try {
+      deployment = cluster.get(ref);
+    } catch (e) {
+      if (e instanceof NotFound) return done();
+      throw e;
+    }
+    const meta = deployment.metadata;
+    if (meta.labels[SDK] === 'raise') throw new RangeError('asked to fail');
+    const settings = {
+      apiVersion: 'v1', kind: 'ConfigMap',
+      metadata: { name: `${meta.name}-settings`, namespace: meta.namespace, labels: { [SDK]: '' } },
+      data: { replicas: String(deployment.spec.replicas ?? 1) },
+    };
+    cluster.apply(setControllerReference(settings, deployment), true);
+    const conditions = setCondition((deployment.status || {}).conditions || [], {
+      type: 'Ready', status: 'True', reason: 'Exercised', message: 'settings applied',
+      observedGeneration: meta.generation,
+    });
+    cluster.patchStatus(ref, { conditions });
+    const shared = {
+      apiVersion: 'v1', kind: 'ConfigMap',
+      metadata: { name: 'shared', namespace: meta.namespace }, data: { owner: meta.name },
+    };
+    try {
+      cluster.apply(shared, false);
+    } catch (e) {
+      if (!(e instanceof Conflict)) throw e;
+      cluster.recordEvent(ref, 'Conflict', e.message, { warning: true });
+    }
+    try {
+      cluster.get({ kind: CONFIG_MAP, namespace: meta.namespace, name: 'missing' });
+    } catch (e) {
+      if (!(e instanceof NotFound)) throw e;
+      cluster.recordEvent(ref, 'NotFound', e.message);
+    }
+    return done();
+  },
+});

@@ -1,0 +1,60 @@
+"""sdk-exerciser-py, a Python test plugin: the Python SDK's calls, errors and helpers.
+
+For each Deployment labelled `wcm.test/sdk`, it applies a ConfigMap `<name>-settings`
+controlled by the Deployment (`set_controller_reference`; the ConfigMap's changes wake
+the Deployment's key), sets the Deployment's `Ready` condition (`set_condition`,
+`patch_status`), applies the ConfigMap `shared` that the fixtures own without force
+and records the `Conflict` it gets as a Warning Event, and records the `NotFound` of
+a ConfigMap it cannot see as a Normal Event. A Deployment labelled
+`wcm.test/sdk=raise` makes `reconcile` raise a ValueError, which the SDK returns to
+the host as `other`. The JavaScript twin is host/tests/javascript-plugins/.
+"""
+
+from wasm_controller import (CONFIG_MAP, DEPLOYMENT, Conflict, Controller, Done, NotFound,
+                             ObjectRef, Registration, Verb, Watch, cluster, export,
+                             set_condition, set_controller_reference)
+
+SDK = "wcm.test/sdk"
+
+
+class Exerciser(Controller):
+    def registration(self):
+        return (Registration("sdk-exerciser-py", "0.1.0")
+                .watch(Watch.all(DEPLOYMENT).labels(SDK))
+                .watch(Watch.all(CONFIG_MAP).labels(SDK).owned_by(DEPLOYMENT))
+                .permit(CONFIG_MAP, Verb.APPLY)
+                .permit(DEPLOYMENT, Verb.PATCH_STATUS))
+
+    def reconcile(self, request):
+        ref = request.object()
+        try:
+            deployment = cluster.get(ref)
+        except NotFound:
+            return Done()
+        meta = deployment["metadata"]
+        if meta["labels"].get(SDK) == "raise":
+            raise ValueError("asked to fail")
+        settings = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": f"{meta['name']}-settings",
+                                 "namespace": meta["namespace"], "labels": {SDK: ""}},
+                    "data": {"replicas": str(deployment["spec"].get("replicas", 1))}}
+        cluster.apply(set_controller_reference(settings, deployment), force=True)
+        conditions = set_condition(deployment.get("status", {}).get("conditions", []),
+                                   "Ready", "True", "Exercised", "settings applied",
+                                   meta.get("generation"))
+        cluster.patch_status(ref, {"conditions": conditions})
+        shared = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "shared", "namespace": meta["namespace"]},
+                  "data": {"owner": meta["name"]}}
+        try:
+            cluster.apply(shared, force=False)
+        except Conflict as e:
+            cluster.record_event(ref, "Conflict", e.message, warning=True)
+        try:
+            cluster.get(ObjectRef(kind=CONFIG_MAP, namespace=meta["namespace"], name="missing"))
+        except NotFound as e:
+            cluster.record_event(ref, "NotFound", e.message)
+        return Done()
+
+
+Reconciler = export(Exerciser())
