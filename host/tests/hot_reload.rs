@@ -329,7 +329,7 @@ async fn a_hundred_upgrade_and_remove_cycles_leave_no_resources_behind() -> Resu
         }
         std::fs::remove_file(dir.path().join("cycle.wasm"))?;
         logged(&host, "plugin removed", round).await?;
-        if round >= WARM_UP && (round - WARM_UP) % HALF == 0 {
+        if round >= WARM_UP && (round - WARM_UP).is_multiple_of(HALF) {
             samples.push(resources(host.pid())?);
         }
     }
