@@ -5,13 +5,15 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use kube::core::GroupVersionKind;
+use kube::core::{GroupVersionKind, Selector};
 
 use super::{CapabilityError, Target};
 use crate::bindings::{Registration, Verb};
 use crate::budget::PluginBudget;
 use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
+use crate::kube::events::PluginRecorder;
+use crate::kube::selector;
 use crate::metrics::Limit;
 
 /// A plugin's declared verbs per kind and its budgets.
@@ -73,6 +75,25 @@ impl Declared {
         )))
     }
 
+    /// Checks an Event before anything is recorded: the plugin may record Events about
+    /// `regarding`, and the reason and note are within Kubernetes' bounds. Returns the
+    /// call's name for later errors.
+    pub fn check_event(
+        &self,
+        regarding: &Target,
+        reason: &str,
+        note: &str,
+    ) -> Result<String, CapabilityError> {
+        let op = format!(
+            "record-event {} on {regarding}",
+            crate::kube::names::shorten(reason)
+        );
+        self.require_event_permission(&op, regarding)?;
+        PluginRecorder::check(reason, note)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        Ok(op)
+    }
+
     /// Refuses an answer of `bytes` over the plugin's result budget, before anything
     /// is copied for the guest.
     pub fn check_result_size(&self, op: &str, bytes: usize) -> Result<(), CapabilityError> {
@@ -96,6 +117,23 @@ impl Declared {
             display_gvk(gvk)
         ))
     }
+}
+
+/// What a `list` call names in its errors (`v1/Pod in shop`) and its parsed selector,
+/// or `invalid` if the selector does not parse.
+pub fn list_scope(
+    gvk: &GroupVersionKind,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<(String, Selector), CapabilityError> {
+    let what = format!(
+        "{} in {}",
+        display_gvk(gvk),
+        namespace.unwrap_or("all namespaces")
+    );
+    let selector = selector::parse(label_selector.unwrap_or(""))
+        .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
+    Ok((what, selector))
 }
 
 /// Declared verbs per kind; watched kinds are always readable.

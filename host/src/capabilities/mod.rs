@@ -12,7 +12,7 @@ mod plugin_cluster;
 mod target;
 mod writes;
 
-pub use declared::{Declared, grants, verb_name};
+pub use declared::{Declared, grants, list_scope, verb_name};
 pub use granted::{Granted, Review};
 pub use plugin_cluster::PluginCluster;
 pub use target::{Target, check_kind, check_namespace};
@@ -26,10 +26,8 @@ use kube::core::{GroupVersionKind, SelectorExt};
 
 use crate::bindings::{Verb, WitError};
 use crate::budget::PluginBudget;
-use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
-use crate::kube::selector;
 use crate::leader::LeaderGate;
 
 /// A failed capability call; the message names the operation, the object and the cause.
@@ -227,13 +225,7 @@ impl ClusterAccess {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let what = format!(
-            "{} in {}",
-            display_gvk(gvk),
-            namespace.unwrap_or("all namespaces")
-        );
-        let selector = selector::parse(label_selector.unwrap_or(""))
-            .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
+        let (what, selector) = list_scope(gvk, namespace, label_selector)?;
         let caches = self.readable_caches("list", &what, gvk, namespace)?;
         let mut found = BTreeMap::new();
         for informer in caches {

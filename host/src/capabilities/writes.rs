@@ -10,7 +10,7 @@ use super::{CapabilityError, ClusterAccess, Target, from_kube};
 use crate::bindings::Verb;
 use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::kube::discovery::{ResolvedKind, display_gvk, split_api_version};
-use crate::kube::events::{EventError, PluginRecorder};
+use crate::kube::events::EventError;
 use crate::kube::writes::{self, WriteError};
 use crate::logs::escape;
 use crate::metrics::Limit;
@@ -173,13 +173,7 @@ impl ClusterAccess {
         reason: &str,
         note: &str,
     ) -> Result<(), CapabilityError> {
-        let op = format!(
-            "record-event {} on {regarding}",
-            crate::kube::names::shorten(reason)
-        );
-        self.declared.require_event_permission(&op, regarding)?;
-        PluginRecorder::check(reason, note)
-            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let op = self.declared.check_event(regarding, reason, note)?;
         self.require_leader(&op)?;
         let uid = self
             .caches_of(&regarding.gvk, regarding.namespace.as_deref())

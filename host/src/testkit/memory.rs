@@ -11,10 +11,9 @@ use serde_json::Value;
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
-use crate::capabilities::{CapabilityError, Declared, Target};
+use crate::capabilities::{CapabilityError, Declared, Target, list_scope};
 use crate::keys::{KeyMapping, ReconcileKey};
 use crate::kube::cache::{CachedObject, Change};
-use crate::kube::discovery::display_gvk;
 
 /// One watch of the plugin, as an informer would hold it.
 #[derive(Debug)]
@@ -189,13 +188,7 @@ impl MemoryCluster {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let what = format!(
-            "{} in {}",
-            display_gvk(gvk),
-            namespace.unwrap_or("all namespaces")
-        );
-        let selector = crate::kube::selector::parse(label_selector.unwrap_or(""))
-            .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
+        let (what, selector) = list_scope(gvk, namespace, label_selector)?;
         let watches = self.watches_of("list", &what, gvk, namespace)?;
         let world = self.world();
         let mut found = BTreeMap::new();

@@ -17,7 +17,6 @@ use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::budget::PluginBudget;
 use crate::capabilities::{CapabilityError, PluginCluster, Target, applied_target};
 use crate::kube::discovery::display_gvk;
-use crate::kube::events::PluginRecorder;
 use crate::kube::writes::label_patch;
 
 impl MemoryCluster {
@@ -122,13 +121,7 @@ impl MemoryCluster {
         reason: &str,
         note: &str,
     ) -> Result<(), CapabilityError> {
-        let op = format!(
-            "record-event {} on {regarding}",
-            crate::kube::names::shorten(reason)
-        );
-        self.declared.require_event_permission(&op, regarding)?;
-        PluginRecorder::check(reason, note)
-            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        self.declared.check_event(regarding, reason, note)?;
         let object = (
             display_gvk(&regarding.gvk),
             regarding.namespace.clone(),
