@@ -1,7 +1,9 @@
 // The JavaScript SDK of wasm-controller-manager: write a controller like the Rust
 // SDK's. A thin layer over the imports componentize-js generates from the contract
-// (`wit/controller.wit`): registration builders, objects as plain objects, one error
-// class per error case, helpers for conditions and owner references.
+// (`wit/controller.wit`, wcm:controller@0.3): registration builders, objects as plain
+// objects, one error class per error code (with the API server's status, retry-after
+// and causes), terminal errors, Events with an action and a related object, structured
+// log fields, helpers for conditions and owner references.
 //
 //   import { CONFIG_MAP, Registration, Watch, cluster, done, exportController, NotFound }
 //     from './wasm-controller.js';
@@ -11,8 +13,8 @@
 //   });
 //
 // Build with `componentize-js index.js -w wit -n controller -d http fetch-event -o plugin.wasm`.
-import * as host from 'wcm:controller/cluster@0.2.0';
-import { log as hostLog } from 'wcm:controller/log@0.2.0';
+import * as host from 'wcm:controller/cluster@0.3.0';
+import { log as hostLog } from 'wcm:controller/log@0.3.0';
 
 export const gvk = (group, version, kind) => ({ group, version, kind });
 export const POD = gvk('', 'v1', 'Pod');
@@ -30,44 +32,80 @@ export const JOB = gvk('batch', 'v1', 'Job');
 /** The verbs a plugin may declare on a kind. */
 export const Verb = Object.freeze({
   GET: 'get', LIST: 'list', PATCH: 'patch', APPLY: 'apply',
-  PATCH_STATUS: 'patch-status', DELETE: 'delete',
+  PATCH_STATUS: 'patch/status', DELETE: 'delete',
 });
 
 // --- errors ---------------------------------------------------------------------------
 
-/** A failed host call, or a reconcile's own failure; `kind` is the contract's case. */
+/**
+ * A failed host call, or a reconcile's own failure; `kind` is the contract's code.
+ * `status` is the API server's HTTP status (undefined when the host refused before any
+ * call), `retryAfterMs` how long it asked to wait, `causes` its field-level reasons
+ * (`{ field, reason, message, manager }`, `manager` for apply conflicts). Thrown from
+ * `reconcile`, it is retried with backoff unless `terminal` is set (see `terminal()`).
+ */
 export class ClusterError extends Error {
-  constructor(message, kind = 'other') {
+  constructor(message, kind = 'other', { status, retryAfterMs, causes = [] } = {}) {
     super(message);
     this.name = 'ClusterError';
     this.kind = kind;
+    this.status = status;
+    this.retryAfterMs = retryAfterMs;
+    this.causes = causes;
+    this.terminal = false;
   }
 }
 /** The object does not exist (or is not in the cache yet). */
-export class NotFound extends ClusterError { constructor(m) { super(m, 'not-found'); this.name = 'NotFound'; } }
+export class NotFound extends ClusterError { constructor(m, d) { super(m, 'not-found', d); this.name = 'NotFound'; } }
+/** A create found the name taken. */
+export class AlreadyExists extends ClusterError { constructor(m, d) { super(m, 'already-exists', d); this.name = 'AlreadyExists'; } }
 /** Not declared by the plugin, or denied by the cluster's RBAC. */
-export class Forbidden extends ClusterError { constructor(m) { super(m, 'forbidden'); this.name = 'Forbidden'; } }
+export class Forbidden extends ClusterError { constructor(m, d) { super(m, 'forbidden', d); this.name = 'Forbidden'; } }
 /** Someone else changed or owns what the plugin tried to write. */
-export class Conflict extends ClusterError { constructor(m) { super(m, 'conflict'); this.name = 'Conflict'; } }
+export class Conflict extends ClusterError { constructor(m, d) { super(m, 'conflict', d); this.name = 'Conflict'; } }
 /** Malformed input: a bad name, label, selector or JSON. */
-export class Invalid extends ClusterError { constructor(m) { super(m, 'invalid'); this.name = 'Invalid'; } }
+export class Invalid extends ClusterError { constructor(m, d) { super(m, 'invalid', d); this.name = 'Invalid'; } }
 /** The API server or the cache is not reachable or ready; retry later. */
-export class Unavailable extends ClusterError { constructor(m) { super(m, 'unavailable'); this.name = 'Unavailable'; } }
+export class Unavailable extends ClusterError { constructor(m, d) { super(m, 'unavailable', d); this.name = 'Unavailable'; } }
 
-const BY_CASE = {
-  'not-found': NotFound, forbidden: Forbidden, conflict: Conflict,
-  invalid: Invalid, unavailable: Unavailable,
+const BY_CODE = {
+  'not-found': NotFound, 'already-exists': AlreadyExists, forbidden: Forbidden,
+  conflict: Conflict, invalid: Invalid, unavailable: Unavailable,
 };
+
+/**
+ * `error`, marked terminal: thrown from `reconcile`, the host records it and does not
+ * retry the key until something queues it again (`throw terminal(new Invalid(...))`).
+ */
+export function terminal(error) {
+  error.terminal = true;
+  return error;
+}
 
 /** Calls a host import, turning its error (a thrown `payload`) into a ClusterError. */
 function call(fn, ...args) {
   try {
     return fn(...args);
   } catch (e) {
-    if (!e || !e.payload || typeof e.payload.tag !== 'string') throw e;
-    const Case = BY_CASE[e.payload.tag];
-    throw Case ? new Case(e.payload.val) : new ClusterError(e.payload.val, e.payload.tag);
+    if (!e || !e.payload || typeof e.payload.code !== 'string') throw e;
+    const { code, message, status, retryAfterMs, causes } = e.payload;
+    const Code = BY_CODE[code];
+    const details = { status, retryAfterMs, causes };
+    throw Code ? new Code(message, details) : new ClusterError(message, code, details);
   }
+}
+
+/** A ClusterError as the contract's error record. */
+function toWit(e) {
+  return {
+    code: e.kind in BY_CODE ? e.kind : 'other',
+    message: e.message,
+    status: e.status,
+    retryAfterMs: e.retryAfterMs,
+    causes: (e.causes || []).map((c) => ({
+      field: c.field || '', reason: c.reason || '', message: c.message || '', manager: c.manager,
+    })),
+  };
 }
 
 // --- registration ---------------------------------------------------------------------
@@ -113,6 +151,8 @@ export class Registration {
 export const done = () => ({ tag: 'done' });
 /** Reconcile this key again after `seconds` (an earlier change still wakes it). */
 export const requeueAfter = (seconds) => ({ tag: 'requeue-after', val: BigInt(Math.round(seconds * 1000)) });
+/** Reconcile this key again after its backoff, without an error ("not ready yet"). */
+export const requeue = () => ({ tag: 'requeue' });
 
 /** The key to reconcile; `object()` is the object it names (undefined for a fixed key). */
 function request(req) {
@@ -124,9 +164,10 @@ function request(req) {
 
 /**
  * The `reconciler` export for a controller `{ registration(), reconcile(request) }`.
- * A ClusterError thrown by `reconcile` is returned as its case (the host logs it and
- * retries the key with backoff); any other exception is logged with its stack and
- * returned as `other`, so the instance does not trap.
+ * A ClusterError thrown by `reconcile` is returned as its code (the host logs it and
+ * retries the key with backoff, or records it and stops if it is `terminal`); any
+ * other exception is logged with its stack and returned as `other`, so the instance
+ * does not trap.
  */
 export function exportController(controller) {
   return {
@@ -137,9 +178,10 @@ export function exportController(controller) {
       try {
         return controller.reconcile(request(req));
       } catch (e) {
-        if (e instanceof ClusterError) throw { tag: e.kind, val: e.message };
+        if (e instanceof ClusterError) throw { tag: e.terminal ? 'terminal' : 'retry', val: toWit(e) };
         log.error(`${e && e.stack ? e.stack : e}`);
-        throw { tag: 'other', val: `${e && e.name ? e.name : 'Error'}: ${e && e.message ? e.message : e}` };
+        const message = `${e && e.name ? e.name : 'Error'}: ${e && e.message ? e.message : e}`;
+        throw { tag: 'retry', val: toWit(new ClusterError(message)) };
       }
     },
   };
@@ -157,23 +199,38 @@ export const cluster = {
   /** Sets labels (an object of key → value) and removes keys, as the plugin. */
   patchLabels: (ref, set, remove = []) =>
     call(host.patchLabels, ref, Object.entries(set).sort(), remove),
-  /** Records an Event about `ref` (Normal, or Warning with `{ warning: true }`). */
-  recordEvent: (ref, reason, note, { warning = false } = {}) =>
-    call(host.recordEvent, ref, warning ? 'warning' : 'normal', reason, note),
+  /**
+   * Records an Event about `ref` (Normal, or Warning with `{ warning: true }`);
+   * `action` (PascalCase, default `Reconcile`) says what the plugin did, `related`
+   * names a second object it involved.
+   */
+  recordEvent: (ref, reason, note, { warning = false, action = '', related = undefined } = {}) =>
+    call(host.recordEvent, {
+      regarding: ref, related, type: warning ? 'warning' : 'normal', reason, action, note,
+    }),
   /** Server-side applies a whole object; returns it as stored. */
   apply: (object, force) => JSON.parse(call(host.apply, JSON.stringify(object), force)),
   /** Merges `status` into the object's status subresource. */
   patchStatus: (ref, status) => call(host.patchStatus, ref, JSON.stringify(status)),
-  /** Deletes the object (`background`, `foreground` or `orphan` for its dependents). */
-  delete: (ref, propagation = 'background') => call(host.delete, ref, propagation),
+  /**
+   * Deletes the object (`background`, `foreground` or `orphan` for its dependents);
+   * with `{ uid, resourceVersion }` only if it is still that object at that version
+   * (Conflict otherwise).
+   */
+  delete: (ref, propagation = 'background', { uid, resourceVersion } = {}) =>
+    call(host.delete, ref, { propagation, uid, resourceVersion }),
 };
 
-/** Log lines into the host's log, tagged with the plugin and key. */
+/**
+ * Log lines into the host's log, tagged with the plugin and key; an object of fields
+ * becomes the line's fields (`log.info('counted', { pods: 3 })`).
+ */
+const fieldList = (fields) => Object.entries(fields).map(([k, v]) => [k, `${v}`]);
 export const log = {
-  debug: (message) => hostLog('debug', message),
-  info: (message) => hostLog('info', message),
-  warn: (message) => hostLog('warn', message),
-  error: (message) => hostLog('error', message),
+  debug: (message, fields = {}) => hostLog('debug', message, fieldList(fields)),
+  info: (message, fields = {}) => hostLog('info', message, fieldList(fields)),
+  warn: (message, fields = {}) => hostLog('warn', message, fieldList(fields)),
+  error: (message, fields = {}) => hostLog('error', message, fieldList(fields)),
 };
 
 // --- helpers --------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The Python SDK of wasm-controller-manager: write a controller like the Rust SDK's.
 
 A thin layer over the bindings componentize-py generates from the contract
-(`wit/controller.wit`): registration builders, objects as dicts, one exception class
-per error case, helpers for conditions and owner references. Build a plugin with
+(`wit/controller.wit`, wcm:controller@0.3): registration builders, objects as dicts,
+one exception class per error code (with the API server's status, retry-after and
+causes), terminal errors, Events with an action and a related object, structured log
+fields, helpers for conditions and owner references. Build a plugin with
 `componentize-py -d wit -w controller componentize app -p . -o plugin.wasm`, where
 `app.py` ends with `Reconciler = export(MyController())`.
 
@@ -37,8 +39,17 @@ from wit_world.imports import types
 
 Gvk = types.Gvk
 ObjectRef = types.ObjectRef
-Verb = r.Verb
 Propagation = _cluster.Propagation
+
+
+class Verb:
+    """The verbs a plugin may declare on a kind, as the contract spells them."""
+    GET = "get"
+    LIST = "list"
+    PATCH = "patch"
+    APPLY = "apply"
+    PATCH_STATUS = "patch/status"
+    DELETE = "delete"
 
 POD = Gvk(group="", version="v1", kind="Pod")
 NODE = Gvk(group="", version="v1", kind="Node")
@@ -56,13 +67,26 @@ JOB = Gvk(group="batch", version="v1", kind="Job")
 # --- errors --------------------------------------------------------------------------
 
 class ClusterError(Exception):
-    """A failed host call, or a reconcile's own failure: `case` is the contract's."""
+    """A failed host call, or a reconcile's own failure: `case` is the contract's code.
+
+    `status` is the API server's HTTP status (None when the host refused before any
+    call), `retry_after_ms` how long it asked to wait, `causes` its field-level
+    reasons as dicts (`field`, `reason`, `message`, `manager` for apply conflicts).
+    Raised from `reconcile`, it is retried with backoff unless `terminal` is set
+    (see `terminal()`).
+    """
 
     case = "other"
+    code = types.ErrorCode.OTHER
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, status: Optional[int] = None,
+                 retry_after_ms: Optional[int] = None, causes: Optional[List[dict]] = None):
         super().__init__(message)
         self.message = message
+        self.status = status
+        self.retry_after_ms = retry_after_ms
+        self.causes = list(causes or [])
+        self.terminal = False
 
     def __str__(self) -> str:
         return f"{self.case}: {self.message}"
@@ -70,48 +94,63 @@ class ClusterError(Exception):
 
 class NotFound(ClusterError):
     """The object does not exist (or is not in the cache yet)."""
-    case = "not-found"
+    case, code = "not-found", types.ErrorCode.NOT_FOUND
+
+
+class AlreadyExists(ClusterError):
+    """A create found the name taken."""
+    case, code = "already-exists", types.ErrorCode.ALREADY_EXISTS
 
 
 class Forbidden(ClusterError):
     """Not declared by the plugin, or denied by the cluster's RBAC."""
-    case = "forbidden"
+    case, code = "forbidden", types.ErrorCode.FORBIDDEN
 
 
 class Conflict(ClusterError):
     """Someone else changed or owns what the plugin tried to write."""
-    case = "conflict"
+    case, code = "conflict", types.ErrorCode.CONFLICT
 
 
 class Invalid(ClusterError):
     """Malformed input: a bad name, label, selector or JSON."""
-    case = "invalid"
+    case, code = "invalid", types.ErrorCode.INVALID
 
 
 class Unavailable(ClusterError):
     """The API server or the cache is not reachable or ready; retry later."""
-    case = "unavailable"
+    case, code = "unavailable", types.ErrorCode.UNAVAILABLE
 
 
 class Other(ClusterError):
     """Anything else."""
-    case = "other"
 
 
-_BY_CASE = {
-    types.Error_NotFound: NotFound,
-    types.Error_Forbidden: Forbidden,
-    types.Error_Conflict: Conflict,
-    types.Error_Invalid: Invalid,
-    types.Error_Unavailable: Unavailable,
-    types.Error_Other: Other,
-}
-_TO_CASE = {cls: case for case, cls in _BY_CASE.items()}
+_BY_CODE = {cls.code: cls for cls in
+            (NotFound, AlreadyExists, Forbidden, Conflict, Invalid, Unavailable, Other)}
+
+
+def terminal(error: ClusterError) -> ClusterError:
+    """`error`, marked terminal: raised from `reconcile`, the host records it and does
+    not retry the key until something queues it again (`raise terminal(Invalid(...))`)."""
+    error.terminal = True
+    return error
 
 
 def _raised(e: Err) -> ClusterError:
-    cls = _BY_CASE.get(type(e.value), Other)
-    return cls(getattr(e.value, "value", str(e.value)))
+    wit = e.value
+    causes = [{"field": c.field, "reason": c.reason, "message": c.message,
+               "manager": c.manager} for c in wit.causes]
+    cls = _BY_CODE.get(wit.code, Other)
+    return cls(wit.message, wit.status, wit.retry_after_ms, causes)
+
+
+def _to_wit(e: ClusterError) -> types.Error:
+    causes = [types.Cause(field=c.get("field", ""), reason=c.get("reason", ""),
+                          message=c.get("message", ""), manager=c.get("manager"))
+              for c in e.causes]
+    return types.Error(code=e.code, message=e.message, status=e.status,
+                       retry_after_ms=e.retry_after_ms, causes=causes)
 
 
 def _call(function, *args):
@@ -171,7 +210,7 @@ class Registration:
         self.watches.append(watch)
         return self
 
-    def permit(self, kind: Gvk, *verbs: Verb) -> "Registration":
+    def permit(self, kind: Gvk, *verbs: str) -> "Registration":
         key = (kind.group, kind.version, kind.kind)
         self.permissions.setdefault(key, set()).update(verbs)
         return self
@@ -189,7 +228,7 @@ class Registration:
                            label_selector=w.label_selector, maps_to=w.maps_to)
                    for w in self.watches]
         permissions = [r.Permission(kind=Gvk(group=g, version=v, kind=k),
-                                    verbs=sorted(verbs, key=lambda v: v.value))
+                                    verbs=sorted(verbs))
                        for (g, v, k), verbs in self.permissions.items()]
         return r.Registration(name=self.name, version=self.version, watches=watches,
                               permissions=permissions,
@@ -224,6 +263,11 @@ def RequeueAfter(seconds: float):
     return r.Action_RequeueAfter(int(seconds * 1000))
 
 
+def Requeue():
+    """Reconcile this key again after its backoff, without an error ("not ready yet")."""
+    return r.Action_Requeue()
+
+
 class Controller:
     """Implement `registration` and `reconcile`, then `Reconciler = export(...)`."""
 
@@ -237,9 +281,10 @@ class Controller:
 def export(controller: Controller):
     """The class componentize-py calls: assign it to `Reconciler` in the app module.
 
-    A `ClusterError` raised by `reconcile` is returned as that case (the host logs it
-    and retries the key with backoff); any other exception is logged with its
-    traceback and returned as `other`, so the instance does not trap.
+    A `ClusterError` raised by `reconcile` is returned as that code (the host logs it
+    and retries the key with backoff, or records it and stops if it is `terminal`);
+    any other exception is logged with its traceback and returned as `other`, so the
+    instance does not trap.
     """
 
     class Reconciler(exports.Reconciler):
@@ -251,12 +296,12 @@ def export(controller: Controller):
             try:
                 return controller.reconcile(request)
             except ClusterError as e:
-                raise Err(_TO_CASE[type(e)](e.message)) from None
-            except Err:
-                raise
+                failure = r.Failure_Terminal if e.terminal else r.Failure_Retry
+                raise Err(failure(_to_wit(e))) from None
             except Exception as e:  # noqa: BLE001 - the host gets every failure
                 log.error(traceback.format_exc())
-                raise Err(types.Error_Other(f"{type(e).__name__}: {e}")) from None
+                error = Other(f"{type(e).__name__}: {e}")
+                raise Err(r.Failure_Retry(_to_wit(error))) from None
 
     return Reconciler
 
@@ -285,10 +330,15 @@ class cluster:
         _call(_cluster.patch_labels, ref, sorted(set.items()), list(remove or []))
 
     @staticmethod
-    def record_event(ref: ObjectRef, reason: str, note: str, warning: bool = False) -> None:
-        """Records an Event about `ref` (Normal, or Warning with `warning=True`)."""
+    def record_event(ref: ObjectRef, reason: str, note: str, warning: bool = False,
+                     action: str = "", related: Optional[ObjectRef] = None) -> None:
+        """Records an Event about `ref` (Normal, or Warning with `warning=True`);
+        `action` (PascalCase, default `Reconcile`) says what the plugin did, `related`
+        names a second object it involved."""
         kind = types.EventType.WARNING if warning else types.EventType.NORMAL
-        _call(_cluster.record_event, ref, kind, reason, note)
+        event = _cluster.Event(regarding=ref, related=related, type=kind, reason=reason,
+                               action=action, note=note)
+        _call(_cluster.record_event, event)
 
     @staticmethod
     def apply(obj: dict, force: bool) -> dict:
@@ -301,29 +351,38 @@ class cluster:
         _call(_cluster.patch_status, ref, json.dumps(status))
 
     @staticmethod
-    def delete(ref: ObjectRef, propagation: Propagation = Propagation.BACKGROUND) -> None:
-        """Deletes the object; raises NotFound if it is gone already."""
-        _call(_cluster.delete, ref, propagation)
+    def delete(ref: ObjectRef, propagation: Propagation = Propagation.BACKGROUND,
+               uid: Optional[str] = None, resource_version: Optional[str] = None) -> None:
+        """Deletes the object; raises NotFound if it is gone already, Conflict if it
+        is no longer the object with `uid` or at `resource_version`."""
+        options = _cluster.DeleteOptions(propagation=propagation, uid=uid,
+                                         resource_version=resource_version)
+        _call(_cluster.delete, ref, options)
 
 
 class log:
-    """Log lines into the host's log, tagged with the plugin and key."""
+    """Log lines into the host's log, tagged with the plugin and key; keyword
+    arguments become the line's fields (`log.info("counted", pods=3)`)."""
 
     @staticmethod
-    def debug(message: str) -> None:
-        _log.log(_log.Level.DEBUG, message)
+    def _write(level, message: str, fields: dict) -> None:
+        _log.log(level, message, [(k, str(v)) for k, v in fields.items()])
 
     @staticmethod
-    def info(message: str) -> None:
-        _log.log(_log.Level.INFO, message)
+    def debug(message: str, **fields) -> None:
+        log._write(_log.Level.DEBUG, message, fields)
 
     @staticmethod
-    def warn(message: str) -> None:
-        _log.log(_log.Level.WARN, message)
+    def info(message: str, **fields) -> None:
+        log._write(_log.Level.INFO, message, fields)
 
     @staticmethod
-    def error(message: str) -> None:
-        _log.log(_log.Level.ERROR, message)
+    def warn(message: str, **fields) -> None:
+        log._write(_log.Level.WARN, message, fields)
+
+    @staticmethod
+    def error(message: str, **fields) -> None:
+        log._write(_log.Level.ERROR, message, fields)
 
 
 # --- helpers ---------------------------------------------------------------------------

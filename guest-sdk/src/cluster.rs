@@ -4,7 +4,7 @@
 //! go to the API server under the plugin's own field manager (the plugin's name).
 //!
 //! The host checks every name, namespace and kind before it is used (one that is not
-//! valid in Kubernetes, or would need escaping in a URL, is [`Error::Invalid`]), answers
+//! valid in Kubernetes, or would need escaping in a URL, is `invalid`), answers
 //! larger than the operator's `--max-result-mib` are refused, and writes wait for the
 //! plugin's API rate within the reconcile's deadline (see the host's
 //! `docs/isolation.md`).
@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use crate::wit::wcm::controller::cluster as host;
 use crate::{Error, EventType, Gvk, ObjectRef};
 
-pub use host::Propagation;
+pub use host::{DeleteOptions, Event, Propagation};
 
 /// One object of a watched kind, by namespace (none if cluster-scoped) and name.
 pub fn get<K: Resource + DeserializeOwned>(
@@ -80,17 +80,31 @@ pub fn patch_labels(obj: &ObjectRef, set: &[(&str, &str)], remove: &[&str]) -> R
 
 /// Records an Event about `regarding`; `reason` is a short PascalCase word such as
 /// `Counted`, `note` a sentence for humans (at most 1 KiB). `regarding` must be of a
-/// kind the plugin watches or declared a permission on ([`Error::Forbidden`]
-/// otherwise). Beyond 25 Events about one object, one more is written every five
-/// minutes and the rest are dropped (not failed): record what happened, not every
-/// reconcile.
+/// kind the plugin watches or declared a permission on (`forbidden` otherwise).
+/// Beyond 25 Events about one object, one more is written every five minutes and the
+/// rest are dropped (not failed): record what happened, not every reconcile. The
+/// Event's action is `Reconcile`; [`record`] names another and a related object.
 pub fn record_event(
     regarding: &ObjectRef,
     kind: EventType,
     reason: &str,
     note: &str,
 ) -> Result<(), Error> {
-    host::record_event(regarding, kind, reason, note)
+    record(&Event {
+        regarding: regarding.clone(),
+        related: None,
+        type_: kind,
+        reason: reason.to_string(),
+        action: String::new(),
+        note: note.to_string(),
+    })
+}
+
+/// Records `event`, with its `action` (PascalCase, such as `Scale`; empty is
+/// `Reconcile`) and an optional `related` object (of a kind the plugin watches or
+/// declared a permission on).
+pub fn record(event: &Event) -> Result<(), Error> {
+    host::record_event(event)
 }
 
 /// Creates or updates `object` by server-side apply and returns it as stored.
@@ -99,7 +113,8 @@ pub fn record_event(
 /// value built from defaults serialises only what was set; its `apiVersion` and
 /// `kind` come along). Fields applied before and left out now are removed; other
 /// managers' fields stay. Without `force`, a field another manager owns with another
-/// value fails with [`Error::Conflict`] naming the field and the manager; with `force`
+/// value fails with `conflict`, one [`Error::causes`] entry per field naming its
+/// manager; with `force`
 /// the controller takes it over, reverting manual edits to its fields. Needs
 /// [`Verb::Apply`](crate::Verb::Apply) on the kind.
 pub fn apply<K: Resource + Serialize + DeserializeOwned>(
@@ -107,7 +122,7 @@ pub fn apply<K: Resource + Serialize + DeserializeOwned>(
     force: bool,
 ) -> Result<K, Error> {
     let json = serde_json::to_string(object)
-        .map_err(|e| Error::Invalid(format!("cannot serialise the object to apply: {e}")))?;
+        .map_err(|e| Error::invalid(format!("cannot serialise the object to apply: {e}")))?;
     Ok(serde_json::from_str(&host::apply(&json, force)?)?)
 }
 
@@ -125,12 +140,24 @@ pub fn apply_json(object: &serde_json::Value, force: bool) -> Result<serde_json:
 /// [`Verb::PatchStatus`](crate::Verb::PatchStatus) on the kind.
 pub fn patch_status(obj: &ObjectRef, status: &impl Serialize) -> Result<(), Error> {
     let json = serde_json::to_string(status)
-        .map_err(|e| Error::Invalid(format!("cannot serialise the status: {e}")))?;
+        .map_err(|e| Error::invalid(format!("cannot serialise the status: {e}")))?;
     host::patch_status(obj, &json)
 }
 
-/// Deletes `obj`; [`Error::NotFound`] if it is already gone. Needs
+/// Deletes `obj`; `not-found` if it is already gone. Needs
 /// [`Verb::Delete`](crate::Verb::Delete) on the kind.
 pub fn delete(obj: &ObjectRef, propagation: Propagation) -> Result<(), Error> {
-    host::delete(obj, propagation)
+    let options = DeleteOptions {
+        propagation,
+        uid: None,
+        resource_version: None,
+    };
+    host::delete(obj, &options)
+}
+
+/// Deletes `obj` only if it is still the object with `options.uid` and/or still at
+/// `options.resource_version` (`conflict` otherwise): a delete decided on a read
+/// cannot remove an object created again under the same name since.
+pub fn delete_if(obj: &ObjectRef, options: &DeleteOptions) -> Result<(), Error> {
+    host::delete(obj, options)
 }

@@ -13,7 +13,7 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::Pod;
 //! use wasm_controller_sdk::{
-//!     cluster, export_controller, Action, Controller, Error, ObjectRef, Registration,
+//!     cluster, export_controller, Action, Controller, Failure, ObjectRef, Registration,
 //!     Request, Verb, Watch,
 //! };
 //!
@@ -26,11 +26,11 @@
 //!             .permit::<Pod>(&[Verb::Patch])
 //!     }
 //!
-//!     fn reconcile(req: Request) -> Result<Action, Error> {
+//!     fn reconcile(req: Request) -> Result<Action, Failure> {
 //!         let pod: Pod = match cluster::get(req.namespace.as_deref(), &req.name) {
 //!             Ok(pod) => pod,
-//!             Err(Error::NotFound(_)) => return Ok(Action::Done), // deleted meanwhile
-//!             Err(e) => return Err(e),
+//!             Err(e) if e.is_not_found() => return Ok(Action::Done), // deleted meanwhile
+//!             Err(e) => return Err(e.into()),
 //!         };
 //!         let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
 //!         let target = ObjectRef::new::<Pod>(req.namespace.as_deref(), &req.name);
@@ -72,10 +72,11 @@ pub mod wit {
     pub use wit_bindgen::rt as __rt;
 }
 
+pub use types::Verb;
 pub use wit::exports::wcm::controller::reconciler::{
-    Action, KeyMapping, Permission, Registration, Request, Verb, Watch,
+    Action, Failure, KeyMapping, Permission, Registration, Request, Watch,
 };
-pub use wit::wcm::controller::types::{Error, EventType, Gvk, ObjectRef};
+pub use wit::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, ObjectRef};
 
 /// A controller: what it watches and how it reconciles one key.
 pub trait Controller {
@@ -84,8 +85,11 @@ pub trait Controller {
 
     /// Brings the cluster in line with the desired state for `request`. Runs in a
     /// fresh instance each time and may run again for the same key at any time, so it
-    /// must be idempotent. Errors are logged by the host and retried with backoff.
-    fn reconcile(request: Request) -> Result<Action, Error>;
+    /// must be idempotent. A [`Failure::Retry`] (what `?` makes of a host call's
+    /// [`Error`]) is logged by the host and retried with backoff; a
+    /// [`Failure::Terminal`] ([`Error::terminal`]) is recorded and not retried until
+    /// the key is queued again.
+    fn reconcile(request: Request) -> Result<Action, Failure>;
 }
 
 /// Exports a [`Controller`] implementation as the plugin's `reconciler`.
@@ -99,7 +103,7 @@ macro_rules! export_controller {
                 <$controller as $crate::Controller>::registration()
             }
 
-            fn reconcile(req: $crate::Request) -> ::core::result::Result<$crate::Action, $crate::Error> {
+            fn reconcile(req: $crate::Request) -> ::core::result::Result<$crate::Action, $crate::Failure> {
                 <$controller as $crate::Controller>::reconcile(req)
             }
         }

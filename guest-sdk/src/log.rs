@@ -1,28 +1,40 @@
-//! Levelled logging into the host's log, tagged with the plugin and the current key.
+//! Levelled, structured logging into the host's log, tagged with the plugin and the
+//! current key.
 
-use crate::wit::wcm::controller::log::{Level, log};
+pub use crate::wit::wcm::controller::log::Level;
+use crate::wit::wcm::controller::log::log;
 
 /// Very detailed tracing.
 pub fn trace(message: &str) {
-    log(Level::Trace, message);
+    with(Level::Trace, message, &[]);
 }
 
 /// Debugging detail.
 pub fn debug(message: &str) {
-    log(Level::Debug, message);
+    with(Level::Debug, message, &[]);
 }
 
 /// Normal operation.
 pub fn info(message: &str) {
-    log(Level::Info, message);
+    with(Level::Info, message, &[]);
 }
 
 /// Something unexpected but handled.
 pub fn warn(message: &str) {
-    log(Level::Warn, message);
+    with(Level::Warn, message, &[]);
 }
 
 /// A failure.
 pub fn error(message: &str) {
-    log(Level::Error, message);
+    with(Level::Error, message, &[]);
+}
+
+/// A line with key-value fields (`&[("count", "3")]`), which the host logs as a
+/// `fields` value of the line (`fields="count=3"`). Keys are short identifiers
+/// (`[A-Za-z0-9_.-]`, at most 64 bytes); at most 16 fields are kept.
+pub fn with(level: Level, message: &str, fields: &[(&str, &str)]) {
+    let fields: Vec<(String, String)> = (fields.iter())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    log(level, message, &fields);
 }

@@ -6,7 +6,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::{Error, Gvk};
+use crate::{Error, ErrorCode, Gvk};
 
 /// The controller reference to `owner` (of kind `kind`), blocking the owner's
 /// foreground deletion until the dependent is gone. The owner must have been read
@@ -50,10 +50,10 @@ pub fn set_controller_reference(
         .iter()
         .find(|r| r.controller == Some(true) && r.uid != reference.uid)
     {
-        return Err(Error::Conflict(format!(
-            "already controlled by {} {}",
-            other.kind, other.name
-        )));
+        return Err(Error::new(
+            ErrorCode::Conflict,
+            format!("already controlled by {} {}", other.kind, other.name),
+        ));
     }
     refs.retain(|r| r.uid != reference.uid);
     refs.push(reference);
@@ -61,7 +61,7 @@ pub fn set_controller_reference(
 }
 
 fn invalid(message: &str) -> Error {
-    Error::Invalid(format!("owner reference: {message}"))
+    Error::invalid(format!("owner reference: {message}"))
 }
 
 #[cfg(test)]
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn an_owner_without_uid_is_refused() {
         let err = controller_reference(&web_app(), &meta("shop", None)).expect_err("no uid");
-        assert!(matches!(err, Error::Invalid(m) if m.contains("shop has no uid")));
+        assert!(err.code == ErrorCode::Invalid && err.message.contains("shop has no uid"));
     }
 
     #[test]
@@ -111,8 +111,6 @@ mod tests {
         assert_eq!(owned.owner_references.as_ref().map(Vec::len), Some(1));
         let other = meta("blog", Some("u2"));
         let err = set_controller_reference(&mut owned, &web_app(), &other).expect_err("taken");
-        assert!(
-            matches!(err, Error::Conflict(m) if m.contains("already controlled by WebApp shop"))
-        );
+        assert!(err.is_conflict() && err.message.contains("already controlled by WebApp shop"));
     }
 }

@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 
-use crate::{Gvk, KeyMapping, ObjectRef, Permission, Registration, Request, Verb, Watch};
+use crate::{Gvk, KeyMapping, ObjectRef, Permission, Registration, Request, Watch};
 
 impl Gvk {
     /// The kind of a `k8s-openapi` type: `Gvk::of::<Pod>()`.
@@ -104,6 +104,38 @@ impl Watch {
     }
 }
 
+/// What a plugin may do with a kind beyond reading what it watches; the contract
+/// spells verbs as strings (`patch/status`), this names the ones the host knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// Read one object (`get`).
+    Get,
+    /// List objects (`list`).
+    List,
+    /// Change labels (`patch-labels`).
+    Patch,
+    /// Create or update whole objects by server-side apply (`apply`).
+    Apply,
+    /// Write the status subresource (`patch-status`).
+    PatchStatus,
+    /// Delete objects (`delete`).
+    Delete,
+}
+
+impl Verb {
+    /// The verb as the contract spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Patch => "patch",
+            Verb::Apply => "apply",
+            Verb::PatchStatus => "patch/status",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
 impl Registration {
     /// A registration with no watches yet; `name` must be a DNS-1123 label.
     pub fn new(name: &str, version: &str) -> Registration {
@@ -132,7 +164,7 @@ impl Registration {
     pub fn permit_kind(mut self, kind: Gvk, verbs: &[Verb]) -> Registration {
         self.permissions.push(Permission {
             kind,
-            verbs: verbs.to_vec(),
+            verbs: verbs.iter().map(|v| v.as_str().to_string()).collect(),
         });
         self
     }
@@ -187,6 +219,7 @@ mod tests {
             KeyMapping::ControllerOwner(Gvk::of::<Deployment>())
         );
         assert_eq!(reg.permissions[0].kind, Gvk::of::<Node>());
+        assert_eq!(reg.permissions[0].verbs, ["patch"]);
         assert_eq!(reg.max_concurrent_reconciles, 2);
         assert_eq!(reg.resync_period_ms, Some(90_000));
     }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use kube::core::GroupVersionKind;
 
-use crate::bindings::{Gvk, Request};
+use crate::contract::{Gvk, Request};
 use crate::kube::cache::{CachedObject, Change};
 use crate::kube::discovery::{display_gvk, split_api_version};
 
@@ -30,7 +30,7 @@ impl ReconcileKey {
         }
     }
 
-    /// The WIT request for this key.
+    /// The contract request for this key.
     pub fn to_request(&self) -> Request {
         Request {
             kind: self.kind.as_ref().map(to_wit_gvk),
@@ -50,7 +50,7 @@ impl fmt::Display for ReconcileKey {
     }
 }
 
-/// Converts a host kind to the WIT record.
+/// Converts a host kind to the contract's.
 pub fn to_wit_gvk(gvk: &GroupVersionKind) -> Gvk {
     Gvk {
         group: gvk.group.clone(),

@@ -11,6 +11,7 @@ pub mod budget;
 pub mod capabilities;
 pub mod componentize;
 pub mod config;
+pub mod contract;
 pub mod controller;
 pub mod keys;
 pub mod kube;

@@ -123,6 +123,42 @@ impl LogLimiter {
     }
 }
 
+/// Most key-value fields kept from one plugin log line.
+pub const MAX_FIELDS: usize = 16;
+/// Longest field key.
+const MAX_FIELD_KEY: usize = 64;
+
+/// A plugin's key-value fields as one logfmt value (`count=3 node="a b"`): keys must be
+/// short identifiers (`[A-Za-z0-9_.-]`), values are escaped, quoted when needed and
+/// cut like messages; at most [`MAX_FIELDS`] are kept. Bad keys and the fields past
+/// the bound are counted in `dropped=N`, so a plugin cannot forge other fields of the
+/// host's line.
+pub fn fields_text(fields: &[(String, String)]) -> String {
+    let good_key = |k: &str| {
+        !k.is_empty()
+            && k.len() <= MAX_FIELD_KEY
+            && (k.bytes()).all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    };
+    let mut parts = Vec::new();
+    let mut dropped = 0;
+    for (key, value) in fields {
+        if !good_key(key) || parts.len() == MAX_FIELDS {
+            dropped += 1;
+            continue;
+        }
+        let value = escape(&cut(value, MAX_LINE_BYTES));
+        let plain = !value.is_empty() && !value.contains([' ', '"', '=', '\\']);
+        match plain {
+            true => parts.push(format!("{key}={value}")),
+            false => parts.push(format!("{key}={value:?}")),
+        }
+    }
+    if dropped > 0 {
+        parts.push(format!("dropped={dropped}"));
+    }
+    parts.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +206,29 @@ mod tests {
         tokio::time::advance(REPORT_EVERY).await;
         let later = limiter.admit("later").expect("refilled");
         assert_eq!(later.dropped_before, 100);
+    }
+
+    #[test]
+    fn fields_are_one_logfmt_value_a_plugin_cannot_break_out_of() {
+        let fields = |pairs: &[(&str, &str)]| {
+            let owned: Vec<(String, String)> = (pairs.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            fields_text(&owned)
+        };
+        assert_eq!(
+            fields(&[("count", "3"), ("node", "a b")]),
+            r#"count=3 node="a b""#
+        );
+        assert_eq!(
+            fields(&[("bad key", "x"), ("ok", "line\nINFO forged")]),
+            r#"ok="line\\nINFO forged" dropped=1"#
+        );
+        let many: Vec<(String, String)> = (0..20).map(|i| (format!("k{i}"), "v".into())).collect();
+        assert!(
+            fields_text(&many).ends_with("k15=v dropped=4"),
+            "{}",
+            fields_text(&many)
+        );
     }
 }

@@ -15,10 +15,15 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::bindings::wcm::controller::cluster::{Host, Propagation};
-use wcm_host::bindings::{EventType, Gvk, ObjectRef, Verb, WitError};
+use wcm_host::bindings::v0_3::wcm::controller::cluster::{
+    DeleteOptions, Event as EventArgs, Host, Propagation,
+};
+use wcm_host::bindings::v0_3::wcm::controller::types::{
+    Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
+};
 use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::{ClusterAccess, Granted};
+use wcm_host::contract::Verb;
 use wcm_host::kube::informer::InformerRegistry;
 use wcm_host::leader::LeaderGate;
 use wcm_host::runtime::HostState;
@@ -240,12 +245,12 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
     let mut state = state_for(ns.name(), ns.client()).await?;
     for _ in 0..2 {
         state
-            .record_event(
+            .record_event(event_args(
                 config_map(ns.name(), "web"),
                 EventType::Warning,
                 "Checked".into(),
                 "looked at it".into(),
-            )
+            ))
             .await
             .map_err(anyhow_wit)?;
     }
@@ -264,12 +269,12 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
     let long_reason = "R".repeat(129);
     assert_wit_error(
         state
-            .record_event(
+            .record_event(event_args(
                 config_map(ns.name(), "web"),
                 EventType::Normal,
                 long_reason,
                 String::new(),
-            )
+            ))
             .await,
         "invalid",
         "1 to 128 characters",
@@ -298,12 +303,12 @@ async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<
     );
     assert_wit_error(
         state
-            .record_event(
+            .record_event(event_args(
                 config_map(ns.name(), "web"),
                 EventType::Normal,
                 "Stale".into(),
                 String::new(),
-            )
+            ))
             .await,
         "unavailable",
         "record-event Stale",
@@ -362,12 +367,12 @@ async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> R
 
     let shared = config_map(n, "shared");
     second
-        .delete(shared.clone(), Propagation::Background)
+        .delete(shared.clone(), background())
         .await
         .map_err(anyhow_wit)?;
     assert!(api.get_opt("shared").await?.is_none());
     assert_wit_error(
-        second.delete(shared, Propagation::Background).await,
+        second.delete(shared, background()).await,
         "not-found",
         "shared",
     );
@@ -387,6 +392,125 @@ async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> R
 }
 
 #[tokio::test]
+async fn errors_carry_the_status_and_causes_and_deletes_check_their_preconditions() -> Result<()> {
+    let ns = TestNamespace::create("cap-precond").await?;
+    let n = ns.name();
+    let gate = LeaderGate::always_open;
+    let mut first = state_of("owner-a", n, ns.client(), gate()).await?;
+    let mut second = state_of("owner-b", n, ns.client(), gate()).await?;
+    let object = |c: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kept", "namespace": n}, "data": {"colour": c}})
+        .to_string()
+    };
+    let stored = first
+        .apply(object("red"), false)
+        .await
+        .map_err(anyhow_wit)?;
+    let stored: ConfigMap = serde_json::from_str(&stored)?;
+    let conflict = second
+        .apply(object("blue"), false)
+        .await
+        .expect_err("conflict");
+    assert_eq!(conflict.code, ErrorCode::Conflict);
+    assert_eq!(conflict.status, Some(409));
+    let cause = conflict.causes.first().context("a cause per field")?;
+    assert_eq!(cause.field, ".data.colour");
+    assert_eq!(cause.manager.as_deref(), Some("owner-a"), "{cause:?}");
+
+    let kept = config_map(n, "kept");
+    let precondition = |uid: Option<String>, rv: Option<String>| DeleteOptions {
+        propagation: Propagation::Background,
+        uid,
+        resource_version: rv,
+    };
+    let wrong_uid = precondition(Some("0b5e7d2c-0000-4000-8000-000000000000".into()), None);
+    let refused = first
+        .delete(kept.clone(), wrong_uid)
+        .await
+        .expect_err("stale uid");
+    assert_eq!(
+        (refused.code, refused.status),
+        (ErrorCode::Conflict, Some(409)),
+        "{refused:?}"
+    );
+    assert!(
+        refused.message.contains("the UID in the precondition")
+            && refused.message.contains("does not match"),
+        "{}",
+        refused.message
+    );
+    let stale_rv = precondition(None, Some("1".into()));
+    let refused = first
+        .delete(kept.clone(), stale_rv)
+        .await
+        .expect_err("stale rv");
+    assert_eq!(refused.code, ErrorCode::Conflict, "{refused:?}");
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), n);
+    assert!(
+        api.get_opt("kept").await?.is_some(),
+        "refused deletes delete nothing"
+    );
+    let current = precondition(stored.metadata.uid.clone(), None);
+    first.delete(kept, current).await.map_err(anyhow_wit)?;
+    assert!(api.get_opt("kept").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_event_names_its_action_and_related_object() -> Result<()> {
+    let ns = TestNamespace::create("cap-related").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    let settings = create_config_map(&ns.client(), ns.name(), "settings", "web").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+    let mut event = event_args(
+        config_map(ns.name(), "web"),
+        EventType::Normal,
+        "Configured".into(),
+        "took the settings".into(),
+    );
+    event.action = "ReadSettings".into();
+    event.related = Some(config_map(ns.name(), "settings"));
+    state
+        .record_event(event.clone())
+        .await
+        .map_err(anyhow_wit)?;
+    let events: Api<Event> = Api::namespaced(ns.client(), ns.name());
+    let found = events.list(&ListParams::default()).await?.items;
+    let recorded = found.first().context("one Event")?;
+    assert_eq!(recorded.action.as_deref(), Some("ReadSettings"));
+    let related = recorded.related.as_ref().context("related")?;
+    assert_eq!(related.name.as_deref(), Some("settings"));
+    assert_eq!(
+        related.uid, settings.metadata.uid,
+        "the cache supplies the uid"
+    );
+
+    event.action = "Read Settings\n".into();
+    assert_wit_error(
+        state.record_event(event.clone()).await,
+        "invalid",
+        "event action",
+    );
+    event.action = String::new();
+    event.related = Some(ObjectRef {
+        kind: Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+        },
+        namespace: Some(ns.name().into()),
+        name: "token".into(),
+    });
+    assert_wit_error(
+        state.record_event(event).await,
+        "forbidden",
+        "(related v1/Secret",
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_cluster_is_unavailable_during_register() -> Result<()> {
     let mut state = HostState::for_register(PLUGIN, 64 << 20);
     assert_wit_error(
@@ -397,21 +521,46 @@ async fn the_cluster_is_unavailable_during_register() -> Result<()> {
     Ok(())
 }
 
-/// Asserts that `result` failed with the WIT error `case` and a message holding `needle`.
+/// Asserts that `result` failed with the contract's error `case` and a message holding
+/// `needle`.
 fn assert_wit_error<T: std::fmt::Debug>(result: Result<T, WitError>, case: &str, needle: &str) {
-    let (found, message) = match &result {
-        Err(WitError::NotFound(m)) => ("not-found", m),
-        Err(WitError::Forbidden(m)) => ("forbidden", m),
-        Err(WitError::Conflict(m)) => ("conflict", m),
-        Err(WitError::Invalid(m)) => ("invalid", m),
-        Err(WitError::Unavailable(m)) => ("unavailable", m),
-        Err(WitError::Other(m)) => ("other", m),
-        Ok(_) => panic!("expected {case}, got {result:?}"),
+    let Err(e) = &result else {
+        panic!("expected {case}, got {result:?}");
+    };
+    let found = match e.code {
+        ErrorCode::NotFound => "not-found",
+        ErrorCode::AlreadyExists => "already-exists",
+        ErrorCode::Forbidden => "forbidden",
+        ErrorCode::Conflict => "conflict",
+        ErrorCode::Invalid => "invalid",
+        ErrorCode::Unavailable => "unavailable",
+        ErrorCode::Other => "other",
     };
     assert_eq!(found, case, "expected {case}, got {result:?}");
-    assert!(message.contains(needle), "{message}");
+    assert!(e.message.contains(needle), "{}", e.message);
 }
 
 fn anyhow_wit(e: WitError) -> anyhow::Error {
     anyhow::anyhow!("{e:?}")
+}
+
+/// A normal or warning Event about `regarding` with no action or related object.
+fn event_args(regarding: ObjectRef, type_: EventType, reason: String, note: String) -> EventArgs {
+    EventArgs {
+        regarding,
+        related: None,
+        type_,
+        reason,
+        action: String::new(),
+        note,
+    }
+}
+
+/// An unconditional background delete.
+fn background() -> DeleteOptions {
+    DeleteOptions {
+        propagation: Propagation::Background,
+        uid: None,
+        resource_version: None,
+    }
 }

@@ -10,9 +10,13 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
-use wcm_host::bindings::wcm::controller::cluster::{Host as Cluster, Propagation};
-use wcm_host::bindings::wcm::controller::log::Host as Log;
-use wcm_host::bindings::{EventType, Gvk, Level, ObjectRef, WitError};
+use wcm_host::bindings::v0_3::wcm::controller::cluster::{
+    DeleteOptions, Event, Host as Cluster, Propagation,
+};
+use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
+use wcm_host::bindings::v0_3::wcm::controller::types::{
+    Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
+};
 use wcm_host::budget::Budget;
 use wcm_host::leader::LeaderGate;
 use wcm_host::runtime::HostState;
@@ -129,14 +133,7 @@ fn calls(ns: String) -> impl Strategy<Value = Calls> {
 
 /// The message of an error, which must never be empty.
 fn message(error: &WitError) -> &str {
-    match error {
-        WitError::NotFound(m)
-        | WitError::Forbidden(m)
-        | WitError::Conflict(m)
-        | WitError::Invalid(m)
-        | WitError::Unavailable(m)
-        | WitError::Other(m) => m,
-    }
+    &error.message
 }
 
 fn check<T>(op: &str, result: &Result<T, WitError>) -> Result<(), TestCaseError> {
@@ -166,17 +163,19 @@ async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCase
     check("patch-labels", &patched)?;
     if !name_is_url_safe {
         prop_assert!(
-            matches!(patched, Err(WitError::Invalid(_))),
+            matches!(&patched, Err(e) if e.code == ErrorCode::Invalid),
             "name {:?} was not refused: {patched:?}",
             c.target.name
         );
     }
-    let event = state.record_event(
-        c.target.clone(),
-        EventType::Warning,
-        c.reason.clone(),
-        c.note.clone(),
-    );
+    let event = state.record_event(Event {
+        regarding: c.target.clone(),
+        related: Some(c.target.clone()),
+        type_: EventType::Warning,
+        reason: c.reason.clone(),
+        action: c.reason.clone(),
+        note: c.note.clone(),
+    });
     check("record-event", &event.await)?;
     check("apply", &state.apply(c.object.clone(), c.force).await)?;
     check(
@@ -188,11 +187,15 @@ async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCase
         Propagation::Foreground,
         Propagation::Orphan,
     ];
-    let deleted = state
-        .delete(c.target.clone(), propagation[usize::from(c.propagation)])
-        .await;
+    let options = DeleteOptions {
+        propagation: propagation[usize::from(c.propagation)],
+        uid: Some(c.reason.clone()),
+        resource_version: Some(c.note.clone()),
+    };
+    let deleted = state.delete(c.target.clone(), options).await;
     check("delete", &deleted)?;
-    Log::log(state, Level::Error, c.note).await;
+    let fields = vec![(c.reason.clone(), c.note.clone())];
+    Log::log(state, Level::Error, c.note, fields).await;
     Ok(())
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use kube::core::{GroupVersionKind, Selector};
 
 use super::{CapabilityError, Target};
-use crate::bindings::{Registration, Verb};
 use crate::budget::PluginBudget;
+use crate::contract::{EventRecord, Registration, Verb};
 use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
@@ -52,7 +52,7 @@ impl Declared {
         Err(CapabilityError::Forbidden(format!(
             "{op} {target}: plugin {} did not declare the {} permission on {}",
             self.plugin,
-            verb_name(verb),
+            verb,
             display_gvk(&target.gvk)
         )))
     }
@@ -76,20 +76,24 @@ impl Declared {
     }
 
     /// Checks an Event before anything is recorded: the plugin may record Events about
-    /// `regarding`, and the reason and note are within Kubernetes' bounds. Returns the
+    /// `regarding` and name `related`, and the reason, action and note are within
+    /// Kubernetes' bounds. Returns the
     /// call's name for later errors.
     pub fn check_event(
         &self,
         regarding: &Target,
-        reason: &str,
-        note: &str,
+        related: Option<&Target>,
+        event: &EventRecord,
     ) -> Result<String, CapabilityError> {
         let op = format!(
             "record-event {} on {regarding}",
-            crate::kube::names::shorten(reason)
+            crate::kube::names::shorten(&event.reason)
         );
         self.require_event_permission(&op, regarding)?;
-        PluginRecorder::check(reason, note)
+        if let Some(related) = related {
+            self.require_event_permission(&format!("{op} (related {related})"), related)?;
+        }
+        PluginRecorder::check(&event.reason, &event.action, &event.note)
             .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
         Ok(op)
     }
@@ -145,19 +149,8 @@ pub fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<
     }
     for p in &registration.permissions {
         let verbs = grants.entry(from_wit_gvk(&p.kind)).or_default();
-        verbs.extend(p.verbs.iter().copied());
+        // Verbs were checked at load (`controller::validate`); none is unknown here.
+        verbs.extend(p.verbs.iter().filter_map(|v| Verb::parse(v).ok()));
     }
     grants
-}
-
-/// A verb as the WIT contract spells it.
-pub fn verb_name(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Get => "get",
-        Verb::List => "list",
-        Verb::Patch => "patch",
-        Verb::Apply => "apply",
-        Verb::PatchStatus => "patch-status",
-        Verb::Delete => "delete",
-    }
 }

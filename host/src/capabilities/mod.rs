@@ -7,12 +7,15 @@
 //! writes, made only while this replica leads, are in `writes`.
 
 mod declared;
+mod error;
 mod granted;
 mod plugin_cluster;
 mod target;
 mod writes;
 
-pub use declared::{Declared, grants, list_scope, verb_name};
+pub use declared::{Declared, grants, list_scope};
+pub use error::CapabilityError;
+pub(crate) use error::from_kube;
 pub use granted::{Granted, Review};
 pub use plugin_cluster::PluginCluster;
 pub use target::{Target, check_kind, check_namespace};
@@ -24,73 +27,11 @@ use std::sync::Arc;
 use kube::Client;
 use kube::core::{GroupVersionKind, SelectorExt};
 
-use crate::bindings::{Verb, WitError};
 use crate::budget::PluginBudget;
+use crate::contract::Verb;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::leader::LeaderGate;
-
-/// A failed capability call; the message names the operation, the object and the cause.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CapabilityError {
-    /// The object does not exist in the cache or the cluster.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// Not declared by the plugin, or denied by the API server.
-    #[error("forbidden: {0}")]
-    Forbidden(String),
-    /// A write conflicted with someone else's.
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// Malformed input: label, selector, reason, unwatched kind.
-    #[error("invalid: {0}")]
-    Invalid(String),
-    /// The API server could not be reached or is overloaded.
-    #[error("unavailable: {0}")]
-    Unavailable(String),
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
-}
-
-impl From<CapabilityError> for WitError {
-    fn from(e: CapabilityError) -> WitError {
-        match e {
-            CapabilityError::NotFound(m) => WitError::NotFound(m),
-            CapabilityError::Forbidden(m) => WitError::Forbidden(m),
-            CapabilityError::Conflict(m) => WitError::Conflict(m),
-            CapabilityError::Invalid(m) => WitError::Invalid(m),
-            CapabilityError::Unavailable(m) => WitError::Unavailable(m),
-            CapabilityError::Other(m) => WitError::Other(m),
-        }
-    }
-}
-
-/// Maps an API error to the case a plugin can act on, prefixed with what was attempted.
-pub(crate) fn from_kube(what: &str, e: &kube::Error) -> CapabilityError {
-    let msg = match e {
-        // The API server's own message says what was refused and why; the rest of the
-        // Status (metadata, details) would only repeat it.
-        kube::Error::Api(status) if !status.message.is_empty() => {
-            format!(
-                "{what}: {} ({} {})",
-                status.message, status.code, status.reason
-            )
-        }
-        e => format!("{what}: {e}"),
-    };
-    match e {
-        kube::Error::Api(status) => match status.code {
-            404 => CapabilityError::NotFound(msg),
-            401 | 403 => CapabilityError::Forbidden(msg),
-            409 => CapabilityError::Conflict(msg),
-            400 | 422 => CapabilityError::Invalid(msg),
-            429 | 500..=599 => CapabilityError::Unavailable(msg),
-            _ => CapabilityError::Other(msg),
-        },
-        _ => CapabilityError::Unavailable(msg),
-    }
-}
 
 /// The cluster as one plugin sees it: its caches, its permissions, its identity.
 pub struct ClusterAccess {

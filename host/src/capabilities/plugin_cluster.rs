@@ -10,8 +10,8 @@ use futures::future::BoxFuture;
 use kube::core::GroupVersionKind;
 
 use super::{CapabilityError, ClusterAccess, Target};
-use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::budget::PluginBudget;
+use crate::contract::{DeleteOptions, EventRecord};
 
 /// One plugin's view of a cluster. Reads answer from caches at once; writes may wait
 /// (for the API server, for the plugin's API rate), so they return futures.
@@ -63,20 +63,20 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
         status: &'a str,
     ) -> BoxFuture<'a, Result<(), CapabilityError>>;
 
-    /// Deletes `target`, its dependents handled by `propagation`.
+    /// Deletes `target` if the preconditions of `options` hold.
     fn delete<'a>(
         &'a self,
         target: &'a Target,
-        propagation: Propagation,
+        options: &'a DeleteOptions,
     ) -> BoxFuture<'a, Result<(), CapabilityError>>;
 
-    /// Records an Event about `regarding`, as the plugin.
+    /// Records `event` about `regarding` (and `related`), as the plugin; the event's
+    /// own references are what the plugin passed, the targets their checked forms.
     fn record_event<'a>(
         &'a self,
         regarding: &'a Target,
-        warning: bool,
-        reason: &'a str,
-        note: &'a str,
+        related: Option<&'a Target>,
+        event: &'a EventRecord,
     ) -> BoxFuture<'a, Result<(), CapabilityError>>;
 }
 
@@ -130,20 +130,17 @@ impl PluginCluster for ClusterAccess {
     fn delete<'a>(
         &'a self,
         target: &'a Target,
-        propagation: Propagation,
+        options: &'a DeleteOptions,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
-        Box::pin(ClusterAccess::delete(self, target, propagation))
+        Box::pin(ClusterAccess::delete(self, target, options))
     }
 
     fn record_event<'a>(
         &'a self,
         regarding: &'a Target,
-        warning: bool,
-        reason: &'a str,
-        note: &'a str,
+        related: Option<&'a Target>,
+        event: &'a EventRecord,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
-        Box::pin(ClusterAccess::record_event(
-            self, regarding, warning, reason, note,
-        ))
+        Box::pin(ClusterAccess::record_event(self, regarding, related, event))
     }
 }

@@ -2,13 +2,12 @@
 //! checked against the plugin's permissions and made only while this replica leads.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{DynamicObject, PropagationPolicy};
+use kube::api::{DynamicObject, Preconditions, PropagationPolicy};
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 
 use super::{CapabilityError, ClusterAccess, Target, from_kube};
-use crate::bindings::Verb;
-use crate::bindings::wcm::controller::cluster::Propagation;
+use crate::contract::{DeleteOptions, EventRecord, Propagation, Verb};
 use crate::kube::discovery::{ResolvedKind, display_gvk, split_api_version};
 use crate::kube::events::EventError;
 use crate::kube::writes::{self, WriteError};
@@ -140,23 +139,29 @@ impl ClusterAccess {
         Ok(())
     }
 
-    /// Deletes `target`, its dependents handled by `propagation`.
+    /// Deletes `target`, its dependents handled by the options' propagation, if the
+    /// uid and resourceVersion preconditions hold.
     pub async fn delete(
         &self,
         target: &Target,
-        propagation: Propagation,
+        options: &DeleteOptions,
     ) -> Result<(), CapabilityError> {
         let op = format!("delete {target}");
         self.declared.require(Verb::Delete, "delete", target)?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
-        let policy = match propagation {
+        let preconditions =
+            (options.uid.is_some() || options.resource_version.is_some()).then(|| Preconditions {
+                uid: options.uid.clone(),
+                resource_version: options.resource_version.clone(),
+            });
+        let policy = match options.propagation {
             Propagation::Background => PropagationPolicy::Background,
             Propagation::Foreground => PropagationPolicy::Foreground,
             Propagation::Orphan => PropagationPolicy::Orphan,
         };
         let (ns, name) = (target.namespace.as_deref(), &target.name);
-        writes::delete(&self.client, &kind, ns, name, policy)
+        writes::delete(&self.client, &kind, ns, name, policy, preconditions)
             .await
             .map_err(|e| failed(&op, e))
     }
@@ -169,19 +174,12 @@ impl ClusterAccess {
     pub async fn record_event(
         &self,
         regarding: &Target,
-        warning: bool,
-        reason: &str,
-        note: &str,
+        related: Option<&Target>,
+        event: &EventRecord,
     ) -> Result<(), CapabilityError> {
-        let op = self.declared.check_event(regarding, reason, note)?;
+        let op = self.declared.check_event(regarding, related, event)?;
         self.require_leader(&op)?;
-        let uid = self
-            .caches_of(&regarding.gvk, regarding.namespace.as_deref())
-            .find_map(|(_, i)| {
-                i.cache()
-                    .get(regarding.namespace.as_deref(), &regarding.name)
-            })
-            .and_then(|o| o.uid.clone());
+        let uid = self.cached_uid(regarding);
         let object = (
             display_gvk(&regarding.gvk),
             regarding.namespace.clone(),
@@ -190,26 +188,40 @@ impl ClusterAccess {
         );
         if !self.declared.budget.events.allow(&object) {
             self.declared.budget.hit(Limit::events);
-            tracing::debug!(plugin = %self.declared.plugin, object = %regarding, reason = %escape(reason),
+            tracing::debug!(plugin = %self.declared.plugin, object = %regarding, reason = %escape(&event.reason),
                 "event dropped by the spam filter");
             return Ok(());
         }
         self.admit_request(&op).await?;
-        let reference = ObjectReference {
-            api_version: Some(regarding.gvk.api_version()),
-            kind: Some(regarding.gvk.kind.clone()),
-            namespace: regarding.namespace.clone(),
-            name: Some(regarding.name.clone()),
-            uid,
-            ..Default::default()
-        };
+        let related = related.map(|r| reference(r, self.cached_uid(r)));
         self.recorder
-            .record(&reference, warning, reason, note)
+            .record(&reference(regarding, uid), related, event)
             .await
             .map_err(|e| match e {
                 EventError::Api(e) => from_kube(&op, &e),
                 other => CapabilityError::Invalid(format!("{op}: {other}")),
             })
+    }
+}
+
+impl ClusterAccess {
+    /// The uid of `target` if the plugin's caches hold it (Events name it).
+    fn cached_uid(&self, target: &Target) -> Option<String> {
+        self.caches_of(&target.gvk, target.namespace.as_deref())
+            .find_map(|(_, i)| i.cache().get(target.namespace.as_deref(), &target.name))
+            .and_then(|o| o.uid.clone())
+    }
+}
+
+/// An Event's reference to `target`.
+fn reference(target: &Target, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(target.gvk.api_version()),
+        kind: Some(target.gvk.kind.clone()),
+        namespace: target.namespace.clone(),
+        name: Some(target.name.clone()),
+        uid,
+        ..Default::default()
     }
 }
 

@@ -11,8 +11,15 @@ pub use arena::{ARENA_BYTES, MAGIC as ARENA_MAGIC};
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
 use wit_parser::Resolve;
 
-/// The contract, as the host was built with it.
-const CONTRACT: &str = include_str!("../../../wit/controller.wit");
+/// The contract versions the host serves, as it was built with them: a module is
+/// made a component of the version whose `reconciler` it exports.
+const CONTRACTS: [(&str, &str); 2] = [
+    ("0.3.", include_str!("../../../wit/controller.wit")),
+    (
+        "0.2.",
+        include_str!("../../../wit/compat/v0.2/controller.wit"),
+    ),
+];
 /// The world plugins implement.
 const WORLD: &str = "controller";
 
@@ -30,9 +37,10 @@ pub enum ComponentizeError {
 /// The component of `module`: its exports lifted and imports lowered as the contract's
 /// world says, WASI preview 1 adapted to preview 2.
 pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
+    let contract = contract_of(module)?;
     let mut resolve = Resolve::default();
     let package = resolve
-        .push_str("controller.wit", CONTRACT)
+        .push_str("controller.wit", contract)
         .map_err(|e| ComponentizeError::Contract(format!("{e:#}")))?;
     let world = resolve
         .select_world(&[package], Some(WORLD))
@@ -51,4 +59,27 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
         .and_then(|e| e.adapter("wasi_snapshot_preview1", adapter))
         .and_then(|e| e.encode())
         .map_err(invalid)
+}
+
+/// The WIT of the contract version whose `reconciler` the module exports
+/// (`wcm:controller/reconciler@0.2.0#register`).
+fn contract_of(module: &[u8]) -> Result<&'static str, ComponentizeError> {
+    const PREFIX: &str = "wcm:controller/reconciler@";
+    let invalid = |e: wasmparser::BinaryReaderError| ComponentizeError::Module(e.to_string());
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        let wasmparser::Payload::ExportSection(exports) = payload.map_err(invalid)? else {
+            continue;
+        };
+        for export in exports {
+            let Some(version) = export.map_err(invalid)?.name.strip_prefix(PREFIX) else {
+                continue;
+            };
+            if let Some((_, wit)) = CONTRACTS.iter().find(|(v, _)| version.starts_with(v)) {
+                return Ok(wit);
+            }
+        }
+    }
+    Err(ComponentizeError::Module(format!(
+        "exports no {PREFIX}0.3.x or 0.2.x functions (register, reconcile)"
+    )))
 }

@@ -14,9 +14,9 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::bindings::Registration;
 use crate::budget::{BudgetSettings, PluginBudget};
 use crate::capabilities::{ClusterAccess, Granted, Review};
+use crate::contract::Registration;
 use crate::keys::ReconcileKey;
 use crate::kube::access::{AccessReviewer, ReviewError};
 use crate::kube::discovery::DiscoveryError;

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use kube::core::GroupVersionKind;
 
-use crate::bindings::Registration;
 use crate::capabilities::{Granted, Review};
+use crate::contract::Registration;
 use crate::keys::from_wit_gvk;
 use crate::kube::access::{AccessReviewer, ReviewError, Rule};
 use crate::kube::discovery::{DiscoveryError, KindResolver, ResolvedKind};

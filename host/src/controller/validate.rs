@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use super::StartError;
-use crate::bindings::{KeyMapping, Registration, Watch};
 use crate::budget::Budget;
+use crate::contract::{KeyMapping, Permission, Registration, Verb, Watch};
+use crate::keys::from_wit_gvk;
+use crate::kube::discovery::display_gvk;
 use crate::kube::names::{is_dns_label, shorten, validate_kind, validate_namespace};
 use crate::kube::selector;
 
@@ -23,6 +25,8 @@ const FIXED_KEY_MAX: usize = 253;
 const SELECTOR_MAX: usize = 1024;
 /// Most permission entries.
 const PERMISSIONS_MAX: usize = 64;
+/// Most verbs in one permission entry.
+const VERBS_MAX: usize = 16;
 
 /// Checks `reg` against the rules and the plugin's `budget`.
 pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
@@ -63,6 +67,7 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
         let k = &p.kind;
         validate_kind(&k.group, &k.version, &k.kind)
             .map_err(|e| StartError::Registration(format!("permission: {e}")))?;
+        check_verbs(p)?;
     }
     check_resync(reg.resync_period_ms)
 }
@@ -102,6 +107,23 @@ fn check_watch(watch: &Watch) -> Result<(), String> {
     }
 }
 
+/// Every verb of a permission is one this host knows, and there are not too many.
+fn check_verbs(p: &Permission) -> Result<(), StartError> {
+    let on = || display_gvk(&from_wit_gvk(&p.kind));
+    if p.verbs.len() > VERBS_MAX {
+        return Err(StartError::Registration(format!(
+            "permission on {}: {} verbs, more than {VERBS_MAX}",
+            on(),
+            p.verbs.len()
+        )));
+    }
+    for verb in &p.verbs {
+        Verb::parse(verb)
+            .map_err(|e| StartError::Registration(format!("permission on {}: {e}", on())))?;
+    }
+    Ok(())
+}
+
 fn check_resync(period_ms: Option<u64>) -> Result<(), StartError> {
     let Some(ms) = period_ms else {
         return Ok(());
@@ -120,7 +142,7 @@ fn check_resync(period_ms: Option<u64>) -> Result<(), StartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::{Gvk, Permission, Verb};
+    use crate::contract::Gvk;
 
     fn pods() -> Gvk {
         Gvk {
@@ -142,7 +164,7 @@ mod tests {
             }],
             permissions: vec![Permission {
                 kind: pods(),
-                verbs: vec![Verb::Patch],
+                verbs: vec!["patch".into()],
             }],
             max_concurrent_reconciles: 0,
             resync_period_ms: None,
@@ -203,6 +225,10 @@ mod tests {
             (
                 "name \"Pod_Counter\"",
                 Box::new(|r| r.name = "Pod_Counter".into()),
+            ),
+            (
+                "permission on v1/Pod: unknown verb \"frobnicate\"",
+                Box::new(|r| r.permissions[0].verbs.push("frobnicate".into())),
             ),
             (
                 "permission: kind",

@@ -9,8 +9,8 @@ use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 
 use super::StartError;
-use crate::bindings::{KeyMapping as WitMapping, Registration};
 use crate::capabilities::Granted;
+use crate::contract::{KeyMapping as WitMapping, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
 use crate::kube::informer::{Informer, InformerRegistry, WatchScope};

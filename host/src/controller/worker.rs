@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
-use crate::bindings::Action;
 use crate::capabilities::ClusterAccess;
+use crate::contract::Action;
 use crate::keys::ReconcileKey;
 use crate::kube::informer::Informer;
 use crate::leader::LeaderGate;
@@ -125,16 +125,32 @@ impl Worker {
         let outcome = match called {
             Ok(action) => {
                 version.crashes.succeeded();
-                self.queue.forget(key);
+                if action != Action::Requeue {
+                    self.queue.forget(key); // a requeue keeps its backoff growing
+                }
                 if let Action::RequeueAfter(ms) = action {
                     self.queue.add_after(key.clone(), Duration::from_millis(ms));
                 }
                 tracing::debug!(plugin, key = %key, ?action, "reconciled");
                 match action {
                     Action::Done => ReconcileResult::success,
+                    Action::Requeue => {
+                        self.queue.add_rate_limited(key.clone());
+                        ReconcileResult::requeue
+                    }
                     Action::RequeueAfter(0) => ReconcileResult::requeue,
                     Action::RequeueAfter(_) => ReconcileResult::requeue_after,
                 }
+            }
+            Err(CallError::Guest(failure)) if failure.terminal => {
+                // controller-runtime's TerminalError: recorded, not retried until the
+                // key is queued again by a change.
+                self.queue.forget(key);
+                version.crashes.succeeded();
+                tracing::error!(plugin, key = %key, error = %failure.error,
+                    "reconcile failed terminally; not retried until the object changes");
+                self.metrics.terminal_error(plugin);
+                ReconcileResult::error
             }
             Err(error) => {
                 let retry_in = self.queue.add_rate_limited(key.clone());

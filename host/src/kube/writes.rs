@@ -2,7 +2,9 @@
 //! label patches, server-side apply, status patches and deletions.
 
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
 use serde_json::{Map, Value};
 
 use super::discovery::ResolvedKind;
@@ -92,10 +94,12 @@ pub async fn delete(
     namespace: Option<&str>,
     name: &str,
     propagation: PropagationPolicy,
+    preconditions: Option<Preconditions>,
 ) -> Result<(), WriteError> {
     let api = api(client, kind, namespace)?;
     let params = DeleteParams {
         propagation_policy: Some(propagation),
+        preconditions,
         ..DeleteParams::default()
     };
     api.delete(name, &params).await?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::waiting::WaitFor;
-use crate::bindings::Registration;
+use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 

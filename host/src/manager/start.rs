@@ -93,6 +93,7 @@ impl Manager {
             (false, false) => "plugin loaded",
         };
         tracing::info!(file, plugin = %registration.name, version = %registration.version,
+            contract = %loaded.code.contract(),
             previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash), origin,
             read = ?loaded.read, compile_wait = ?loaded.compile_wait, compile = ?loaded.compile,
             link = ?loaded.link,
@@ -114,7 +115,9 @@ impl Manager {
             budget: controller.budget().clone(),
         };
         let row = PluginStatus::running(file, &reg.name, &reg.version, &loaded.hash);
-        self.table.set(row.with_limits(limits));
+        let contract = loaded.code.contract().to_string();
+        self.table
+            .set(row.with_limits(limits).with_contract(contract));
         super::health::show_rights(&self.ctx, &self.table, file, controller);
         self.ctx.metrics.set_plugin_state(&reg.name, "running");
     }

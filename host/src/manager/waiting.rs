@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::bindings::Registration;
+use crate::contract::Registration;
 use crate::controller::ForbiddenError;
 use crate::kube::access::ReviewError;
 use crate::kube::discovery::DiscoveryError;

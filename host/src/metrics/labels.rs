@@ -79,16 +79,18 @@ impl HostCallResult {
     ];
 
     /// The result of a call's outcome.
-    pub fn of<T>(result: &Result<T, crate::bindings::WitError>) -> HostCallResult {
-        use crate::bindings::WitError as E;
-        match result {
-            Ok(_) => HostCallResult::ok,
-            Err(E::NotFound(_)) => HostCallResult::not_found,
-            Err(E::Forbidden(_)) => HostCallResult::forbidden,
-            Err(E::Conflict(_)) => HostCallResult::conflict,
-            Err(E::Invalid(_)) => HostCallResult::invalid,
-            Err(E::Unavailable(_)) => HostCallResult::unavailable,
-            Err(E::Other(_)) => HostCallResult::other,
+    pub fn of<T>(result: &Result<T, crate::contract::GuestError>) -> HostCallResult {
+        use crate::contract::ErrorCode as E;
+        let Err(e) = result else {
+            return HostCallResult::ok;
+        };
+        match e.code {
+            E::NotFound => HostCallResult::not_found,
+            E::Forbidden => HostCallResult::forbidden,
+            E::Conflict | E::AlreadyExists => HostCallResult::conflict,
+            E::Invalid => HostCallResult::invalid,
+            E::Unavailable => HostCallResult::unavailable,
+            E::Other => HostCallResult::other,
         }
     }
 }

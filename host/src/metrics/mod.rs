@@ -176,6 +176,17 @@ impl Metrics {
         }
     }
 
+    /// Counts a terminal reconcile error of `plugin` (besides its `error` result).
+    pub fn terminal_error(&self, plugin: &str) {
+        let controller = standard::ControllerLabels {
+            controller: plugin.to_string(),
+        };
+        self.standard
+            .terminal_errors
+            .get_or_create(&controller)
+            .inc();
+    }
+
     /// Counts one finished reconcile of `plugin` (controller-runtime's series).
     pub fn reconciled(&self, plugin: &str, result: ReconcileResult, took: Duration) {
         let controller = standard::ControllerLabels {

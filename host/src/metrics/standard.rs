@@ -88,6 +88,9 @@ pub struct Standard {
     pub reconcile_total: Family<ResultLabels, Counter>,
     /// `controller_runtime_reconcile_errors_total{controller}`.
     pub reconcile_errors: Family<ControllerLabels, Counter>,
+    /// `controller_runtime_terminal_reconcile_errors_total{controller}`: errors the
+    /// plugin said retrying will not fix.
+    pub terminal_errors: Family<ControllerLabels, Counter>,
     /// `controller_runtime_reconcile_time_seconds{controller}`.
     pub reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     /// `controller_runtime_max_concurrent_reconciles{controller}`.
@@ -138,6 +141,11 @@ impl Standard {
             "reconcile_errors",
             "Reconcile errors per controller",
             s.reconcile_errors.clone(),
+        );
+        cr.register(
+            "terminal_reconcile_errors",
+            "Terminal reconcile errors (not retried) per controller",
+            s.terminal_errors.clone(),
         );
         cr.register(
             "reconcile_time_seconds",
@@ -205,6 +213,7 @@ impl Standard {
         Standard {
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
+            terminal_errors: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_buckets as fn() -> Histogram),
             max_concurrent_reconciles: Family::default(),
             active_workers: Family::default(),
@@ -248,6 +257,7 @@ impl Standard {
             });
         }
         self.reconcile_errors.remove(&c);
+        self.terminal_errors.remove(&c);
         self.reconcile_time.remove(&c);
         self.max_concurrent_reconciles.remove(&c);
         self.active_workers.remove(&c);

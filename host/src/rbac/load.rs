@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::bindings::Registration;
 use crate::budget::Budget;
 use crate::config::Limits;
+use crate::contract::Registration;
 use crate::controller::{StartError, validate};
 use crate::runtime::{CallError, LoadError, PluginCode, Runtime, chain};
 use crate::watcher::plugin_files;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::kinds::{RbacKind, rbac_kind};
-use crate::bindings::{Registration, Verb};
+use crate::contract::{Registration, Verb};
 use crate::keys::from_wit_gvk;
 
 /// Where one set of verbs applies: a resource in a namespace, or cluster-wide.
@@ -100,8 +100,13 @@ pub fn plugin_rights_with(
     for permission in &registration.permissions {
         let kind = builder.kind(&from_wit_gvk(&permission.kind));
         let namespace = builder.home.clone().filter(|_| kind.namespaced);
-        for verb in &permission.verbs {
-            let (resource, verbs) = api_verbs(*verb, &kind.resource);
+        // Verbs were checked at load; an unknown one grants nothing.
+        for verb in permission.verbs.iter().filter_map(|v| Verb::parse(v).ok()) {
+            let (subresource, verbs) = verb.api_verbs();
+            let resource = match subresource {
+                Some(sub) => format!("{}/{sub}", kind.resource),
+                None => kind.resource.clone(),
+            };
             let entry =
                 builder
                     .rights
@@ -186,18 +191,5 @@ fn home_namespace(watched: &[(RbacKind, Option<String>)]) -> Option<String> {
     match namespaces.into_iter().collect::<Vec<_>>().as_slice() {
         [Some(one)] => Some(one.to_string()),
         _ => None,
-    }
-}
-
-/// The API verbs (and resource) a WIT verb stands for: server-side apply creates as
-/// well as patches; a status patch is a patch of the `status` subresource.
-fn api_verbs(verb: Verb, resource: &str) -> (String, Vec<&'static str>) {
-    match verb {
-        Verb::Get => (resource.to_string(), vec!["get"]),
-        Verb::List => (resource.to_string(), vec!["list"]),
-        Verb::Patch => (resource.to_string(), vec!["patch"]),
-        Verb::Apply => (resource.to_string(), vec!["create", "patch"]),
-        Verb::PatchStatus => (format!("{resource}/status"), vec!["patch"]),
-        Verb::Delete => (resource.to_string(), vec!["delete"]),
     }
 }

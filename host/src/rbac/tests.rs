@@ -1,7 +1,7 @@
 //! The rights derived from registrations, and their YAML.
 
 use super::*;
-use crate::bindings::{Gvk, KeyMapping, Permission, Registration, Verb, Watch};
+use crate::contract::{Gvk, KeyMapping, Permission, Registration, Watch};
 use crate::kube::identity::ServiceAccounts;
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
@@ -50,11 +50,11 @@ fn verbs(rights: &Rights, namespace: Option<&str>, group: &str, resource: &str) 
 fn pod_counter() -> Registration {
     let patch_nodes = Permission {
         kind: gvk("", "v1", "Node"),
-        verbs: vec![Verb::Patch],
+        verbs: vec!["patch".into()],
     };
     let patch_pods = Permission {
         kind: gvk("", "v1", "Pod"),
-        verbs: vec![Verb::Patch],
+        verbs: vec!["patch".into()],
     };
     registration(
         "pod-counter",
@@ -119,15 +119,15 @@ fn a_plugin_in_one_namespace_gets_a_role_there_and_cluster_scoped_kinds_stay_clu
         vec![
             Permission {
                 kind: deployment,
-                verbs: vec![Verb::Apply, Verb::Delete],
+                verbs: vec!["apply".into(), "delete".into()],
             },
             Permission {
                 kind: app,
-                verbs: vec![Verb::PatchStatus],
+                verbs: vec!["patch/status".into()],
             },
             Permission {
                 kind: gvk("", "v1", "Node"),
-                verbs: vec![Verb::Patch],
+                verbs: vec!["patch".into()],
             },
         ],
     );
@@ -171,7 +171,7 @@ fn watches_in_several_namespaces_make_writes_cluster_wide() {
         vec![watch(pod.clone(), Some("a")), watch(pod.clone(), Some("b"))],
         vec![Permission {
             kind: pod,
-            verbs: vec![Verb::Patch],
+            verbs: vec!["patch".into()],
         }],
     );
     let rights = plugin_rights(&reg).rights;

@@ -2,9 +2,9 @@
 //! components, and sandboxed calls into them.
 
 pub mod artifacts;
+mod calls;
 mod compiler;
 mod engine;
-mod host_impl;
 mod plugin;
 mod state;
 mod stderr;
@@ -22,9 +22,9 @@ use artifacts::{ArtifactCache, content_hash};
 use compiler::{CompileTurns, release_freed_memory};
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
-use crate::bindings::{Controller, ControllerPre, WIT_PACKAGE};
+use crate::bindings::{ContractPre, ContractVersion, SERVED};
 use crate::config::Limits;
 
 /// Everything needed to load and run plugins. Cheap to share behind an `Arc`.
@@ -89,7 +89,7 @@ impl Runtime {
         let engine = build_engine(&limits)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        crate::bindings::add_to_linker(&mut linker)?;
         Ok(Runtime {
             _ticker: EpochTicker::start(engine.clone()),
             cache: cache_dir.map(|dir| ArtifactCache::new(dir, &engine)),
@@ -132,12 +132,13 @@ impl Runtime {
         };
         let compile = started.elapsed().saturating_sub(compile_wait);
         let started = Instant::now();
-        check_exports(&component, &self.engine)?;
+        let built_for = contract_of(&component, &self.engine)?;
+        let version = built_for.serving;
         let pre = self
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| LoadError::Link(chain(&e)))?;
-        let pre = ControllerPre::new(pre).map_err(|e| LoadError::Link(chain(&e)))?;
+            .map_err(|e| built_for.link_error(&e))?;
+        let pre = ContractPre::new(version, pre).map_err(|e| built_for.link_error(&e))?;
         Ok(Loaded {
             code: PluginCode::new(pre, self.clone()),
             hash,
@@ -207,19 +208,57 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     }
 }
 
-/// The component must export the reconciler of our WIT package, same major.minor.
-fn check_exports(component: &Component, engine: &Engine) -> Result<(), LoadError> {
-    let wanted = WIT_PACKAGE.replace("wcm:controller@", "wcm:controller/reconciler@");
+/// The contract version a component was built against, and the served version that
+/// runs it.
+struct BuiltFor {
+    /// `major.minor.patch` of the `reconciler` it exports.
+    exported: (u64, u64, u64),
+    /// The served version of the same major.minor.
+    serving: ContractVersion,
+}
+
+impl BuiltFor {
+    /// A link failure, explained when the plugin is newer than the host: a later
+    /// patch release of the contract may add imports this host lacks.
+    fn link_error(&self, e: &wasmtime::Error) -> LoadError {
+        let (major, minor, patch) = self.exported;
+        let implemented = self.serving.implemented();
+        let cause = chain(e);
+        if (major, minor, patch) > implemented {
+            return LoadError::Link(format!(
+                "{cause} (built against wcm:controller@{major}.{minor}.{patch}, newer than \
+                 this host's {}: it uses something this host does not have; upgrade the \
+                 host or build against {})",
+                self.serving, self.serving
+            ));
+        }
+        LoadError::Link(cause)
+    }
+}
+
+/// Which contract version the component implements, by its `reconciler` export:
+/// any patch release of a served minor version (docs/contract-versions.md).
+fn contract_of(component: &Component, engine: &Engine) -> Result<BuiltFor, LoadError> {
+    const PREFIX: &str = "wcm:controller/reconciler@";
     let exports: Vec<String> = component
         .component_type()
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
-    if exports.contains(&wanted) {
-        return Ok(());
-    }
-    Err(LoadError::WrongContract {
-        expected: wanted,
+    let parsed = (exports.iter())
+        .filter_map(|name| name.strip_prefix(PREFIX))
+        .filter_map(|v| semver::Version::parse(v).ok())
+        .find_map(|v| {
+            let serving = ContractVersion::serving(v.major, v.minor)?;
+            let exported = (v.major, v.minor, v.patch);
+            Some(BuiltFor { exported, serving })
+        });
+    parsed.ok_or_else(|| LoadError::WrongContract {
+        expected: SERVED
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" or "),
         found: exports,
     })
 }

@@ -7,8 +7,9 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS};
 use super::{Runtime, chain};
-use crate::bindings::{Action, Controller, ControllerPre, Registration, WitError};
+use crate::bindings::{CallFailure, ContractPre, ContractVersion};
 use crate::capabilities::PluginCluster;
+use crate::contract::{Action, Failure, Registration};
 use crate::keys::ReconcileKey;
 
 /// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
@@ -36,10 +37,14 @@ pub enum LoadError {
     /// Cranelift rejected the component (truncated, malformed, unsupported feature).
     #[error("invalid component: {0}")]
     Compile(String),
-    /// The component does not export the reconciler of this host's WIT version.
-    #[error("does not export {expected} (exports: {found:?}); rebuild against this host's wit/")]
+    /// The component does not export the reconciler of a contract version this host
+    /// serves.
+    #[error(
+        "does not export the reconciler of a contract version this host serves ({expected}; \
+         exports: {found:?}); rebuild against this host's wit/"
+    )]
     WrongContract {
-        /// The export this host needs.
+        /// The versions this host serves.
         expected: String,
         /// What the component exports instead.
         found: Vec<String>,
@@ -70,15 +75,15 @@ pub enum CallError {
     /// The guest held too many host handles or grew a table past its bound.
     #[error("exceeded its bound on host handles or table elements: {0}")]
     HandleLimit(String),
-    /// The guest returned an error from `reconcile`.
-    #[error("returned an error: {0:?}")]
-    Guest(WitError),
+    /// The guest returned an error from `reconcile` (terminal or to be retried).
+    #[error("returned an error: {}{}", .0.error, if .0.terminal { " (terminal)" } else { "" })]
+    Guest(Failure),
 }
 
 /// A plugin ready to run: pre-linked once, instantiated fresh for every call.
 #[derive(Clone)]
 pub struct PluginCode {
-    pre: ControllerPre<HostState>,
+    pre: ContractPre,
     runtime: Arc<Runtime>,
 }
 
@@ -89,8 +94,13 @@ impl std::fmt::Debug for PluginCode {
 }
 
 impl PluginCode {
-    pub(super) fn new(pre: ControllerPre<HostState>, runtime: Arc<Runtime>) -> PluginCode {
+    pub(super) fn new(pre: ContractPre, runtime: Arc<Runtime>) -> PluginCode {
         PluginCode { pre, runtime }
+    }
+
+    /// The contract version the plugin was built against.
+    pub fn contract(&self) -> ContractVersion {
+        self.pre.version()
     }
 
     /// A Store whose guest code gives its thread back at every epoch tick and traps
@@ -117,14 +127,14 @@ impl PluginCode {
     pub async fn register(&self, label: &str) -> Result<Registration, CallError> {
         let limits = self.runtime.limits();
         let state = HostState::for_register(label, limits.max_memory_bytes);
-        self.call(state, async |controller, store| {
-            let reconciler = controller.wcm_controller_reconciler();
-            reconciler
-                .call_register(store)
-                .await
-                .map_err(|e| self.classify(e))
-        })
-        .await
+        let mut store = self.store(state);
+        let result = self
+            .bounded(async {
+                let call = self.pre.register(&mut store).await;
+                call.map_err(|e| self.failed(e))
+            })
+            .await;
+        result.map_err(|e| with_stderr(e, store.data()))
     }
 
     /// Reconciles `key` in a fresh instance with the plugin's cluster access.
@@ -136,36 +146,23 @@ impl PluginCode {
         let limits = self.runtime.limits();
         let state = HostState::for_reconcile(access, key.to_string(), limits.max_memory_bytes);
         let request = key.to_request();
-        self.call(state, async |controller, store| {
-            let reconciler = controller.wcm_controller_reconciler();
-            reconciler
-                .call_reconcile(store, &request)
-                .await
-                .map_err(|e| self.classify(e))?
-                .map_err(|e| CallError::Guest(capped(e)))
-        })
-        .await
-    }
-
-    /// Instantiates the plugin in a new Store holding `state` and runs `export` on it,
-    /// within the deadline; a trap's message gets the guest's stderr appended.
-    async fn call<T>(
-        &self,
-        state: HostState,
-        export: impl AsyncFnOnce(Controller, &mut Store<HostState>) -> Result<T, CallError>,
-    ) -> Result<T, CallError> {
         let mut store = self.store(state);
-        let pre = &self.pre;
         let result = self
             .bounded(async {
-                let controller = pre
-                    .instantiate_async(&mut store)
-                    .await
-                    .map_err(|e| CallError::Instantiate(chain(&e)))?;
-                export(controller, &mut store).await
+                let call = self.pre.reconcile(&mut store, &request).await;
+                let outcome = call.map_err(|e| self.failed(e))?;
+                outcome.map_err(|f| CallError::Guest(capped(f)))
             })
             .await;
         result.map_err(|e| with_stderr(e, store.data()))
+    }
+
+    /// Sorts a failed call by where it failed.
+    fn failed(&self, e: CallFailure) -> CallError {
+        match e {
+            CallFailure::Instantiate(e) => CallError::Instantiate(chain(&e)),
+            CallFailure::Call(e) => self.classify(e),
+        }
     }
 
     /// Bounds a whole call, host calls included, by the deadline. Epoch interruption
@@ -206,17 +203,12 @@ impl PluginCode {
     }
 }
 
-/// The error a guest returned, its message cut to a log line's size: the message is
-/// the plugin's text and ends up in the host's log.
-fn capped(error: WitError) -> WitError {
-    let cut = |m: String| crate::logs::cut(&m, crate::logs::MAX_LINE_BYTES);
-    match error {
-        WitError::NotFound(m) => WitError::NotFound(cut(m)),
-        WitError::Forbidden(m) => WitError::Forbidden(cut(m)),
-        WitError::Conflict(m) => WitError::Conflict(cut(m)),
-        WitError::Invalid(m) => WitError::Invalid(cut(m)),
-        WitError::Unavailable(m) => WitError::Unavailable(cut(m)),
-        WitError::Other(m) => WitError::Other(cut(m)),
+/// The error a guest returned, its message and causes cut to a log line's size: the
+/// text is the plugin's and ends up in the host's log.
+fn capped(failure: Failure) -> Failure {
+    Failure {
+        error: failure.error.capped(crate::logs::MAX_LINE_BYTES),
+        terminal: failure.terminal,
     }
 }
 

@@ -17,6 +17,9 @@ pub enum Language {
 }
 
 const CONTRACT: &str = include_str!("../../../wit/controller.wit");
+/// The previous contract, which the Go SDK implements (by hand, on the canonical ABI)
+/// until it moves to 0.3; the host serves both.
+const CONTRACT_V0_2: &str = include_str!("../../../wit/compat/v0.2/controller.wit");
 const WORKSPACE: &str = include_str!("../../../Cargo.toml");
 const TOOLS: &str = include_str!("../../../scripts/tools.env");
 
@@ -221,7 +224,11 @@ pub fn files(name: &str, language: Language) -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = (COMMON.iter().chain(language.own_files()))
         .map(|(path, text)| (path.to_string(), fill(text)))
         .collect();
-    files.push(("wit/controller.wit".into(), CONTRACT.into()));
+    let contract = match language {
+        Language::Go => CONTRACT_V0_2,
+        _ => CONTRACT,
+    };
+    files.push(("wit/controller.wit".into(), contract.into()));
     files
 }
 

@@ -85,6 +85,10 @@ pub struct PluginStatus {
     /// The limits of the running version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// The contract version the running version was built against
+    /// (`wcm:controller@0.2.0` for a plugin adapted from the previous version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
     /// The rules it declared against those RBAC grants its ServiceAccount; none when
     /// plugins share the host's identity (`--impersonate-plugins=false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +121,7 @@ impl PluginStatus {
             loaded_at: Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string()),
             reason: None,
             limits: None,
+            contract: None,
             rights: None,
         }
     }
@@ -125,6 +130,14 @@ impl PluginStatus {
     pub fn with_limits(self, limits: Limits) -> PluginStatus {
         PluginStatus {
             limits: Some(limits),
+            ..self
+        }
+    }
+
+    /// The same row with the contract version the plugin was built against.
+    pub fn with_contract(self, contract: String) -> PluginStatus {
+        PluginStatus {
+            contract: Some(contract),
             ..self
         }
     }
@@ -159,6 +172,7 @@ impl PluginStatus {
             loaded_at: None,
             reason: Some(reason.into()),
             limits: None,
+            contract: None,
             rights: None,
         }
     }

@@ -54,6 +54,9 @@ pub struct Write {
     /// `background`, `foreground` or `orphan` (`delete`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub propagation: Option<String>,
+    /// The uid and resourceVersion a `delete` required, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preconditions: Option<String>,
     /// Why it failed, as the plugin was told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -71,6 +74,7 @@ impl Write {
             force: None,
             status: None,
             propagation: None,
+            preconditions: None,
             error: None,
         }
     }
@@ -81,11 +85,17 @@ impl Write {
 pub struct Event {
     /// The object it is about.
     pub regarding: String,
+    /// The second object it names, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub related: Option<String>,
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub type_: String,
     /// The reason (`Counted`).
     pub reason: String,
+    /// The action the plugin named, if it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
     /// The note.
     pub note: String,
     /// How many times it was recorded.

@@ -10,10 +10,10 @@ use super::fixtures::{self, FixtureError, Scopes};
 use super::memory::{MemoryCluster, Watch};
 use super::report::{Reconciled, Report};
 use super::store::Store;
-use crate::bindings::{Action, KeyMapping as WitMapping, Registration, WitError};
 use crate::budget::{Budget, PluginBudget};
 use crate::capabilities::{Declared, grants};
 use crate::config::Limits;
+use crate::contract::{Action, KeyMapping as WitMapping, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::metrics::Metrics;
 use crate::rbac::{RegistrationError, load_registered};
@@ -210,8 +210,8 @@ fn cluster_of(registration: &Registration, scopes: Scopes, store: Store) -> Memo
     MemoryCluster::new(declared, watches, scopes, store)
 }
 
-/// A reconcile's result as the report shows it: `done`, `requeue-after 30s`, or the
-/// error with its case (`forbidden: ...`, `trapped: ...`).
+/// A reconcile's result as the report shows it: `done`, `requeue-after 30s`,
+/// `requeue`, or the error with its case (`error: forbidden: ...`, `trapped: ...`).
 fn outcome(result: &Result<Action, CallError>) -> String {
     match result {
         Ok(Action::Done) => "done".into(),
@@ -219,20 +219,9 @@ fn outcome(result: &Result<Action, CallError>) -> String {
             let after = humantime::format_duration(Duration::from_millis(*ms));
             format!("requeue-after {after}")
         }
-        Err(CallError::Guest(e)) => format!("error: {}", wit_error(e)),
+        Ok(Action::Requeue) => "requeue".into(),
+        Err(CallError::Guest(f)) if f.terminal => format!("terminal error: {}", f.error),
+        Err(CallError::Guest(f)) => format!("error: {}", f.error),
         Err(e) => e.to_string(),
     }
-}
-
-/// A plugin's error as `case: message`.
-fn wit_error(e: &WitError) -> String {
-    let (case, message) = match e {
-        WitError::NotFound(m) => ("not-found", m),
-        WitError::Forbidden(m) => ("forbidden", m),
-        WitError::Conflict(m) => ("conflict", m),
-        WitError::Invalid(m) => ("invalid", m),
-        WitError::Unavailable(m) => ("unavailable", m),
-        WitError::Other(m) => ("other", m),
-    };
-    format!("{case}: {message}")
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::fields::{self, FieldPath, Ownership};
-use crate::bindings::wcm::controller::cluster::Propagation;
+use crate::contract::{DeleteOptions, Propagation};
 
 /// The field manager of everything the fixtures set.
 pub const FIXTURE_MANAGER: &str = "fixtures";
@@ -175,9 +175,11 @@ impl Store {
     pub fn delete(
         &mut self,
         id: &ObjectId,
-        propagation: Propagation,
+        options: &DeleteOptions,
     ) -> Result<Vec<Changed>, StoreError> {
         let stored = self.objects.get(id).ok_or(StoreError::NotFound)?;
+        check_preconditions(&stored.object, options)?;
+        let propagation = options.propagation;
         let finalizers = (stored.object.pointer("/metadata/finalizers"))
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
@@ -218,7 +220,7 @@ impl Store {
                         Ok(())
                     })
                     .map(|c| c.into_iter().collect()),
-                _ => self.delete(&id, Propagation::Background),
+                _ => self.delete(&id, &DeleteOptions::unconditional(Propagation::Background)),
             };
             changes.extend(done.unwrap_or_default());
         }
@@ -276,8 +278,41 @@ impl Store {
     }
 }
 
-/// Merges an apply into an existing object: conflicts first, then the fields the
-/// manager gave up, then the applied fields.
+/// A delete's uid and resourceVersion preconditions, refused as the API server
+/// words it.
+fn check_preconditions(object: &Value, options: &DeleteOptions) -> Result<(), StoreError> {
+    let field = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let checks = [
+        (
+            "UID",
+            "/metadata/uid",
+            &options.uid,
+            "deleted and then recreated",
+        ),
+        (
+            "ResourceVersion",
+            "/metadata/resourceVersion",
+            &options.resource_version,
+            "modified",
+        ),
+    ];
+    for (name, pointer, wanted, why) in checks {
+        if let Some(wanted) = wanted.as_deref().filter(|w| *w != field(pointer)) {
+            return Err(StoreError::Conflict(format!(
+                "the {name} in the precondition ({wanted}) does not match the {name} in \
+                 record ({}). The object might have been {why}",
+                field(pointer)
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn merge_applied(
     stored: &mut Stored,
     config: &Value,
@@ -444,8 +479,11 @@ mod tests {
         store
             .insert(id("ReplicaSet", "web-1"), dependent.clone())
             .expect("ok");
-        let changes =
-            (store.delete(&id("Deployment", "web"), Propagation::Background)).expect("ok");
+        let changes = (store.delete(
+            &id("Deployment", "web"),
+            &DeleteOptions::unconditional(Propagation::Background),
+        ))
+        .expect("ok");
         assert_eq!(changes.len(), 2);
         assert!(store.get(&id("ReplicaSet", "web-1")).is_none());
 
@@ -453,7 +491,11 @@ mod tests {
         store
             .insert(id("ReplicaSet", "web-1"), dependent)
             .expect("ok");
-        (store.delete(&id("Deployment", "web"), Propagation::Orphan)).expect("ok");
+        (store.delete(
+            &id("Deployment", "web"),
+            &DeleteOptions::unconditional(Propagation::Orphan),
+        ))
+        .expect("ok");
         let orphan = store.get(&id("ReplicaSet", "web-1")).expect("kept");
         assert_eq!(orphan["metadata"]["ownerReferences"], json!([]));
     }
@@ -464,10 +506,17 @@ mod tests {
         let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "finalizers": ["example.com/cleanup"]}});
         store.insert(id("Deployment", "web"), object).expect("ok");
-        (store.delete(&id("Deployment", "web"), Propagation::Background)).expect("ok");
+        (store.delete(
+            &id("Deployment", "web"),
+            &DeleteOptions::unconditional(Propagation::Background),
+        ))
+        .expect("ok");
         let marked = store.get(&id("Deployment", "web")).expect("still there");
         assert_eq!(marked["metadata"]["deletionTimestamp"], CLOCK);
-        let missing = store.delete(&id("Deployment", "gone"), Propagation::Background);
+        let missing = store.delete(
+            &id("Deployment", "gone"),
+            &DeleteOptions::unconditional(Propagation::Background),
+        );
         assert_eq!(missing.expect_err("refused"), StoreError::NotFound);
     }
 }

@@ -12,10 +12,9 @@ use serde_json::Value;
 use super::memory::MemoryCluster;
 use super::report::{Event, Write};
 use super::store::{CLOCK_SINCE_EPOCH, StoreError};
-use crate::bindings::Verb;
-use crate::bindings::wcm::controller::cluster::Propagation;
 use crate::budget::PluginBudget;
 use crate::capabilities::{CapabilityError, PluginCluster, Target, applied_target};
+use crate::contract::{DeleteOptions, EventRecord, Propagation, Verb};
 use crate::kube::discovery::display_gvk;
 use crate::kube::writes::label_patch;
 
@@ -98,13 +97,13 @@ impl MemoryCluster {
         Ok(())
     }
 
-    fn delete_now(&self, target: &Target, propagation: Propagation) -> Result<(), CapabilityError> {
+    fn delete_now(&self, target: &Target, options: &DeleteOptions) -> Result<(), CapabilityError> {
         let op = format!("delete {target}");
         self.declared.require(Verb::Delete, "delete", target)?;
         let id = self.id(target);
         let mut world = self.world();
         let changes =
-            (world.store.delete(&id, propagation)).map_err(|e| Self::failed(&op, target, e))?;
+            (world.store.delete(&id, options)).map_err(|e| Self::failed(&op, target, e))?;
         for changed in changes {
             let at = (changed.before.as_ref().or(changed.after.as_ref()))
                 .and_then(|o| self.scopes.address(o).ok())
@@ -117,11 +116,10 @@ impl MemoryCluster {
     fn event_now(
         &self,
         regarding: &Target,
-        warning: bool,
-        reason: &str,
-        note: &str,
+        related: Option<&Target>,
+        e: &EventRecord,
     ) -> Result<(), CapabilityError> {
-        self.declared.check_event(regarding, reason, note)?;
+        self.declared.check_event(regarding, related, e)?;
         let object = (
             display_gvk(&regarding.gvk),
             regarding.namespace.clone(),
@@ -133,15 +131,19 @@ impl MemoryCluster {
         }
         let event = Event {
             regarding: regarding.to_string(),
-            type_: if warning { "Warning" } else { "Normal" }.to_string(),
-            reason: reason.to_string(),
-            note: note.to_string(),
+            related: related.map(ToString::to_string),
+            type_: if e.warning { "Warning" } else { "Normal" }.to_string(),
+            reason: e.reason.clone(),
+            action: (!e.action.is_empty()).then(|| e.action.clone()),
+            note: e.note.clone(),
             count: 1,
         };
         let mut world = self.world();
-        let same = |e: &&mut Event| {
-            (&e.regarding, &e.type_, &e.reason, &e.note)
-                == (&event.regarding, &event.type_, &event.reason, &event.note)
+        let same = |seen: &&mut Event| {
+            Event {
+                count: 1,
+                ..(*seen).clone()
+            } == event
         };
         match world.events.iter_mut().find(same) {
             Some(seen) => seen.count += 1,
@@ -155,6 +157,18 @@ impl MemoryCluster {
 fn json(op: &str, what: &str, text: &str) -> Result<Value, CapabilityError> {
     serde_json::from_str(text)
         .map_err(|e| CapabilityError::Invalid(format!("{op}: the {what} is not JSON: {e}")))
+}
+
+/// A delete's preconditions as the report shows them (`uid=…`), if any.
+fn preconditions(options: &DeleteOptions) -> Option<String> {
+    let parts: Vec<String> = [
+        ("uid", &options.uid),
+        ("resourceVersion", &options.resource_version),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some(format!("{name}={}", value.as_deref()?)))
+    .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 fn propagation_name(propagation: Propagation) -> &'static str {
@@ -237,22 +251,22 @@ impl PluginCluster for MemoryCluster {
     fn delete<'a>(
         &'a self,
         target: &'a Target,
-        propagation: Propagation,
+        options: &'a DeleteOptions,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
         let mut write = Write::new("delete", target);
-        write.propagation = Some(propagation_name(propagation).to_string());
-        let result = self.delete_now(target, propagation);
+        write.propagation = Some(propagation_name(options.propagation).to_string());
+        write.preconditions = preconditions(options);
+        let result = self.delete_now(target, options);
         Box::pin(ready(self.recorded(write, result)))
     }
 
     fn record_event<'a>(
         &'a self,
         regarding: &'a Target,
-        warning: bool,
-        reason: &'a str,
-        note: &'a str,
+        related: Option<&'a Target>,
+        event: &'a EventRecord,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
-        Box::pin(ready(self.event_now(regarding, warning, reason, note)))
+        Box::pin(ready(self.event_now(regarding, related, event)))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, Registration, Request, Verb, Watch, cluster,
+    Action, Failure, Controller, Error, EventType, Registration, Request, Verb, Watch, cluster,
     export_controller, log,
 };
 
@@ -26,7 +26,7 @@ impl Controller for Plugin {
             .permit::<ConfigMap>(&[Verb::Patch])
     }
 
-    fn reconcile(request: Request) -> Result<Action, Error> {
+    fn reconcile(request: Request) -> Result<Action, Failure> {
         let Some(target) = request.object() else {
             return Ok(Action::Done);
         };
@@ -34,7 +34,7 @@ impl Controller for Plugin {
             match cluster::get(request.namespace.as_deref(), &request.name) {
                 Ok(found) => found,
                 Err(e) if e.is_not_found() => return Ok(Action::Done), // deleted meanwhile
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
         let wanted = keys_label(&config_map);
         let labels = config_map.metadata.labels.unwrap_or_default();

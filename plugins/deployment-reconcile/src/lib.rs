@@ -17,8 +17,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Verb, Watch, cluster,
-    export_controller,
+    Action, Controller, Error, EventType, Failure, ObjectRef, Registration, Request, Verb, Watch,
+    cluster, export_controller,
 };
 
 use webapp::WebApp;
@@ -40,7 +40,7 @@ impl Controller for DeploymentReconcile {
             .permit_kind(webapp::kind(), &[Verb::PatchStatus])
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let target = ObjectRef {
             kind: webapp::kind(),
             namespace: req.namespace.clone(),
@@ -48,8 +48,8 @@ impl Controller for DeploymentReconcile {
         };
         let app: WebApp = match cluster::get_json(&target) {
             Ok(json) => serde_json::from_value(json)?,
-            Err(Error::NotFound(_)) => return Ok(Action::Done), // deleted: the GC has the rest
-            Err(e) => return Err(e),
+            Err(e) if e.is_not_found() => return Ok(Action::Done), // deleted: the GC has the rest
+            Err(e) => return Err(e.into()),
         };
         if app.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);

@@ -15,8 +15,8 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Verb, Watch, cluster,
-    export_controller, log,
+    Action, Controller, Error, EventType, Failure, ObjectRef, Registration, Request, Verb, Watch,
+    cluster, export_controller, log,
 };
 
 /// The label holding the count on control-plane Nodes.
@@ -70,7 +70,7 @@ impl Controller for PodCounter {
         registration
     }
 
-    fn reconcile(_request: Request) -> Result<Action, Error> {
+    fn reconcile(_request: Request) -> Result<Action, Failure> {
         let pods: Vec<Pod> = cluster::list(None, None)?;
         let count = count_value(pods.len());
         for node in control_plane_nodes()? {

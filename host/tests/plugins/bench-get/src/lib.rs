@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use wasm_controller_sdk::{
-    Action, Controller, Error, Registration, Request, Watch, cluster, export_controller,
+    Action, Controller, Failure, Registration, Request, Watch, cluster, export_controller,
 };
 
 /// The plugin.
@@ -15,7 +15,7 @@ impl Controller for BenchGet {
             .watch(Watch::all::<ConfigMap>().labels("wcm.bench/target"))
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let _cm: ConfigMap = cluster::get(req.namespace.as_deref(), &req.name)?;
         Ok(Action::Done)
     }

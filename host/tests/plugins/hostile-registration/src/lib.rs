@@ -18,7 +18,7 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::{
-    Action, Controller, Error, ObjectRef, Registration, Request, Verb, Watch, cluster,
+    Action, Controller, Failure, ObjectRef, Registration, Request, Verb, Watch, cluster,
     export_controller,
 };
 
@@ -83,7 +83,7 @@ impl Controller for HostileRegistration {
         }
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let namespace = req.namespace.as_deref();
         if cfg!(any(feature = "secrets", feature = "secrets-peek")) {
             cluster::get::<Secret>(namespace, &req.name)?;

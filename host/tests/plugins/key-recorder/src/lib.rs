@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Watch, cluster,
+    Action, Controller, EventType, Failure, ObjectRef, Registration, Request, Watch, cluster,
     export_controller,
 };
 
@@ -21,12 +21,12 @@ impl Controller for KeyRecorder {
             .resync_every(Duration::from_secs(1))
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let target = ObjectRef::new::<Pod>(req.namespace.as_deref(), &req.name);
         let reason = match cluster::get::<Pod>(req.namespace.as_deref(), &req.name) {
             Ok(_) => "Seen",
             Err(e) if e.is_not_found() => "Gone",
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         cluster::record_event(&target, EventType::Normal, reason, "key delivered")?;
         Ok(Action::Done)

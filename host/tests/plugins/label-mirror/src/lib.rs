@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use wasm_controller_sdk::{
-    Action, Controller, Error, Registration, Request, Verb, Watch, cluster, export_controller,
+    Action, Controller, Failure, Registration, Request, Verb, Watch, cluster, export_controller,
 };
 
 /// The label whose value is copied.
@@ -25,14 +25,14 @@ impl Controller for LabelMirror {
             .permit::<ConfigMap>(&[Verb::Patch])
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let Some(target) = req.object() else {
             return Ok(Action::Done);
         };
         let object = match cluster::get_json(&target) {
             Ok(object) => object,
             Err(e) if e.is_not_found() => return Ok(Action::Done),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let labels = &object["metadata"]["labels"];
         let (Some(source), mirrored) = (labels[SOURCE].as_str(), labels[MIRRORED].as_str()) else {

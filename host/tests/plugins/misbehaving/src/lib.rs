@@ -31,8 +31,8 @@ use std::hint::black_box;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, ObjectRef, Registration, Request, Verb, Watch, cluster,
-    export_controller, log,
+    Action, Controller, Error, ErrorCode, EventType, Failure, ObjectRef, Registration, Request,
+    Verb, Watch, cluster, export_controller, log,
 };
 
 /// The plugin.
@@ -46,11 +46,11 @@ impl Controller for Misbehaving {
             .max_concurrent_reconciles(4)
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let cm: ConfigMap = match cluster::get(req.namespace.as_deref(), &req.name) {
             Ok(cm) => cm,
-            Err(Error::NotFound(_)) => return Ok(Action::Done),
-            Err(e) => return Err(e),
+            Err(e) if e.is_not_found() => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
         };
         let data = cm.data.clone().unwrap_or_default();
         let target = ObjectRef::of(&cm);
@@ -98,7 +98,7 @@ impl Controller for Misbehaving {
                 cluster::patch_labels(&target, &[("wcm.test/bumps", next.as_str())], &[])?;
                 Ok(Action::Done)
             }
-            Some("long-error") => Err(Error::other("e".repeat(10 << 20))),
+            Some("long-error") => Err(Error::other("e".repeat(10 << 20)).into()),
             Some("writes")
                 if !cm
                     .metadata
@@ -117,7 +117,7 @@ impl Controller for Misbehaving {
     }
 }
 
-fn handled(target: &ObjectRef) -> Result<Action, Error> {
+fn handled(target: &ObjectRef) -> Result<Action, Failure> {
     cluster::patch_labels(target, &[("wcm.test/handled", "true")], &[])?;
     Ok(Action::Done)
 }
@@ -159,7 +159,7 @@ fn hold_handles() -> ! {
 
 /// Names and namespaces the host must refuse before any request, and a namespace
 /// the API server does not have.
-fn bad_names(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Error> {
+fn bad_names(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Failure> {
     let ns = target.namespace.clone();
     let victim = cm.data.as_ref().and_then(|d| d.get("victim")).cloned();
     let victim = victim.unwrap_or_else(|| "victim".into());
@@ -175,7 +175,11 @@ fn bad_names(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Error> {
     for name in &names {
         let obj = ObjectRef::new::<ConfigMap>(ns.as_deref(), name);
         match cluster::patch_labels(&obj, &[("wcm.test/spoofed", "true")], &[]) {
-            Err(Error::Invalid(message)) => {
+            Err(Error {
+                code: ErrorCode::Invalid,
+                message,
+                ..
+            }) => {
                 log::info(&format!("refused as it should be: {message}"));
                 refused += 1;
             }
@@ -185,8 +189,8 @@ fn bad_names(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Error> {
     for namespace in ["Not_A_Namespace", "no-such-namespace-wcm-test"] {
         let obj = ObjectRef::new::<ConfigMap>(Some(namespace), &victim);
         match cluster::patch_labels(&obj, &[("wcm.test/spoofed", "true")], &[]) {
-            Err(Error::Invalid(_)) => refused += 1,
-            Err(Error::NotFound(_)) => not_found += 1,
+            Err(e) if e.code == ErrorCode::Invalid => refused += 1,
+            Err(e) if e.is_not_found() => not_found += 1,
             other => log::error(&format!("namespace {namespace}: {other:?}")),
         }
     }
@@ -200,7 +204,7 @@ fn bad_names(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Error> {
 }
 
 /// An Event flood about one object, and an Event about a kind it does not watch.
-fn events(target: &ObjectRef) -> Result<Action, Error> {
+fn events(target: &ObjectRef) -> Result<Action, Failure> {
     for i in 0..2000 {
         let note = format!("flood {i}");
         cluster::record_event(target, EventType::Normal, "Flood", &note)?;
@@ -208,7 +212,7 @@ fn events(target: &ObjectRef) -> Result<Action, Error> {
     let secret = ObjectRef::new::<Secret>(target.namespace.as_deref(), "anything");
     let forbidden = matches!(
         cluster::record_event(&secret, EventType::Normal, "Spy", "not mine"),
-        Err(Error::Forbidden(_))
+        Err(e) if e.is_forbidden()
     );
     let value = if forbidden { "true" } else { "false" };
     cluster::patch_labels(target, &[("wcm.test/event-forbidden", value)], &[])?;

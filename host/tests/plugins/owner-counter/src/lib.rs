@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use wasm_controller_sdk::{
-    Action, Controller, Error, Gvk, ObjectRef, Registration, Request, Verb, Watch, cluster,
+    Action, Controller, Failure, Gvk, ObjectRef, Registration, Request, Verb, Watch, cluster,
     export_controller,
 };
 
@@ -33,11 +33,11 @@ impl Controller for OwnerCounter {
             .permit::<ConfigMap>(&[Verb::Patch])
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let owner = match cluster::get::<ConfigMap>(req.namespace.as_deref(), &req.name) {
             Ok(owner) => owner,
             Err(e) if e.is_not_found() => return Ok(Action::Done),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let uid = owner.metadata.uid.clone().unwrap_or_default();
         let pods: Vec<PodMeta> =

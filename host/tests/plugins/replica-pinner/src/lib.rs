@@ -7,7 +7,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::json;
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, Registration, Request, Verb, Watch, cluster,
+    Action, Controller, EventType, Failure, Registration, Request, Verb, Watch, cluster,
     export_controller,
 };
 
@@ -24,14 +24,14 @@ impl Controller for ReplicaPinner {
             .permit::<Deployment>(&[Verb::Apply])
     }
 
-    fn reconcile(req: Request) -> Result<Action, Error> {
+    fn reconcile(req: Request) -> Result<Action, Failure> {
         let Some(target) = req.object() else {
             return Ok(Action::Done);
         };
         let deployment = match cluster::get_json(&target) {
             Ok(object) => object,
             Err(e) if e.is_not_found() => return Ok(Action::Done),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let Some(replicas) = deployment["metadata"]["labels"][PIN]
             .as_str()
@@ -46,11 +46,12 @@ impl Controller for ReplicaPinner {
             "spec": {"replicas": replicas},
         });
         match cluster::apply_json(&wanted, false) {
-            Err(Error::Conflict(message)) => {
-                cluster::record_event(&target, EventType::Warning, "ApplyConflict", &message)?;
+            Err(e) if e.is_conflict() => {
+                let note = &e.message;
+                cluster::record_event(&target, EventType::Warning, "ApplyConflict", note)?;
                 Ok(Action::Done)
             }
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
             Ok(_) => Ok(Action::Done),
         }
     }

@@ -1,0 +1,140 @@
+//! The host side of the WIT contract, one module per version the host serves
+//! (docs/contract-versions.md): each holds that version's `bindgen!` and converts its
+//! types to the core's [`crate::contract`] types at the edge. A plugin is bound to the
+//! version whose `reconciler` it exports; both versions' imports live in one linker.
+//!
+//! Two `bindgen!`s, not one: a generated world is one package version, and serving a
+//! plugin built against the previous version means linking that version's imports and
+//! calling that version's exports.
+
+pub mod v0_2;
+pub mod v0_3;
+
+use wasmtime::Store;
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+
+use crate::contract::{Action, Failure, Registration, Request};
+use crate::runtime::HostState;
+
+/// The contract versions this host serves, newest first: (major, minor, patch).
+pub const SERVED: [ContractVersion; 2] = [ContractVersion::V0_3, ContractVersion::V0_2];
+
+/// A version of the `wcm:controller` package this host serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContractVersion {
+    /// `wcm:controller@0.2.x`, adapted to the core's types.
+    V0_2,
+    /// `wcm:controller@0.3.x`, the current version.
+    V0_3,
+}
+
+impl ContractVersion {
+    /// The newest patch release of this minor version the host implements.
+    pub fn implemented(self) -> (u64, u64, u64) {
+        match self {
+            ContractVersion::V0_2 => (0, 2, 0),
+            ContractVersion::V0_3 => (0, 3, 0),
+        }
+    }
+
+    /// The version serving plugins built against `major.minor.patch`, if any:
+    /// every patch release of a served minor version (additive changes only).
+    pub fn serving(major: u64, minor: u64) -> Option<ContractVersion> {
+        SERVED.into_iter().find(|v| {
+            let (ma, mi, _) = v.implemented();
+            (ma, mi) == (major, minor)
+        })
+    }
+}
+
+impl std::fmt::Display for ContractVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (major, minor, patch) = self.implemented();
+        write!(f, "wcm:controller@{major}.{minor}.{patch}")
+    }
+}
+
+/// Adds the imports of every served version to `linker`.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    v0_2::Controller::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    v0_3::Controller::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    Ok(())
+}
+
+/// Where a call into a plugin failed: making the instance, or running the export.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// The instance could not be created.
+    Instantiate(wasmtime::Error),
+    /// The export trapped or was interrupted.
+    Call(wasmtime::Error),
+}
+
+/// A plugin pre-linked against the version it was built for.
+#[derive(Clone)]
+pub enum ContractPre {
+    /// A 0.2 plugin.
+    V0_2(v0_2::ControllerPre<HostState>),
+    /// A 0.3 plugin.
+    V0_3(v0_3::ControllerPre<HostState>),
+}
+
+impl ContractPre {
+    /// Type-checks the exports of `pre`'s component as `version`'s.
+    pub fn new(
+        version: ContractVersion,
+        pre: InstancePre<HostState>,
+    ) -> wasmtime::Result<ContractPre> {
+        Ok(match version {
+            ContractVersion::V0_2 => ContractPre::V0_2(v0_2::ControllerPre::new(pre)?),
+            ContractVersion::V0_3 => ContractPre::V0_3(v0_3::ControllerPre::new(pre)?),
+        })
+    }
+
+    /// The version the plugin was built against.
+    pub fn version(&self) -> ContractVersion {
+        match self {
+            ContractPre::V0_2(_) => ContractVersion::V0_2,
+            ContractPre::V0_3(_) => ContractVersion::V0_3,
+        }
+    }
+
+    /// The engine the component was compiled for.
+    pub fn engine(&self) -> &wasmtime::Engine {
+        match self {
+            ContractPre::V0_2(pre) => pre.engine(),
+            ContractPre::V0_3(pre) => pre.engine(),
+        }
+    }
+
+    /// The component.
+    pub fn component(&self) -> &Component {
+        match self {
+            ContractPre::V0_2(pre) => pre.instance_pre().component(),
+            ContractPre::V0_3(pre) => pre.instance_pre().component(),
+        }
+    }
+
+    /// Instantiates the plugin in `store` and calls `register`.
+    pub async fn register(
+        &self,
+        store: &mut Store<HostState>,
+    ) -> Result<Registration, CallFailure> {
+        match self {
+            ContractPre::V0_2(pre) => v0_2::register(pre, store).await,
+            ContractPre::V0_3(pre) => v0_3::register(pre, store).await,
+        }
+    }
+
+    /// Instantiates the plugin in `store` and calls `reconcile` with `request`.
+    pub async fn reconcile(
+        &self,
+        store: &mut Store<HostState>,
+        request: &Request,
+    ) -> Result<Result<Action, Failure>, CallFailure> {
+        match self {
+            ContractPre::V0_2(pre) => v0_2::reconcile(pre, store, request).await,
+            ContractPre::V0_3(pre) => v0_3::reconcile(pre, store, request).await,
+        }
+    }
+}

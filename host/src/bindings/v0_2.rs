@@ -1,0 +1,231 @@
+//! Contract 0.2, served for plugins built before 0.3: its bindings and their
+//! adaptation to the core's types. 0.2's `verb` enum becomes 0.3's verb strings, its
+//! error variant the error record (already-exists reads as `conflict`, as it did), and
+//! its delete an unconditional one. Frozen: `wit/compat/v0.2/controller.wit`.
+
+wasmtime::component::bindgen!({
+    path: "../wit/compat/v0.2",
+    world: "controller",
+    imports: { default: async },
+    exports: { default: async },
+});
+
+use wasmtime::Store;
+
+use self::exports::wcm::controller::reconciler as wit;
+use self::wcm::controller::cluster::{self as cluster_wit, Propagation};
+use self::wcm::controller::types::{Error, EventType, Gvk, ObjectRef};
+use self::wcm::controller::{log, types};
+use super::CallFailure;
+use crate::contract as c;
+use crate::runtime::HostState;
+
+/// Calls `register` in a fresh instance.
+pub(super) async fn register(
+    pre: &ControllerPre<HostState>,
+    store: &mut Store<HostState>,
+) -> Result<c::Registration, CallFailure> {
+    let controller =
+        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
+    let reg = (controller
+        .wcm_controller_reconciler()
+        .call_register(store)
+        .await)
+        .map_err(CallFailure::Call)?;
+    Ok(registration(reg))
+}
+
+/// Calls `reconcile` in a fresh instance; a returned error is always retried.
+pub(super) async fn reconcile(
+    pre: &ControllerPre<HostState>,
+    store: &mut Store<HostState>,
+    request: &c::Request,
+) -> Result<Result<c::Action, c::Failure>, CallFailure> {
+    let controller =
+        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
+    let request = wit::Request {
+        kind: request.kind.clone().map(wit_gvk),
+        namespace: request.namespace.clone(),
+        name: request.name.clone(),
+    };
+    let result = (controller.wcm_controller_reconciler())
+        .call_reconcile(store, &request)
+        .await
+        .map_err(CallFailure::Call)?;
+    Ok(match result {
+        Ok(wit::Action::Done) => Ok(c::Action::Done),
+        Ok(wit::Action::RequeueAfter(ms)) => Ok(c::Action::RequeueAfter(ms)),
+        Err(e) => Err(c::Failure {
+            error: guest_error(e),
+            terminal: false,
+        }),
+    })
+}
+
+fn registration(r: wit::Registration) -> c::Registration {
+    c::Registration {
+        name: r.name,
+        version: r.version,
+        watches: r.watches.into_iter().map(watch).collect(),
+        permissions: (r.permissions.into_iter())
+            .map(|p| c::Permission {
+                kind: gvk(p.kind),
+                verbs: p.verbs.into_iter().map(verb).collect(),
+            })
+            .collect(),
+        max_concurrent_reconciles: r.max_concurrent_reconciles,
+        resync_period_ms: r.resync_period_ms,
+    }
+}
+
+fn watch(w: wit::Watch) -> c::Watch {
+    c::Watch {
+        kind: gvk(w.kind),
+        namespace: w.namespace,
+        label_selector: w.label_selector,
+        maps_to: match w.maps_to {
+            wit::KeyMapping::Object => c::KeyMapping::Object,
+            wit::KeyMapping::ControllerOwner(owner) => c::KeyMapping::ControllerOwner(gvk(owner)),
+            wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
+        },
+    }
+}
+
+/// A 0.2 verb as 0.3 spells it.
+fn verb(v: wit::Verb) -> String {
+    let verb = match v {
+        wit::Verb::Get => c::Verb::Get,
+        wit::Verb::List => c::Verb::List,
+        wit::Verb::Patch => c::Verb::Patch,
+        wit::Verb::Apply => c::Verb::Apply,
+        wit::Verb::PatchStatus => c::Verb::PatchStatus,
+        wit::Verb::Delete => c::Verb::Delete,
+    };
+    verb.to_string()
+}
+
+fn gvk(g: Gvk) -> c::Gvk {
+    c::Gvk {
+        group: g.group,
+        version: g.version,
+        kind: g.kind,
+    }
+}
+
+fn wit_gvk(g: c::Gvk) -> Gvk {
+    Gvk {
+        group: g.group,
+        version: g.version,
+        kind: g.kind,
+    }
+}
+
+fn object(o: ObjectRef) -> c::ObjectRef {
+    c::ObjectRef {
+        kind: gvk(o.kind),
+        namespace: o.namespace,
+        name: o.name,
+    }
+}
+
+/// The error a 0.2 plugin returned.
+fn guest_error(e: Error) -> c::GuestError {
+    let (code, message) = match e {
+        Error::NotFound(m) => (c::ErrorCode::NotFound, m),
+        Error::Forbidden(m) => (c::ErrorCode::Forbidden, m),
+        Error::Conflict(m) => (c::ErrorCode::Conflict, m),
+        Error::Invalid(m) => (c::ErrorCode::Invalid, m),
+        Error::Unavailable(m) => (c::ErrorCode::Unavailable, m),
+        Error::Other(m) => (c::ErrorCode::Other, m),
+    };
+    c::GuestError::new(code, message)
+}
+
+/// A host call's error as a 0.2 plugin receives it: the case and message only.
+fn wit_error(e: c::GuestError) -> Error {
+    match e.code {
+        c::ErrorCode::NotFound => Error::NotFound(e.message),
+        c::ErrorCode::Forbidden => Error::Forbidden(e.message),
+        c::ErrorCode::Conflict | c::ErrorCode::AlreadyExists => Error::Conflict(e.message),
+        c::ErrorCode::Invalid => Error::Invalid(e.message),
+        c::ErrorCode::Unavailable => Error::Unavailable(e.message),
+        c::ErrorCode::Other => Error::Other(e.message),
+    }
+}
+
+impl types::Host for HostState {}
+
+impl cluster_wit::Host for HostState {
+    async fn get(&mut self, obj: ObjectRef) -> Result<String, Error> {
+        self.host_get(object(obj)).await.map_err(wit_error)
+    }
+
+    async fn list(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, Error> {
+        (self.host_list(gvk(kind), namespace, label_selector).await).map_err(wit_error)
+    }
+
+    async fn patch_labels(
+        &mut self,
+        obj: ObjectRef,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), Error> {
+        (self.host_patch_labels(object(obj), set, remove).await).map_err(wit_error)
+    }
+
+    async fn record_event(
+        &mut self,
+        regarding: ObjectRef,
+        type_: EventType,
+        reason: String,
+        note: String,
+    ) -> Result<(), Error> {
+        let event = c::EventRecord {
+            regarding: object(regarding),
+            related: None,
+            warning: matches!(type_, EventType::Warning),
+            reason,
+            action: String::new(),
+            note,
+        };
+        self.host_record_event(event).await.map_err(wit_error)
+    }
+
+    async fn apply(&mut self, object: String, force: bool) -> Result<String, Error> {
+        self.host_apply(object, force).await.map_err(wit_error)
+    }
+
+    async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), Error> {
+        (self.host_patch_status(object(obj), status).await).map_err(wit_error)
+    }
+
+    async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), Error> {
+        let propagation = match propagation {
+            Propagation::Background => c::Propagation::Background,
+            Propagation::Foreground => c::Propagation::Foreground,
+            Propagation::Orphan => c::Propagation::Orphan,
+        };
+        let options = c::DeleteOptions::unconditional(propagation);
+        self.host_delete(object(obj), options)
+            .await
+            .map_err(wit_error)
+    }
+}
+
+impl log::Host for HostState {
+    async fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => c::Level::Trace,
+            log::Level::Debug => c::Level::Debug,
+            log::Level::Info => c::Level::Info,
+            log::Level::Warn => c::Level::Warn,
+            log::Level::Error => c::Level::Error,
+        };
+        self.host_log(level, &message, Vec::new());
+    }
+}

@@ -1,0 +1,246 @@
+//! Contract 0.3, the current version (`wit/controller.wit`): its bindings and their
+//! conversion to the core's types.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "controller",
+    imports: { default: async },
+    exports: { default: async },
+});
+
+use wasmtime::Store;
+
+use self::exports::wcm::controller::reconciler as wit;
+use self::wcm::controller::cluster::{self as cluster_wit, DeleteOptions, Event, Propagation};
+use self::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, ObjectRef};
+use self::wcm::controller::{log, types};
+use super::CallFailure;
+use crate::contract as c;
+use crate::runtime::HostState;
+
+/// Calls `register` in a fresh instance.
+pub(super) async fn register(
+    pre: &ControllerPre<HostState>,
+    store: &mut Store<HostState>,
+) -> Result<c::Registration, CallFailure> {
+    let controller =
+        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
+    let reg = (controller
+        .wcm_controller_reconciler()
+        .call_register(store)
+        .await)
+        .map_err(CallFailure::Call)?;
+    Ok(registration(reg))
+}
+
+/// Calls `reconcile` in a fresh instance.
+pub(super) async fn reconcile(
+    pre: &ControllerPre<HostState>,
+    store: &mut Store<HostState>,
+    request: &c::Request,
+) -> Result<Result<c::Action, c::Failure>, CallFailure> {
+    let controller =
+        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
+    let request = wit::Request {
+        kind: request.kind.clone().map(wit_gvk),
+        namespace: request.namespace.clone(),
+        name: request.name.clone(),
+    };
+    let result = (controller.wcm_controller_reconciler())
+        .call_reconcile(store, &request)
+        .await
+        .map_err(CallFailure::Call)?;
+    Ok(match result {
+        Ok(wit::Action::Done) => Ok(c::Action::Done),
+        Ok(wit::Action::RequeueAfter(ms)) => Ok(c::Action::RequeueAfter(ms)),
+        Ok(wit::Action::Requeue) => Ok(c::Action::Requeue),
+        Err(wit::Failure::Retry(e)) => Err(failure(e, false)),
+        Err(wit::Failure::Terminal(e)) => Err(failure(e, true)),
+    })
+}
+
+fn failure(e: Error, terminal: bool) -> c::Failure {
+    c::Failure {
+        error: guest_error(e),
+        terminal,
+    }
+}
+
+fn registration(r: wit::Registration) -> c::Registration {
+    c::Registration {
+        name: r.name,
+        version: r.version,
+        watches: r.watches.into_iter().map(watch).collect(),
+        permissions: (r.permissions.into_iter())
+            .map(|p| c::Permission {
+                kind: gvk(p.kind),
+                verbs: p.verbs,
+            })
+            .collect(),
+        max_concurrent_reconciles: r.max_concurrent_reconciles,
+        resync_period_ms: r.resync_period_ms,
+    }
+}
+
+fn watch(w: wit::Watch) -> c::Watch {
+    c::Watch {
+        kind: gvk(w.kind),
+        namespace: w.namespace,
+        label_selector: w.label_selector,
+        maps_to: match w.maps_to {
+            wit::KeyMapping::Object => c::KeyMapping::Object,
+            wit::KeyMapping::ControllerOwner(owner) => c::KeyMapping::ControllerOwner(gvk(owner)),
+            wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
+        },
+    }
+}
+
+fn gvk(g: Gvk) -> c::Gvk {
+    c::Gvk {
+        group: g.group,
+        version: g.version,
+        kind: g.kind,
+    }
+}
+
+fn wit_gvk(g: c::Gvk) -> Gvk {
+    Gvk {
+        group: g.group,
+        version: g.version,
+        kind: g.kind,
+    }
+}
+
+fn object(o: ObjectRef) -> c::ObjectRef {
+    c::ObjectRef {
+        kind: gvk(o.kind),
+        namespace: o.namespace,
+        name: o.name,
+    }
+}
+
+/// The error a plugin returned from `reconcile`.
+fn guest_error(e: Error) -> c::GuestError {
+    c::GuestError {
+        code: match e.code {
+            ErrorCode::NotFound => c::ErrorCode::NotFound,
+            ErrorCode::AlreadyExists => c::ErrorCode::AlreadyExists,
+            ErrorCode::Conflict => c::ErrorCode::Conflict,
+            ErrorCode::Forbidden => c::ErrorCode::Forbidden,
+            ErrorCode::Invalid => c::ErrorCode::Invalid,
+            ErrorCode::Unavailable => c::ErrorCode::Unavailable,
+            ErrorCode::Other => c::ErrorCode::Other,
+        },
+        message: e.message,
+        status: e.status,
+        retry_after_ms: e.retry_after_ms,
+        causes: (e.causes.into_iter())
+            .map(|c| c::Cause {
+                field: c.field,
+                reason: c.reason,
+                message: c.message,
+                manager: c.manager,
+            })
+            .collect(),
+    }
+}
+
+/// A host call's error as the plugin receives it.
+fn wit_error(e: c::GuestError) -> Error {
+    Error {
+        code: match e.code {
+            c::ErrorCode::NotFound => ErrorCode::NotFound,
+            c::ErrorCode::AlreadyExists => ErrorCode::AlreadyExists,
+            c::ErrorCode::Conflict => ErrorCode::Conflict,
+            c::ErrorCode::Forbidden => ErrorCode::Forbidden,
+            c::ErrorCode::Invalid => ErrorCode::Invalid,
+            c::ErrorCode::Unavailable => ErrorCode::Unavailable,
+            c::ErrorCode::Other => ErrorCode::Other,
+        },
+        message: e.message,
+        status: e.status,
+        retry_after_ms: e.retry_after_ms,
+        causes: (e.causes.into_iter())
+            .map(|c| Cause {
+                field: c.field,
+                reason: c.reason,
+                message: c.message,
+                manager: c.manager,
+            })
+            .collect(),
+    }
+}
+
+impl types::Host for HostState {}
+
+impl cluster_wit::Host for HostState {
+    async fn get(&mut self, obj: ObjectRef) -> Result<String, Error> {
+        self.host_get(object(obj)).await.map_err(wit_error)
+    }
+
+    async fn list(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, Error> {
+        (self.host_list(gvk(kind), namespace, label_selector).await).map_err(wit_error)
+    }
+
+    async fn patch_labels(
+        &mut self,
+        obj: ObjectRef,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), Error> {
+        (self.host_patch_labels(object(obj), set, remove).await).map_err(wit_error)
+    }
+
+    async fn record_event(&mut self, event: Event) -> Result<(), Error> {
+        let event = c::EventRecord {
+            regarding: object(event.regarding),
+            related: event.related.map(object),
+            warning: matches!(event.type_, EventType::Warning),
+            reason: event.reason,
+            action: event.action,
+            note: event.note,
+        };
+        self.host_record_event(event).await.map_err(wit_error)
+    }
+
+    async fn apply(&mut self, object: String, force: bool) -> Result<String, Error> {
+        self.host_apply(object, force).await.map_err(wit_error)
+    }
+
+    async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), Error> {
+        (self.host_patch_status(object(obj), status).await).map_err(wit_error)
+    }
+
+    async fn delete(&mut self, obj: ObjectRef, options: DeleteOptions) -> Result<(), Error> {
+        let options = c::DeleteOptions {
+            propagation: match options.propagation {
+                Propagation::Background => c::Propagation::Background,
+                Propagation::Foreground => c::Propagation::Foreground,
+                Propagation::Orphan => c::Propagation::Orphan,
+            },
+            uid: options.uid,
+            resource_version: options.resource_version,
+        };
+        self.host_delete(object(obj), options)
+            .await
+            .map_err(wit_error)
+    }
+}
+
+impl log::Host for HostState {
+    async fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+        let level = match level {
+            log::Level::Trace => c::Level::Trace,
+            log::Level::Debug => c::Level::Debug,
+            log::Level::Info => c::Level::Info,
+            log::Level::Warn => c::Level::Warn,
+            log::Level::Error => c::Level::Error,
+        };
+        self.host_log(level, &message, fields);
+    }
+}

@@ -1,0 +1,110 @@
+//! A failed host call or reconcile as the contract reports it: a code to act on, a
+//! message, and what the API server added (HTTP status, retry-after, field causes).
+
+use std::fmt;
+
+/// The case a plugin acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The object does not exist.
+    NotFound,
+    /// A create found the name taken.
+    AlreadyExists,
+    /// A precondition failed or another manager owns the fields.
+    Conflict,
+    /// Not declared, or denied by the API server.
+    Forbidden,
+    /// Malformed input or refused by validation.
+    Invalid,
+    /// Not reachable, not ready, or throttled.
+    Unavailable,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorCode {
+    /// The code as the contract spells it (`not-found`), for logs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::NotFound => "not-found",
+            ErrorCode::AlreadyExists => "already-exists",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One reason behind an error, from the API server's `Status` details.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cause {
+    /// The field concerned (empty when none).
+    pub field: String,
+    /// Machine-readable reason.
+    pub reason: String,
+    /// What is wrong.
+    pub message: String,
+    /// For an apply conflict: the manager owning the field.
+    pub manager: Option<String>,
+}
+
+/// An error crossing the contract, either way: what a host call returns to the plugin,
+/// or what a plugin's reconcile returned to the host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GuestError {
+    /// The case.
+    pub code: ErrorCode,
+    /// Names the call, the object and the cause.
+    pub message: String,
+    /// The API server's HTTP status, if a call was made.
+    pub status: Option<u16>,
+    /// How long the API server asked to wait, in milliseconds.
+    pub retry_after_ms: Option<u64>,
+    /// Field-level causes.
+    pub causes: Vec<Cause>,
+}
+
+impl GuestError {
+    /// An error with a code and message only (no API call behind it).
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> GuestError {
+        GuestError {
+            code,
+            message: message.into(),
+            status: None,
+            retry_after_ms: None,
+            causes: Vec::new(),
+        }
+    }
+
+    /// The same error with its message and causes cut to log-line size: a plugin's
+    /// text ends up in the host's log.
+    pub fn capped(mut self, max_bytes: usize) -> GuestError {
+        const MAX_CAUSES: usize = 16;
+        let cut = |m: &str| crate::logs::cut(m, max_bytes);
+        self.message = cut(&self.message);
+        self.causes.truncate(MAX_CAUSES);
+        for c in &mut self.causes {
+            c.field = cut(&c.field);
+            c.reason = cut(&c.reason);
+            c.message = cut(&c.message);
+            c.manager = c.manager.as_deref().map(cut);
+        }
+        self
+    }
+}
+
+impl fmt::Display for GuestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for GuestError {}

@@ -1,0 +1,181 @@
+//! The contract as the host's core sees it, whichever WIT version a plugin was built
+//! against: plain Rust types that each served version's bindings convert to and from
+//! at the edge (`crate::bindings`), so the informers, queues, capability checks and
+//! the test kit never depend on one version's generated code.
+
+mod error;
+mod verb;
+
+pub use error::{Cause, ErrorCode, GuestError};
+pub use verb::{Verb, VerbError};
+
+/// A Kubernetes object type; the core group is the empty string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Gvk {
+    /// API group, for example `apps`; empty for the core group.
+    pub group: String,
+    /// API version within the group.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+}
+
+/// One Kubernetes object, as a plugin names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    /// The object's type.
+    pub kind: Gvk,
+    /// Its namespace; none for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+/// How a change to a watched object becomes a reconcile key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyMapping {
+    /// The changed object itself.
+    Object,
+    /// The object's controller owner, if of this kind.
+    ControllerOwner(Gvk),
+    /// One fixed key, whatever changed.
+    Fixed(String),
+}
+
+/// One kind a plugin wants to be told about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Watch {
+    /// The kind to watch.
+    pub kind: Gvk,
+    /// Only objects in this namespace; none watches all namespaces.
+    pub namespace: Option<String>,
+    /// Only objects matching this label selector.
+    pub label_selector: Option<String>,
+    /// How a change maps to a reconcile key.
+    pub maps_to: KeyMapping,
+}
+
+/// The verbs a plugin declared on one kind, as the contract spells them (`get`,
+/// `patch/status`); checked whole at load by `controller::validate`, parsed into
+/// [`Verb`]s by `capabilities::grants`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Permission {
+    /// The kind.
+    pub kind: Gvk,
+    /// The verbs, unparsed: a verb this host does not know refuses the plugin at load
+    /// with its name, rather than the whole component failing to link.
+    pub verbs: Vec<String>,
+}
+
+/// What a plugin's `register` returned: its identity and needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Registration {
+    /// Unique plugin name: field manager and Event reporting controller.
+    pub name: String,
+    /// The plugin's own version.
+    pub version: String,
+    /// The kinds it watches.
+    pub watches: Vec<Watch>,
+    /// What else it may do.
+    pub permissions: Vec<Permission>,
+    /// How many keys may be reconciled at once; 0 lets the host choose.
+    pub max_concurrent_reconciles: u32,
+    /// Resync period in milliseconds, if any.
+    pub resync_period_ms: Option<u64>,
+}
+
+/// The key a plugin reconciles.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Request {
+    /// The kind of the named object; none for a fixed key.
+    pub kind: Option<Gvk>,
+    /// Its namespace.
+    pub namespace: Option<String>,
+    /// Its name, or the fixed key.
+    pub name: String,
+}
+
+/// What to do after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Nothing until something changes.
+    Done,
+    /// Reconcile again after this many milliseconds.
+    RequeueAfter(u64),
+    /// Reconcile again after the key's backoff, without an error.
+    Requeue,
+}
+
+/// Why a reconcile did not succeed, as the plugin said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What went wrong.
+    pub error: GuestError,
+    /// Retrying will not help: do not retry until the key is queued again.
+    pub terminal: bool,
+}
+
+/// What happens to the dependents of a deleted object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Propagation {
+    /// The object goes at once; dependents after.
+    Background,
+    /// Dependents first.
+    Foreground,
+    /// Dependents are kept.
+    Orphan,
+}
+
+/// Preconditions and propagation of a delete.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DeleteOptions {
+    /// What happens to dependents.
+    pub propagation: Propagation,
+    /// Delete only the object with this uid.
+    pub uid: Option<String>,
+    /// Delete only at this resourceVersion.
+    pub resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    /// A delete without preconditions (the only kind 0.2 plugins can make).
+    pub fn unconditional(propagation: Propagation) -> DeleteOptions {
+        DeleteOptions {
+            propagation,
+            uid: None,
+            resource_version: None,
+        }
+    }
+}
+
+/// An Event a plugin records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// What it is about.
+    pub regarding: ObjectRef,
+    /// A second object involved.
+    pub related: Option<ObjectRef>,
+    /// Warning rather than normal.
+    pub warning: bool,
+    /// Why (PascalCase).
+    pub reason: String,
+    /// What was done (PascalCase); empty uses the reason.
+    pub action: String,
+    /// For humans.
+    pub note: String,
+}
+
+/// Severity of a plugin's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Very detailed tracing.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Unexpected but handled.
+    Warn,
+    /// A failure.
+    Error,
+}

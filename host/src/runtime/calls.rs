@@ -1,0 +1,177 @@
+//! The host calls a plugin makes, whichever contract version it speaks: each checks
+//! its input, calls the plugin's [`PluginCluster`] (the live cluster, or the test
+//! kit's in-memory one), counts the call and returns the contract's error. The
+//! version modules in [`crate::bindings`] only convert arguments and errors.
+
+use std::sync::Arc;
+
+use crate::capabilities::{CapabilityError, PluginCluster, Target, check_kind, check_namespace};
+use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef};
+use crate::keys::from_wit_gvk;
+use crate::metrics::{HostCallResult, Limit};
+
+use super::state::HostState;
+
+/// The object a plugin names, validated before it can reach a URL.
+fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
+    let gvk = from_wit_gvk(&obj.kind);
+    Target::checked(op, plugin, gvk, obj.namespace, obj.name)
+}
+
+impl HostState {
+    /// Counts one host call in `wcm_host_calls_total{plugin,function,result}` and
+    /// hands its result on as the contract's error.
+    fn counted<T>(
+        &self,
+        function: &'static str,
+        result: Result<T, CapabilityError>,
+    ) -> Result<T, GuestError> {
+        let result = result.map_err(GuestError::from);
+        if let Some(access) = &self.access {
+            access
+                .budget()
+                .host_call(function, HostCallResult::of(&result));
+        }
+        result
+    }
+
+    /// The plugin's access and name, owned, for a call's future.
+    fn parts(&self) -> (Result<Arc<dyn PluginCluster>, CapabilityError>, Arc<str>) {
+        (self.shared_access(), self.plugin.clone())
+    }
+
+    /// `get`: one object's JSON.
+    pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Result<String, GuestError> {
+        let (access, plugin) = self.parts();
+        let result = (|| {
+            let target = target("get", &plugin, obj)?;
+            Ok(access?.get(&target)?.to_string())
+        })();
+        self.counted("get", result)
+    }
+
+    /// `list`: the JSON of matching objects of a watched kind.
+    pub(crate) async fn host_list(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, GuestError> {
+        let (access, plugin) = self.parts();
+        let result = (|| {
+            let gvk = from_wit_gvk(&kind);
+            check_kind("list", &plugin, &gvk)?;
+            if let Some(ns) = &namespace {
+                check_namespace("list", &plugin, ns)?;
+            }
+            let found = access?.list(&gvk, namespace.as_deref(), label_selector.as_deref())?;
+            Ok(found.iter().map(|j| j.to_string()).collect())
+        })();
+        self.counted("list", result)
+    }
+
+    /// `patch-labels`.
+    pub(crate) async fn host_patch_labels(
+        &mut self,
+        obj: ObjectRef,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), GuestError> {
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("patch-labels", &plugin, obj)?;
+            access?.patch_labels(&target, &set, &remove).await
+        };
+        let result = result.await;
+        self.counted("patch-labels", result)
+    }
+
+    /// `record-event`.
+    pub(crate) async fn host_record_event(&mut self, event: EventRecord) -> Result<(), GuestError> {
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let regarding = target("record-event", &plugin, event.regarding.clone())?;
+            let related = match event.related.clone() {
+                Some(related) => Some(target("record-event related", &plugin, related)?),
+                None => None,
+            };
+            let access = access?;
+            access
+                .record_event(&regarding, related.as_ref(), &event)
+                .await
+        };
+        let result = result.await;
+        self.counted("record-event", result)
+    }
+
+    /// `apply`: server-side apply of a whole object.
+    pub(crate) async fn host_apply(
+        &mut self,
+        object: String,
+        force: bool,
+    ) -> Result<String, GuestError> {
+        let (access, _) = self.parts();
+        let result = async move { access?.apply(&object, force).await };
+        let result = result.await;
+        self.counted("apply", result)
+    }
+
+    /// `patch-status`.
+    pub(crate) async fn host_patch_status(
+        &mut self,
+        obj: ObjectRef,
+        status: String,
+    ) -> Result<(), GuestError> {
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("patch-status", &plugin, obj)?;
+            access?.patch_status(&target, &status).await
+        };
+        let result = result.await;
+        self.counted("patch-status", result)
+    }
+
+    /// `delete`, with its preconditions.
+    pub(crate) async fn host_delete(
+        &mut self,
+        obj: ObjectRef,
+        options: DeleteOptions,
+    ) -> Result<(), GuestError> {
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("delete", &plugin, obj)?;
+            access?.delete(&target, &options).await
+        };
+        let result = result.await;
+        self.counted("delete", result)
+    }
+
+    /// `log`: the plugin's line, escaped and cut to size, with its fields as one
+    /// logfmt value, within its log rate.
+    pub(crate) fn host_log(&mut self, level: Level, message: &str, fields: Vec<(String, String)>) {
+        let Some(line) = self.logs.admit(message) else {
+            return;
+        };
+        let (plugin, key) = (&*self.plugin, self.key.as_deref().unwrap_or("-"));
+        if line.dropped_before > 0 {
+            tracing::warn!(
+                plugin,
+                dropped = line.dropped_before,
+                "plugin log lines dropped: over its log rate (--plugin-log-rate)"
+            );
+        }
+        if let (true, Some(access)) = (line.was_cut, &self.access) {
+            access.budget().hit(Limit::log_size);
+        }
+        let message = line.message;
+        let fields = crate::logs::fields_text(&fields);
+        let fields = (!fields.is_empty()).then_some(fields.as_str());
+        match level {
+            Level::Trace => tracing::trace!(plugin, key, fields, "{message}"),
+            Level::Debug => tracing::debug!(plugin, key, fields, "{message}"),
+            Level::Info => tracing::info!(plugin, key, fields, "{message}"),
+            Level::Warn => tracing::warn!(plugin, key, fields, "{message}"),
+            Level::Error => tracing::error!(plugin, key, fields, "{message}"),
+        }
+    }
+}

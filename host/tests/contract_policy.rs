@@ -1,0 +1,104 @@
+//! The compatibility policy, enforced by the loader (docs/contract-versions.md): any
+//! patch release of a served minor version loads and is bound to that version; a
+//! newer patch release that uses something this host lacks is refused naming it and
+//! the versions involved; an unserved minor version is refused naming the served ones.
+//! Components are made from the contract's own WIT (a dummy core module per world), so
+//! only the version and the functions differ. Offline.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use wcm_host::bindings::ContractVersion;
+use wcm_host::config::Limits;
+use wcm_host::runtime::{LoadError, PluginFile, Runtime};
+use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
+
+const CURRENT: &str = include_str!("../../wit/controller.wit");
+const PREVIOUS: &str = include_str!("../../wit/compat/v0.2/controller.wit");
+
+/// A component of the `controller` world of `wit`, every function a stub.
+fn component(wit: &str) -> Result<Vec<u8>> {
+    let mut resolve = Resolve::default();
+    let package = resolve.push_str("controller.wit", wit)?;
+    let world = resolve.select_world(&[package], Some("controller"))?;
+    let abi = ManglingAndAbi::Legacy(LiftLowerAbi::Sync);
+    let mut module = wit_component::dummy_module(&resolve, world, abi);
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)?;
+    ComponentEncoder::default()
+        .module(&module)?
+        .validate(true)
+        .encode()
+}
+
+/// `wit` with its package version replaced.
+fn versioned(wit: &str, from: &str, to: &str) -> String {
+    let (old, new) = (
+        format!("wcm:controller@{from};"),
+        format!("wcm:controller@{to};"),
+    );
+    assert!(wit.contains(&old), "the WIT names {old}");
+    wit.replace(&old, &new)
+}
+
+async fn load(wit: &str) -> Result<Result<ContractVersion, LoadError>> {
+    let runtime = Runtime::new(Limits::default(), None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let runtime = Arc::new(runtime);
+    let bytes = component(wit)?;
+    let file = PluginFile {
+        hash: format!("test-{}", bytes.len()),
+        bytes,
+        read: Default::default(),
+    };
+    Ok(runtime.prepare(file).await.map(|l| l.code.contract()))
+}
+
+#[tokio::test]
+async fn every_patch_release_of_a_served_minor_version_loads_as_that_version() -> Result<()> {
+    assert_eq!(load(CURRENT).await?.ok(), Some(ContractVersion::V0_3));
+    let newer_patch = versioned(CURRENT, "0.3.0", "0.3.1");
+    assert_eq!(load(&newer_patch).await?.ok(), Some(ContractVersion::V0_3));
+    assert_eq!(load(PREVIOUS).await?.ok(), Some(ContractVersion::V0_2));
+    let old_patch = versioned(PREVIOUS, "0.2.0", "0.2.4");
+    assert_eq!(load(&old_patch).await?.ok(), Some(ContractVersion::V0_2));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_newer_patch_release_using_what_this_host_lacks_is_refused_by_name() -> Result<()> {
+    let newer = versioned(CURRENT, "0.3.0", "0.3.1").replace(
+        "interface cluster {",
+        "interface cluster {\n    frobnicate: func();",
+    );
+    let refused = load(&newer)
+        .await?
+        .expect_err("links a function the host lacks");
+    let text = refused.to_string();
+    assert!(text.contains("frobnicate"), "{text}");
+    assert!(
+        text.contains(
+            "built against wcm:controller@0.3.1, newer than this host's wcm:controller@0.3.0"
+        ),
+        "{text}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unserved_minor_version_is_refused_naming_the_served_ones() -> Result<()> {
+    for version in ["0.4.0", "0.1.0", "1.0.0"] {
+        let refused = load(&versioned(CURRENT, "0.3.0", version))
+            .await?
+            .expect_err(version);
+        let text = refused.to_string();
+        assert!(
+            text.contains("wcm:controller@0.3.0 or wcm:controller@0.2.0"),
+            "{version}: {text}"
+        );
+        assert!(
+            text.contains(&format!("wcm:controller/reconciler@{version}")),
+            "{text}"
+        );
+    }
+    Ok(())
+}

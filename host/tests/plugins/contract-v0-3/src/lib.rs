@@ -1,0 +1,86 @@
+//! Test plugin using what contract 0.3 added, next to `contract-v0-2` in one host. For
+//! each ConfigMap labelled `wcm.test/contract`, by its data:
+//! - `fail: terminal`: fails with a terminal `invalid` error (not retried);
+//! - `fail: retry`: fails with a plain error (retried with backoff);
+//! - `delete-uid: UID`: deletes the ConfigMap only if it still has that uid; a refusal
+//!   is recorded as a `DeleteRefused` Event whose note carries the code and status;
+//! - otherwise: labels it `wcm.test/seen-by=contract-v0-3`, records a `SeenBy` Event
+//!   with action `Inspect` and, if `related: NAME` is given, that ConfigMap as its
+//!   related object, and logs `inspected` with fields.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use wasm_controller_sdk::cluster::{self, DeleteOptions, Event, Propagation};
+use wasm_controller_sdk::log::{self, Level};
+use wasm_controller_sdk::{
+    Action, Controller, Error, EventType, Failure, ObjectRef, Registration, Request, Verb, Watch,
+    export_controller,
+};
+
+/// The plugin.
+pub struct ContractV03;
+
+impl Controller for ContractV03 {
+    fn registration() -> Registration {
+        Registration::new("contract-v0-3", "0.3.0")
+            .watch(Watch::all::<ConfigMap>().labels("wcm.test/contract"))
+            .permit::<ConfigMap>(&[Verb::Patch, Verb::Delete])
+    }
+
+    fn reconcile(req: Request) -> Result<Action, Failure> {
+        let ns = req.namespace.as_deref();
+        let cm: ConfigMap = match cluster::get(ns, &req.name) {
+            Ok(cm) => cm,
+            Err(e) if e.is_not_found() => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
+        };
+        let target = ObjectRef::of(&cm);
+        let data = cm.data.clone().unwrap_or_default();
+        match data.get("fail").map(String::as_str) {
+            Some("terminal") => return Err(Error::invalid("data.fail says terminal").terminal()),
+            Some("retry") => return Err(Error::other("data.fail says retry").into()),
+            _ => {}
+        }
+        if let Some(uid) = data.get("delete-uid") {
+            return delete_if_still(&target, uid);
+        }
+        cluster::patch_labels(&target, &[("wcm.test/seen-by", "contract-v0-3")], &[])?;
+        let related = data
+            .get("related")
+            .map(|name| ObjectRef::new::<ConfigMap>(ns, name));
+        cluster::record(&Event {
+            regarding: target.clone(),
+            related,
+            type_: EventType::Normal,
+            reason: "SeenBy".into(),
+            action: "Inspect".into(),
+            note: "contract 0.3".into(),
+        })?;
+        let keys = data.len().to_string();
+        log::with(
+            Level::Info,
+            "inspected",
+            &[("configmap", &req.name), ("keys", &keys)],
+        );
+        Ok(Action::Done)
+    }
+}
+
+/// Deletes `target` only while it has `uid`; a refusal becomes an Event.
+fn delete_if_still(target: &ObjectRef, uid: &str) -> Result<Action, Failure> {
+    let options = DeleteOptions {
+        propagation: Propagation::Background,
+        uid: Some(uid.to_string()),
+        resource_version: None,
+    };
+    match cluster::delete_if(target, &options) {
+        Ok(()) => Ok(Action::Done),
+        Err(e) => {
+            let status = e.status.map_or("none".to_string(), |s| s.to_string());
+            let note = format!("{} (status {status})", e.code);
+            cluster::record_event(target, EventType::Warning, "DeleteRefused", &note)?;
+            Ok(Action::Done)
+        }
+    }
+}
+
+export_controller!(ContractV03);
