@@ -191,7 +191,10 @@ export function exportController(controller) {
 
 /** Reads from the host's caches and writes as the plugin (objects are plain objects). */
 export const cluster = {
-  /** One object of a watched kind; throws NotFound if it is not there. */
+  /**
+   * One object: of a watched kind from the cache, of a kind declared with `Verb.GET`
+   * but not watched live from the API server; throws NotFound if it is not there.
+   */
   get: (ref) => JSON.parse(call(host.get, ref)),
   /** Objects of a watched kind, sorted by namespace and name. */
   list: (kind, namespace = undefined, labelSelector = undefined) =>

@@ -313,7 +313,9 @@ class cluster:
 
     @staticmethod
     def get(ref: ObjectRef) -> dict:
-        """One object of a watched kind; raises NotFound if it is not there."""
+        """One object: of a watched kind from the cache, of a kind declared with
+        `Verb.GET` but not watched live from the API server; raises NotFound if it is
+        not there."""
         return json.loads(_call(_cluster.get, ref))
 
     @staticmethod

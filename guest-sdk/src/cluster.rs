@@ -1,6 +1,7 @@
 //! Reading and writing the cluster from a controller, with `k8s-openapi` types.
 //!
-//! Reads come from the host's informer cache of the kinds the plugin watches; writes
+//! Reads come from the host's informer cache of the kinds the plugin watches (a kind
+//! declared with `get` but not watched is read live from the API server); writes
 //! go to the API server under the plugin's own field manager (the plugin's name).
 //!
 //! The host checks every name, namespace and kind before it is used (one that is not
@@ -18,7 +19,9 @@ use crate::{Error, EventType, Gvk, ObjectRef};
 
 pub use host::{DeleteOptions, Event, Propagation};
 
-/// One object of a watched kind, by namespace (none if cluster-scoped) and name.
+/// One object by namespace (none if cluster-scoped) and name: from the cache of a
+/// watched kind, or live from the API server for a kind declared with
+/// [`Verb::Get`](crate::Verb::Get) but not watched (within the plugin's API rate).
 pub fn get<K: Resource + DeserializeOwned>(
     namespace: Option<&str>,
     name: &str,

@@ -41,7 +41,7 @@ async fn main() -> Result<()> {
         let access = access.clone();
         let target = target.clone();
         async move {
-            let json = access.get(&target).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let json = (access.get(&target).await).map_err(|e| anyhow::anyhow!("{e}"))?;
             let _cm: ConfigMap = serde_json::from_str(&json)?;
             let _ = k;
             Ok(())

@@ -511,6 +511,57 @@ async fn an_event_names_its_action_and_related_object() -> Result<()> {
 }
 
 #[tokio::test]
+async fn a_kind_declared_get_but_not_watched_is_read_live() -> Result<()> {
+    let ns = TestNamespace::create("cap-live").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    let client = ns.client();
+    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
+    let grants = HashMap::from([(
+        GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        HashSet::from([Verb::Get]),
+    )]);
+    let access = ClusterAccess::new(
+        budget(PLUGIN),
+        "test-host",
+        registry,
+        client,
+        (vec![], Arc::new(Granted::everything())),
+        grants,
+        LeaderGate::always_open(),
+    );
+    let mut state = HostState::for_reconcile(Arc::new(access), "key".into(), 64 << 20);
+    let json = state
+        .get(config_map(ns.name(), "web"))
+        .await
+        .map_err(anyhow_wit)?;
+    let read: ConfigMap = serde_json::from_str(&json)?;
+    assert_eq!(read.metadata.name.as_deref(), Some("web"));
+    assert!(
+        read.metadata.managed_fields.is_none(),
+        "managedFields are stripped"
+    );
+    let missing = state
+        .get(config_map(ns.name(), "gone"))
+        .await
+        .expect_err("missing");
+    assert_eq!(
+        (missing.code, missing.status),
+        (ErrorCode::NotFound, Some(404))
+    );
+    let pods = ObjectRef {
+        kind: Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+        },
+        namespace: Some(ns.name().into()),
+        name: "web".into(),
+    };
+    assert_wit_error(state.get(pods).await, "invalid", "declare `get` on it");
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_cluster_is_unavailable_during_register() -> Result<()> {
     let mut state = HostState::for_register(PLUGIN, 64 << 20);
     assert_wit_error(

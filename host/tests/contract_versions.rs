@@ -2,14 +2,15 @@
 //! `wit/compat/v0.2`, with raw bindings) and the current one (0.3, with the SDK) side
 //! by side, against the real control plane: both act, each is shown with its contract,
 //! and what 0.3 added works end to end (terminal errors not retried, Events with an
-//! action and a related object, log fields, a delete refused by its uid precondition).
+//! action and a related object, log fields, a live read of a kind it does not watch, a
+//! delete refused by its uid precondition).
 
 mod support;
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -99,6 +100,35 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
         line.contains(r#"fields="configmap=shared keys=1""#),
         "fields as one value: {line}"
     );
+
+    // A kind the 0.3 plugin declared `get` on but does not watch is read live.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "token"}, "stringData": {"user": "admin", "password": "x"},
+    }))?;
+    Api::<Secret>::namespaced(ns.client(), ns.name())
+        .create(&PostParams::default(), &secret)
+        .await?;
+    create(&api, "credentials", json!({"secret": "token"})).await?;
+    create(&api, "no-credentials", json!({"secret": "missing"})).await?;
+    for (name, note) in [
+        ("credentials", "contract 0.3; secret token has 2 keys"),
+        (
+            "no-credentials",
+            "contract 0.3; secret missing: not-found (status 404)",
+        ),
+    ] {
+        let found = eventually(CONVERGE, || async {
+            let events = recorded_events(&ns.client(), ns.name(), name, "SeenBy")
+                .await
+                .ok()?;
+            events.into_iter().find_map(|e| {
+                (e.reporting_controller.as_deref() == Some("contract-v0-3")).then_some(e.note)
+            })
+        })
+        .await
+        .flatten();
+        assert_eq!(found.as_deref(), Some(note), "{name}");
+    }
 
     // 0.2's delete (propagation only) still deletes.
     create(&api, "doomed", json!({"delete": "yes"})).await?;

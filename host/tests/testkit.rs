@@ -39,8 +39,10 @@ fn fixture(yaml: &str) -> Result<(tempfile::TempDir, PathBuf)> {
 
 /// Each example plugin, and the SDKs' exercisers (Go: every import with `k8s.io/api`
 /// types; Python and JavaScript twins: owner references, conditions, status, errors by
-/// case, exceptions returned as `other`), with its fixtures and reviewed report.
-const REVIEWED: [(&str, &[&str], &str); 8] = [
+/// case, exceptions returned as `other`), and the contract plugins (0.2's error case
+/// and delete; 0.3's terminal error, Event action and related object, refused
+/// conditional delete with its 409), with its fixtures and reviewed report.
+const REVIEWED: [(&str, &[&str], &str); 10] = [
     (
         "pod-counter",
         &["plugins/pod-counter/testdata/cluster.yaml"],
@@ -73,6 +75,16 @@ const REVIEWED: [(&str, &[&str], &str); 8] = [
         "go-sdk-exerciser",
         &["host/tests/go-plugins/go-sdk-exerciser/testdata/cluster.yaml"],
         "host/tests/go-plugins/go-sdk-exerciser/testdata/expected.yaml",
+    ),
+    (
+        "contract-v0-2",
+        &["host/tests/fixtures/contracts.yaml"],
+        "host/tests/plugins/contract-v0-2/expected.yaml",
+    ),
+    (
+        "contract-v0-3",
+        &["host/tests/fixtures/contracts.yaml"],
+        "host/tests/plugins/contract-v0-3/expected.yaml",
     ),
     (
         "sdk-exerciser-py",

@@ -7,6 +7,92 @@
 //! plugin built against the previous version means linking that version's imports and
 //! calling that version's exports.
 
+/// Conversions written the same in every served version but over each version's own
+/// generated types, which no generic function can name: expanded inside each version
+/// module, after its `bindgen!` and its `use`s of `wit` (the reconciler export), `Gvk`,
+/// `ObjectRef`, `Propagation`, `log` and `c` (the core's `contract`).
+macro_rules! shared_conversions {
+    () => {
+        /// Calls `register` in a fresh instance.
+        pub(super) async fn register(
+            pre: &ControllerPre<HostState>,
+            store: &mut wasmtime::Store<HostState>,
+        ) -> Result<c::Registration, super::CallFailure> {
+            let controller = (pre.instantiate_async(&mut *store).await)
+                .map_err(super::CallFailure::Instantiate)?;
+            let reg = (controller
+                .wcm_controller_reconciler()
+                .call_register(store)
+                .await)
+                .map_err(super::CallFailure::Call)?;
+            Ok(registration(reg))
+        }
+
+        fn wit_request(r: &c::Request) -> wit::Request {
+            wit::Request {
+                kind: r.kind.clone().map(wit_gvk),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+            }
+        }
+
+        fn watch(w: wit::Watch) -> c::Watch {
+            c::Watch {
+                kind: gvk(w.kind),
+                namespace: w.namespace,
+                label_selector: w.label_selector,
+                maps_to: match w.maps_to {
+                    wit::KeyMapping::Object => c::KeyMapping::Object,
+                    wit::KeyMapping::ControllerOwner(o) => c::KeyMapping::ControllerOwner(gvk(o)),
+                    wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
+                },
+            }
+        }
+
+        fn gvk(g: Gvk) -> c::Gvk {
+            c::Gvk {
+                group: g.group,
+                version: g.version,
+                kind: g.kind,
+            }
+        }
+
+        fn wit_gvk(g: c::Gvk) -> Gvk {
+            Gvk {
+                group: g.group,
+                version: g.version,
+                kind: g.kind,
+            }
+        }
+
+        fn object(o: ObjectRef) -> c::ObjectRef {
+            c::ObjectRef {
+                kind: gvk(o.kind),
+                namespace: o.namespace,
+                name: o.name,
+            }
+        }
+
+        fn contract_propagation(p: Propagation) -> c::Propagation {
+            match p {
+                Propagation::Background => c::Propagation::Background,
+                Propagation::Foreground => c::Propagation::Foreground,
+                Propagation::Orphan => c::Propagation::Orphan,
+            }
+        }
+
+        fn contract_level(l: log::Level) -> c::Level {
+            match l {
+                log::Level::Trace => c::Level::Trace,
+                log::Level::Debug => c::Level::Debug,
+                log::Level::Info => c::Level::Info,
+                log::Level::Warn => c::Level::Warn,
+                log::Level::Error => c::Level::Error,
+            }
+        }
+    };
+}
+
 pub mod v0_2;
 pub mod v0_3;
 

@@ -20,20 +20,7 @@ use super::CallFailure;
 use crate::contract as c;
 use crate::runtime::HostState;
 
-/// Calls `register` in a fresh instance.
-pub(super) async fn register(
-    pre: &ControllerPre<HostState>,
-    store: &mut Store<HostState>,
-) -> Result<c::Registration, CallFailure> {
-    let controller =
-        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
-    let reg = (controller
-        .wcm_controller_reconciler()
-        .call_register(store)
-        .await)
-        .map_err(CallFailure::Call)?;
-    Ok(registration(reg))
-}
+shared_conversions!();
 
 /// Calls `reconcile` in a fresh instance; a returned error is always retried.
 pub(super) async fn reconcile(
@@ -43,11 +30,7 @@ pub(super) async fn reconcile(
 ) -> Result<Result<c::Action, c::Failure>, CallFailure> {
     let controller =
         (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
-    let request = wit::Request {
-        kind: request.kind.clone().map(wit_gvk),
-        namespace: request.namespace.clone(),
-        name: request.name.clone(),
-    };
+    let request = wit_request(request);
     let result = (controller.wcm_controller_reconciler())
         .call_reconcile(store, &request)
         .await
@@ -78,19 +61,6 @@ fn registration(r: wit::Registration) -> c::Registration {
     }
 }
 
-fn watch(w: wit::Watch) -> c::Watch {
-    c::Watch {
-        kind: gvk(w.kind),
-        namespace: w.namespace,
-        label_selector: w.label_selector,
-        maps_to: match w.maps_to {
-            wit::KeyMapping::Object => c::KeyMapping::Object,
-            wit::KeyMapping::ControllerOwner(owner) => c::KeyMapping::ControllerOwner(gvk(owner)),
-            wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
-        },
-    }
-}
-
 /// A 0.2 verb as 0.3 spells it.
 fn verb(v: wit::Verb) -> String {
     let verb = match v {
@@ -102,30 +72,6 @@ fn verb(v: wit::Verb) -> String {
         wit::Verb::Delete => c::Verb::Delete,
     };
     verb.to_string()
-}
-
-fn gvk(g: Gvk) -> c::Gvk {
-    c::Gvk {
-        group: g.group,
-        version: g.version,
-        kind: g.kind,
-    }
-}
-
-fn wit_gvk(g: c::Gvk) -> Gvk {
-    Gvk {
-        group: g.group,
-        version: g.version,
-        kind: g.kind,
-    }
-}
-
-fn object(o: ObjectRef) -> c::ObjectRef {
-    c::ObjectRef {
-        kind: gvk(o.kind),
-        namespace: o.namespace,
-        name: o.name,
-    }
 }
 
 /// The error a 0.2 plugin returned.
@@ -205,12 +151,7 @@ impl cluster_wit::Host for HostState {
     }
 
     async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), Error> {
-        let propagation = match propagation {
-            Propagation::Background => c::Propagation::Background,
-            Propagation::Foreground => c::Propagation::Foreground,
-            Propagation::Orphan => c::Propagation::Orphan,
-        };
-        let options = c::DeleteOptions::unconditional(propagation);
+        let options = c::DeleteOptions::unconditional(contract_propagation(propagation));
         self.host_delete(object(obj), options)
             .await
             .map_err(wit_error)
@@ -219,13 +160,6 @@ impl cluster_wit::Host for HostState {
 
 impl log::Host for HostState {
     async fn log(&mut self, level: log::Level, message: String) {
-        let level = match level {
-            log::Level::Trace => c::Level::Trace,
-            log::Level::Debug => c::Level::Debug,
-            log::Level::Info => c::Level::Info,
-            log::Level::Warn => c::Level::Warn,
-            log::Level::Error => c::Level::Error,
-        };
-        self.host_log(level, &message, Vec::new());
+        self.host_log(contract_level(level), &message, Vec::new());
     }
 }

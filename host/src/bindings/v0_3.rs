@@ -18,20 +18,7 @@ use super::CallFailure;
 use crate::contract as c;
 use crate::runtime::HostState;
 
-/// Calls `register` in a fresh instance.
-pub(super) async fn register(
-    pre: &ControllerPre<HostState>,
-    store: &mut Store<HostState>,
-) -> Result<c::Registration, CallFailure> {
-    let controller =
-        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
-    let reg = (controller
-        .wcm_controller_reconciler()
-        .call_register(store)
-        .await)
-        .map_err(CallFailure::Call)?;
-    Ok(registration(reg))
-}
+shared_conversions!();
 
 /// Calls `reconcile` in a fresh instance.
 pub(super) async fn reconcile(
@@ -41,11 +28,7 @@ pub(super) async fn reconcile(
 ) -> Result<Result<c::Action, c::Failure>, CallFailure> {
     let controller =
         (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
-    let request = wit::Request {
-        kind: request.kind.clone().map(wit_gvk),
-        namespace: request.namespace.clone(),
-        name: request.name.clone(),
-    };
+    let request = wit_request(request);
     let result = (controller.wcm_controller_reconciler())
         .call_reconcile(store, &request)
         .await
@@ -79,43 +62,6 @@ fn registration(r: wit::Registration) -> c::Registration {
             .collect(),
         max_concurrent_reconciles: r.max_concurrent_reconciles,
         resync_period_ms: r.resync_period_ms,
-    }
-}
-
-fn watch(w: wit::Watch) -> c::Watch {
-    c::Watch {
-        kind: gvk(w.kind),
-        namespace: w.namespace,
-        label_selector: w.label_selector,
-        maps_to: match w.maps_to {
-            wit::KeyMapping::Object => c::KeyMapping::Object,
-            wit::KeyMapping::ControllerOwner(owner) => c::KeyMapping::ControllerOwner(gvk(owner)),
-            wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
-        },
-    }
-}
-
-fn gvk(g: Gvk) -> c::Gvk {
-    c::Gvk {
-        group: g.group,
-        version: g.version,
-        kind: g.kind,
-    }
-}
-
-fn wit_gvk(g: c::Gvk) -> Gvk {
-    Gvk {
-        group: g.group,
-        version: g.version,
-        kind: g.kind,
-    }
-}
-
-fn object(o: ObjectRef) -> c::ObjectRef {
-    c::ObjectRef {
-        kind: gvk(o.kind),
-        namespace: o.namespace,
-        name: o.name,
     }
 }
 
@@ -218,11 +164,7 @@ impl cluster_wit::Host for HostState {
 
     async fn delete(&mut self, obj: ObjectRef, options: DeleteOptions) -> Result<(), Error> {
         let options = c::DeleteOptions {
-            propagation: match options.propagation {
-                Propagation::Background => c::Propagation::Background,
-                Propagation::Foreground => c::Propagation::Foreground,
-                Propagation::Orphan => c::Propagation::Orphan,
-            },
+            propagation: contract_propagation(options.propagation),
             uid: options.uid,
             resource_version: options.resource_version,
         };
@@ -234,13 +176,6 @@ impl cluster_wit::Host for HostState {
 
 impl log::Host for HostState {
     async fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
-        let level = match level {
-            log::Level::Trace => c::Level::Trace,
-            log::Level::Debug => c::Level::Debug,
-            log::Level::Info => c::Level::Info,
-            log::Level::Warn => c::Level::Warn,
-            log::Level::Error => c::Level::Error,
-        };
-        self.host_log(level, &message, fields);
+        self.host_log(contract_level(level), &message, fields);
     }
 }

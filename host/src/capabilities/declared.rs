@@ -40,13 +40,16 @@ impl Declared {
         }
     }
 
+    /// Whether the plugin declared `verb` on `gvk` (watched kinds: `get` and `list`).
+    pub fn allows(&self, verb: Verb, gvk: &GroupVersionKind) -> bool {
+        self.grants
+            .get(gvk)
+            .is_some_and(|verbs| verbs.contains(&verb))
+    }
+
     /// Refuses `op` on `target` unless the plugin declared `verb` on its kind.
     pub fn require(&self, verb: Verb, op: &str, target: &Target) -> Result<(), CapabilityError> {
-        let granted = self
-            .grants
-            .get(&target.gvk)
-            .is_some_and(|verbs| verbs.contains(&verb));
-        if granted {
+        if self.allows(verb, &target.gvk) {
             return Ok(());
         }
         Err(CapabilityError::Forbidden(format!(
@@ -116,7 +119,8 @@ impl Declared {
     /// The refusal of a read of a kind the plugin does not watch.
     pub fn not_watched(&self, op: &str, what: &str, gvk: &GroupVersionKind) -> CapabilityError {
         CapabilityError::Invalid(format!(
-            "{op} {what}: plugin {} does not watch {} (only watched kinds are cached)",
+            "{op} {what}: plugin {} does not watch {} (only watched kinds are cached; \
+             declare `get` on it to read single objects from the API server)",
             self.plugin,
             display_gvk(gvk)
         ))

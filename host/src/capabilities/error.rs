@@ -7,7 +7,7 @@ use crate::contract::{Cause, ErrorCode, GuestError};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CapabilityError {
     /// The object does not exist in the cache or the cluster.
-    #[error("not found: {0}")]
+    #[error("not-found: {0}")]
     NotFound(String),
     /// Not declared by the plugin, or denied by the API server.
     #[error("forbidden: {0}")]

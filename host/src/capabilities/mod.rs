@@ -144,10 +144,16 @@ impl ClusterAccess {
         })
     }
 
-    /// One object's JSON from the cache.
-    pub fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let what = target.to_string();
+    /// One object's JSON: from the cache of a watched kind, else straight from the
+    /// API server if the plugin declared `get` on the kind (as the plugin, within its
+    /// API rate).
+    pub async fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
         let namespace = target.namespace.as_deref();
+        let watched = self.caches_of(&target.gvk, namespace).next().is_some();
+        if !watched && self.declared.allows(Verb::Get, &target.gvk) {
+            return self.get_live(target).await;
+        }
+        let what = target.to_string();
         let caches = self.readable_caches("get", &what, &target.gvk, namespace)?;
         let json = (caches.iter())
             .find_map(|i| i.cache().get(target.namespace.as_deref(), &target.name))
@@ -156,6 +162,27 @@ impl ClusterAccess {
         self.declared
             .check_result_size(&format!("get {target}"), json.len())?;
         Ok(json)
+    }
+
+    /// A live read of a kind the plugin does not watch: counted against its API rate
+    /// like a write, answered without managedFields, bounded by its result size.
+    async fn get_live(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
+        let op = format!("get {target}");
+        self.declared.budget.api_request().await;
+        let kind = (self.registry.resolver().resolve(&target.gvk).await)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let (ns, name) = (target.namespace.as_deref(), &target.name);
+        let mut found = crate::kube::writes::get(&self.client, &kind, ns, name)
+            .await
+            .map_err(|e| match e {
+                crate::kube::writes::WriteError::Api(e) => from_kube(&op, &e),
+                other => CapabilityError::Invalid(format!("{op}: {other}")),
+            })?;
+        found.metadata.managed_fields = None;
+        let json = serde_json::to_string(&found)
+            .map_err(|e| CapabilityError::Other(format!("{op}: {e}")))?;
+        self.declared.check_result_size(&op, json.len())?;
+        Ok(json.into())
     }
 
     /// JSON of every cached object of `gvk` in `namespace` (all if none) matching

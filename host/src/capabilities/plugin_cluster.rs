@@ -29,8 +29,9 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// One object's JSON.
-    fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError>;
+    /// One object's JSON: from a cache, or live for a kind declared `get` but not
+    /// watched.
+    fn get<'a>(&'a self, target: &'a Target) -> BoxFuture<'a, Result<Arc<str>, CapabilityError>>;
 
     /// JSON of every object of `gvk` in `namespace` (all if none) matching
     /// `label_selector`, sorted by namespace and name.
@@ -89,8 +90,8 @@ impl PluginCluster for ClusterAccess {
         ClusterAccess::budget(self)
     }
 
-    fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        ClusterAccess::get(self, target)
+    fn get<'a>(&'a self, target: &'a Target) -> BoxFuture<'a, Result<Arc<str>, CapabilityError>> {
+        Box::pin(ClusterAccess::get(self, target))
     }
 
     fn list(

@@ -1,5 +1,6 @@
-//! Writes a plugin makes to the API server, each under the plugin's own field manager:
-//! label patches, server-side apply, status patches and deletions.
+//! Calls a plugin makes to the API server: writes, each under the plugin's own field
+//! manager (label patches, server-side apply, status patches, deletions), and the one
+//! live read (`get` of a kind the plugin does not watch).
 
 use kube::Client;
 use kube::api::{
@@ -21,6 +22,16 @@ fn api(
         (true, None) => Err(WriteError::MissingNamespace),
         (false, _) => Ok(Api::all_with(client.clone(), &kind.resource)),
     }
+}
+
+/// Reads one object straight from the API server.
+pub async fn get(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<DynamicObject, WriteError> {
+    Ok(api(client, kind, namespace)?.get(name).await?)
 }
 
 /// Parameters of a merge patch recorded under `field_manager`.

@@ -43,10 +43,11 @@ impl HostState {
     /// `get`: one object's JSON.
     pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Result<String, GuestError> {
         let (access, plugin) = self.parts();
-        let result = (|| {
+        let result = async move {
             let target = target("get", &plugin, obj)?;
-            Ok(access?.get(&target)?.to_string())
-        })();
+            Ok(access?.get(&target).await?.to_string())
+        };
+        let result = result.await;
         self.counted("get", result)
     }
 

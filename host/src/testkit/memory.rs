@@ -12,6 +12,7 @@ use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
 use crate::capabilities::{CapabilityError, Declared, Target, list_scope};
+use crate::contract::{ErrorCode, GuestError, Verb};
 use crate::keys::{KeyMapping, ReconcileKey};
 use crate::kube::cache::{CachedObject, Change};
 
@@ -165,16 +166,26 @@ impl MemoryCluster {
         }
     }
 
-    /// One object, if a watch of the plugin holds it.
+    /// One object, if a watch of the plugin holds it, or from the store for a kind the
+    /// plugin declared `get` on but does not watch (the live cluster's API read).
     pub fn read(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
         let what = target.to_string();
-        let watches = self.watches_of("get", &what, &target.gvk, target.namespace.as_deref())?;
+        let namespace = target.namespace.as_deref();
+        let live = !self
+            .watches
+            .iter()
+            .any(|w| w.covers(&target.gvk, namespace))
+            && self.declared.allows(Verb::Get, &target.gvk);
+        let watches = match live {
+            true => Vec::new(),
+            false => self.watches_of("get", &what, &target.gvk, namespace)?,
+        };
         let id = self.id(target);
         let world = self.world();
         let json = (world.store.get(&id))
-            .filter(|o| watches.iter().any(|w| w.holds(&id, o)))
+            .filter(|o| live || watches.iter().any(|w| w.holds(&id, o)))
             .map(Value::to_string)
-            .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
+            .ok_or_else(|| not_found(target, live))?;
         self.declared
             .check_result_size(&format!("get {target}"), json.len())?;
         Ok(json.into())
@@ -238,4 +249,18 @@ fn cached(object: &Value) -> Arc<CachedObject> {
         owners,
         json: object.to_string().into(),
     })
+}
+
+/// A missing object as the plugin is told: a cache miss, or the API server's 404.
+fn not_found(target: &Target, live: bool) -> CapabilityError {
+    if !live {
+        return CapabilityError::NotFound(format!("get {target}: not in the cache"));
+    }
+    let message = format!(
+        "get {target}: {} {:?} not found (404 NotFound)",
+        target.gvk.kind, target.name
+    );
+    let mut error = GuestError::new(ErrorCode::NotFound, message);
+    error.status = Some(404);
+    CapabilityError::Api(Box::new(error))
 }

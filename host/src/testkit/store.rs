@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::fields::{self, FieldPath, Ownership};
-use crate::contract::{DeleteOptions, Propagation};
+use crate::contract::{Cause, DeleteOptions, Propagation};
 
 /// The field manager of everything the fixtures set.
 pub const FIXTURE_MANAGER: &str = "fixtures";
@@ -36,9 +36,13 @@ pub enum StoreError {
     /// The object does not exist.
     #[error("not found")]
     NotFound,
-    /// An apply would change fields other managers own.
+    /// A precondition failed.
     #[error("{0}")]
     Conflict(String),
+    /// An apply would change fields other managers own: the message, and the field
+    /// and manager of each conflict (the Status causes the API server gives).
+    #[error("{0}")]
+    ApplyConflict(String, Vec<Cause>),
 }
 
 /// What one write did to one object, for the watches.
@@ -322,7 +326,18 @@ fn merge_applied(
 ) -> Result<(), StoreError> {
     let conflicts = stored.owners.conflicts(manager, applied, &stored.object);
     if !conflicts.is_empty() && !force {
-        return Err(StoreError::Conflict(conflict_message(config, &conflicts)));
+        let causes = (conflicts.iter())
+            .map(|(manager, path)| Cause {
+                field: fields::display(path),
+                reason: "FieldManagerConflict".into(),
+                message: conflict_with(config, manager),
+                manager: Some(manager.clone()),
+            })
+            .collect();
+        return Err(StoreError::ApplyConflict(
+            conflict_message(config, &conflicts),
+            causes,
+        ));
     }
     for (other, path) in &conflicts {
         stored.owners.take_from(other, path);
@@ -341,15 +356,9 @@ fn merge_applied(
 /// The API server's wording: `Apply failed with 1 conflict: conflict with "m" using
 /// apps/v1: .spec.replicas`.
 fn conflict_message(config: &Value, conflicts: &[(String, FieldPath)]) -> String {
-    let version = config["apiVersion"].as_str().unwrap_or_default();
     let each: Vec<String> = conflicts
         .iter()
-        .map(|(m, p)| {
-            format!(
-                "conflict with \"{m}\" using {version}: {}",
-                fields::display(p)
-            )
-        })
+        .map(|(m, p)| format!("{}: {}", conflict_with(config, m), fields::display(p)))
         .collect();
     let plural = if each.len() == 1 { "" } else { "s" };
     format!(
@@ -357,6 +366,12 @@ fn conflict_message(config: &Value, conflicts: &[(String, FieldPath)]) -> String
         each.len(),
         each.join("; ")
     )
+}
+
+/// One conflict's cause message: `conflict with "m" using apps/v1`.
+fn conflict_with(config: &Value, manager: &str) -> String {
+    let version = config["apiVersion"].as_str().unwrap_or_default();
+    format!("conflict with \"{manager}\" using {version}")
 }
 
 fn label_path(key: &str) -> FieldPath {

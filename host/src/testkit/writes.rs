@@ -14,7 +14,7 @@ use super::report::{Event, Write};
 use super::store::{CLOCK_SINCE_EPOCH, StoreError};
 use crate::budget::PluginBudget;
 use crate::capabilities::{CapabilityError, PluginCluster, Target, applied_target};
-use crate::contract::{DeleteOptions, EventRecord, Propagation, Verb};
+use crate::contract::{DeleteOptions, ErrorCode, EventRecord, GuestError, Propagation, Verb};
 use crate::kube::discovery::display_gvk;
 use crate::kube::writes::label_patch;
 
@@ -30,16 +30,25 @@ impl MemoryCluster {
         result
     }
 
-    /// A store error as the plugin sees it, prefixed with the call, worded as the
-    /// API server words it.
+    /// A store error as the plugin sees it, prefixed with the call, worded and with
+    /// the HTTP status as the API server gives them.
     fn failed(op: &str, target: &Target, error: StoreError) -> CapabilityError {
-        match error {
-            StoreError::NotFound => CapabilityError::NotFound(format!(
-                "{op}: {} {:?} not found",
-                target.gvk.kind, target.name
-            )),
-            StoreError::Conflict(m) => CapabilityError::Conflict(format!("{op}: {m}")),
-        }
+        let (code, status, message, causes) = match error {
+            StoreError::NotFound => (
+                ErrorCode::NotFound,
+                404,
+                format!("{op}: {} {:?} not found", target.gvk.kind, target.name),
+                Vec::new(),
+            ),
+            StoreError::Conflict(m) => (ErrorCode::Conflict, 409, format!("{op}: {m}"), vec![]),
+            StoreError::ApplyConflict(m, causes) => {
+                (ErrorCode::Conflict, 409, format!("{op}: {m}"), causes)
+            }
+        };
+        let mut error = GuestError::new(code, message);
+        error.status = Some(status);
+        error.causes = causes;
+        CapabilityError::Api(Box::new(error))
     }
 
     fn labels_now(
@@ -192,8 +201,8 @@ impl PluginCluster for MemoryCluster {
         Some(CLOCK_SINCE_EPOCH)
     }
 
-    fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        self.read(target)
+    fn get<'a>(&'a self, target: &'a Target) -> BoxFuture<'a, Result<Arc<str>, CapabilityError>> {
+        Box::pin(ready(self.read(target)))
     }
 
     fn list(

@@ -1,11 +1,12 @@
 // sdk-exerciser-js, a JavaScript test plugin: the JavaScript SDK's calls, errors and
 // helpers, the twin of host/tests/python-plugins/sdk-exerciser-py (see its docstring):
 // a controlled ConfigMap per Deployment labelled `wcm.test/sdk`, a `Ready` condition,
-// a Conflict and a NotFound recorded as Events, and an Error thrown for
-// `wcm.test/sdk=raise`, which the SDK returns to the host as `other`.
+// a Conflict (action, related object, status and causes) and a NotFound recorded as
+// Events, a log line with a field, an Error thrown for `wcm.test/sdk=raise`, which the
+// SDK returns to the host as `other`, and a terminal Invalid for `wcm.test/sdk=terminal`.
 import {
-  CONFIG_MAP, Conflict, DEPLOYMENT, NotFound, Registration, Verb, Watch, cluster, done,
-  exportController, setCondition, setControllerReference,
+  CONFIG_MAP, Conflict, DEPLOYMENT, Invalid, NotFound, Registration, Verb, Watch, cluster,
+  done, exportController, log, setCondition, setControllerReference, terminal,
 } from '../../../../guest-sdk-js/wasm-controller.js';
 
 const SDK = 'wcm.test/sdk';
@@ -30,6 +31,7 @@ export const reconciler = exportController({
     }
     const meta = deployment.metadata;
     if (meta.labels[SDK] === 'raise') throw new RangeError('asked to fail');
+    if (meta.labels[SDK] === 'terminal') throw terminal(new Invalid('asked to fail for good'));
     const settings = {
       apiVersion: 'v1', kind: 'ConfigMap',
       metadata: { name: `${meta.name}-settings`, namespace: meta.namespace, labels: { [SDK]: '' } },
@@ -49,7 +51,9 @@ export const reconciler = exportController({
       cluster.apply(shared, false);
     } catch (e) {
       if (!(e instanceof Conflict)) throw e;
-      cluster.recordEvent(ref, 'Conflict', e.message, { warning: true });
+      const owners = e.causes.map((c) => `${c.field} by ${c.manager}`).join(', ');
+      const related = { kind: CONFIG_MAP, namespace: meta.namespace, name: 'shared' };
+      cluster.recordEvent(ref, 'Conflict', `${e.status}: ${owners}`, { warning: true, action: 'Apply', related });
     }
     try {
       cluster.get({ kind: CONFIG_MAP, namespace: meta.namespace, name: 'missing' });
@@ -57,6 +61,7 @@ export const reconciler = exportController({
       if (!(e instanceof NotFound)) throw e;
       cluster.recordEvent(ref, 'NotFound', e.message);
     }
+    log.info('exercised', { deployment: meta.name });
     return done();
   },
 });

@@ -4,15 +4,18 @@ For each Deployment labelled `wcm.test/sdk`, it applies a ConfigMap `<name>-sett
 controlled by the Deployment (`set_controller_reference`; the ConfigMap's changes wake
 the Deployment's key), sets the Deployment's `Ready` condition (`set_condition`,
 `patch_status`), applies the ConfigMap `shared` that the fixtures own without force
-and records the `Conflict` it gets as a Warning Event, and records the `NotFound` of
-a ConfigMap it cannot see as a Normal Event. A Deployment labelled
-`wcm.test/sdk=raise` makes `reconcile` raise a ValueError, which the SDK returns to
-the host as `other`. The JavaScript twin is host/tests/javascript-plugins/.
+and records the `Conflict` it gets as a Warning Event (action `Apply`, the ConfigMap
+as related object, the HTTP status and the owning manager from the error's causes in
+the note), and records the `NotFound` of a ConfigMap it cannot see as a Normal Event;
+it logs `exercised` with a field. A Deployment labelled `wcm.test/sdk=raise` makes
+`reconcile` raise a ValueError, which the SDK returns to the host as `other`; one
+labelled `wcm.test/sdk=terminal` fails with a terminal `invalid`. The JavaScript twin
+is host/tests/javascript-plugins/.
 """
 
-from wasm_controller import (CONFIG_MAP, DEPLOYMENT, Conflict, Controller, Done, NotFound,
-                             ObjectRef, Registration, Verb, Watch, cluster, export,
-                             set_condition, set_controller_reference)
+from wasm_controller import (CONFIG_MAP, DEPLOYMENT, Conflict, Controller, Done, Invalid,
+                             NotFound, ObjectRef, Registration, Verb, Watch, cluster, export,
+                             log, set_condition, set_controller_reference, terminal)
 
 SDK = "wcm.test/sdk"
 
@@ -34,6 +37,8 @@ class Exerciser(Controller):
         meta = deployment["metadata"]
         if meta["labels"].get(SDK) == "raise":
             raise ValueError("asked to fail")
+        if meta["labels"].get(SDK) == "terminal":
+            raise terminal(Invalid("asked to fail for good"))
         settings = {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": f"{meta['name']}-settings",
                                  "namespace": meta["namespace"], "labels": {SDK: ""}},
@@ -49,11 +54,15 @@ class Exerciser(Controller):
         try:
             cluster.apply(shared, force=False)
         except Conflict as e:
-            cluster.record_event(ref, "Conflict", e.message, warning=True)
+            owners = ", ".join(f"{c['field']} by {c['manager']}" for c in e.causes)
+            shared_ref = ObjectRef(kind=CONFIG_MAP, namespace=meta["namespace"], name="shared")
+            cluster.record_event(ref, "Conflict", f"{e.status}: {owners}", warning=True,
+                                 action="Apply", related=shared_ref)
         try:
             cluster.get(ObjectRef(kind=CONFIG_MAP, namespace=meta["namespace"], name="missing"))
         except NotFound as e:
             cluster.record_event(ref, "NotFound", e.message)
+        log.info("exercised", deployment=meta["name"])
         return Done()
 
 

@@ -6,9 +6,11 @@
 //!   is recorded as a `DeleteRefused` Event whose note carries the code and status;
 //! - otherwise: labels it `wcm.test/seen-by=contract-v0-3`, records a `SeenBy` Event
 //!   with action `Inspect` and, if `related: NAME` is given, that ConfigMap as its
-//!   related object, and logs `inspected` with fields.
+//!   related object, and logs `inspected` with fields; with `secret: NAME` it reads
+//!   that Secret, a kind it does not watch, live from the API server and says in the
+//!   Event's note how many keys it has (or the status of the failed read).
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::cluster::{self, DeleteOptions, Event, Propagation};
 use wasm_controller_sdk::log::{self, Level};
 use wasm_controller_sdk::{
@@ -24,6 +26,7 @@ impl Controller for ContractV03 {
         Registration::new("contract-v0-3", "0.3.0")
             .watch(Watch::all::<ConfigMap>().labels("wcm.test/contract"))
             .permit::<ConfigMap>(&[Verb::Patch, Verb::Delete])
+            .permit::<Secret>(&[Verb::Get])
     }
 
     fn reconcile(req: Request) -> Result<Action, Failure> {
@@ -53,7 +56,7 @@ impl Controller for ContractV03 {
             type_: EventType::Normal,
             reason: "SeenBy".into(),
             action: "Inspect".into(),
-            note: "contract 0.3".into(),
+            note: format!("contract 0.3{}", secret_note(ns, data.get("secret"))),
         })?;
         let keys = data.len().to_string();
         log::with(
@@ -62,6 +65,25 @@ impl Controller for ContractV03 {
             &[("configmap", &req.name), ("keys", &keys)],
         );
         Ok(Action::Done)
+    }
+}
+
+/// The HTTP status of a failed call, `none` when the host refused it itself.
+fn status(e: &Error) -> String {
+    e.status.map_or("none".to_string(), |s| s.to_string())
+}
+
+/// What a live read of the Secret `name` found, for the Event's note.
+fn secret_note(ns: Option<&str>, name: Option<&String>) -> String {
+    let Some(name) = name else {
+        return String::new();
+    };
+    match cluster::get::<Secret>(ns, name) {
+        Ok(secret) => format!(
+            "; secret {name} has {} keys",
+            secret.data.unwrap_or_default().len()
+        ),
+        Err(e) => format!("; secret {name}: {} (status {})", e.code, status(&e)),
     }
 }
 
@@ -75,8 +97,7 @@ fn delete_if_still(target: &ObjectRef, uid: &str) -> Result<Action, Failure> {
     match cluster::delete_if(target, &options) {
         Ok(()) => Ok(Action::Done),
         Err(e) => {
-            let status = e.status.map_or("none".to_string(), |s| s.to_string());
-            let note = format!("{} (status {status})", e.code);
+            let note = format!("{} (status {})", e.code, status(&e));
             cluster::record_event(target, EventType::Warning, "DeleteRefused", &note)?;
             Ok(Action::Done)
         }
