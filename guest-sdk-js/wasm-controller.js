@@ -203,6 +203,11 @@ export const cluster = {
   patchLabels: (ref, set, remove = []) =>
     call(host.patchLabels, ref, Object.entries(set).sort(), remove),
   /**
+   * Adds and removes finalizers, leaving other controllers' alone (guarded by the
+   * object's resourceVersion, tried again on a conflict).
+   */
+  patchFinalizers: (ref, add = [], remove = []) => call(host.patchFinalizers, ref, add, remove),
+  /**
    * Records an Event about `ref` (Normal, or Warning with `{ warning: true }`);
    * `action` (PascalCase, default `Reconcile`) says what the plugin did, `related`
    * names a second object it involved.
@@ -237,6 +242,26 @@ export const log = {
 };
 
 // --- helpers --------------------------------------------------------------------------
+
+/**
+ * The usual finalizer pattern: while `object` lives, adds `finalizer` (once) and returns
+ * true; once it is being deleted and still carries `finalizer`, calls `cleanup()` and
+ * then removes `finalizer` (so Kubernetes can delete it) and returns false. A `cleanup`
+ * that throws keeps the finalizer, and the key is retried.
+ */
+export function finalize(ref, object, finalizer, cleanup) {
+  const meta = object.metadata || {};
+  const carries = (meta.finalizers || []).includes(finalizer);
+  if (meta.deletionTimestamp) {
+    if (carries) {
+      cleanup();
+      cluster.patchFinalizers(ref, [], [finalizer]);
+    }
+    return false;
+  }
+  if (!carries) cluster.patchFinalizers(ref, [finalizer], []);
+  return true;
+}
 
 /** The current time as Kubernetes writes it (RFC 3339, seconds, UTC). */
 export const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');

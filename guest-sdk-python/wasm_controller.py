@@ -332,6 +332,13 @@ class cluster:
         _call(_cluster.patch_labels, ref, sorted(set.items()), list(remove or []))
 
     @staticmethod
+    def patch_finalizers(ref: ObjectRef, add: Optional[List[str]] = None,
+                         remove: Optional[List[str]] = None) -> None:
+        """Adds and removes finalizers, leaving other controllers' alone (guarded by the
+        object's resourceVersion, tried again on a conflict)."""
+        _call(_cluster.patch_finalizers, ref, list(add or []), list(remove or []))
+
+    @staticmethod
     def record_event(ref: ObjectRef, reason: str, note: str, warning: bool = False,
                      action: str = "", related: Optional[ObjectRef] = None) -> None:
         """Records an Event about `ref` (Normal, or Warning with `warning=True`);
@@ -388,6 +395,23 @@ class log:
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+def finalize(ref: ObjectRef, obj: dict, finalizer: str, cleanup) -> bool:
+    """The usual finalizer pattern: while `obj` lives, adds `finalizer` (once) and
+    returns True; once it is being deleted and still carries `finalizer`, calls
+    `cleanup()` and then removes `finalizer` (so Kubernetes can delete it) and returns
+    False. A `cleanup` that raises keeps the finalizer, and the key is retried."""
+    meta = obj.get("metadata", {})
+    carries = finalizer in meta.get("finalizers", [])
+    if meta.get("deletionTimestamp"):
+        if carries:
+            cleanup()
+            cluster.patch_finalizers(ref, remove=[finalizer])
+        return False
+    if not carries:
+        cluster.patch_finalizers(ref, add=[finalizer])
+    return True
+
 
 def now() -> str:
     """The current time as Kubernetes writes it (RFC 3339, seconds, UTC)."""

@@ -81,6 +81,16 @@ pub fn patch_labels(obj: &ObjectRef, set: &[(&str, &str)], remove: &[&str]) -> R
     host::patch_labels(obj, &set, &remove)
 }
 
+/// Adds the finalizers in `add` and removes those in `remove` from `obj`, leaving
+/// other controllers' finalizers alone (guarded by the object's resourceVersion and
+/// tried again on a conflict). Names are qualified names (`example.com/cleanup`).
+/// Needs [`Verb::Patch`](crate::Verb::Patch) on the kind; see
+/// [`finalizer::finalize`](crate::finalizer::finalize) for the usual pattern.
+pub fn patch_finalizers(obj: &ObjectRef, add: &[&str], remove: &[&str]) -> Result<(), Error> {
+    let owned = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    host::patch_finalizers(obj, &owned(add), &owned(remove))
+}
+
 /// Records an Event about `regarding`; `reason` is a short PascalCase word such as
 /// `Counted`, `note` a sentence for humans (at most 1 KiB). `regarding` must be of a
 /// kind the plugin watches or declared a permission on (`forbidden` otherwise).

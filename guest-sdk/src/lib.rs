@@ -50,6 +50,7 @@ extern crate self as wasm_controller_sdk;
 
 pub mod cluster;
 mod error;
+pub mod finalizer;
 pub mod log;
 pub mod owner;
 mod types;

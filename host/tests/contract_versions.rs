@@ -3,14 +3,15 @@
 //! by side, against the real control plane: both act, each is shown with its contract,
 //! and what 0.3 added works end to end (terminal errors not retried, Events with an
 //! action and a related object, log fields, a live read of a kind it does not watch, a
-//! delete refused by its uid precondition).
+//! finalizer that holds an object until its external record is cleaned up, a delete
+//! refused by its uid precondition).
 
 mod support;
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -129,6 +130,38 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
         .flatten();
         assert_eq!(found.as_deref(), Some(note), "{name}");
     }
+
+    // The finalizer holds the object until its "external record" is cleaned up.
+    let records = "wcm-records";
+    let namespaces: Api<Namespace> = Api::all(ns.client());
+    if namespaces.get_opt(records).await?.is_none() {
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": records}}))?;
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await?;
+    }
+    let record = format!("record-{}", ns.name());
+    let record_api: Api<ConfigMap> = Api::namespaced(ns.client(), records);
+    let external: ConfigMap = serde_json::from_value(json!({"metadata": {"name": record}}))?;
+    record_api.create(&PostParams::default(), &external).await?;
+    create(&api, "audited", json!({"record": record})).await?;
+    let finalized = eventually(CONVERGE, || async {
+        let cm = api.get("audited").await.ok()?;
+        cm.metadata
+            .finalizers?
+            .contains(&"wcm.test/cleanup".to_string())
+            .then_some(())
+    })
+    .await;
+    finalized.context("the finalizer was never added")?;
+    api.delete("audited", &Default::default()).await?;
+    let released = eventually(CONVERGE, || async {
+        let gone = api.get_opt("audited").await.ok()?.is_none();
+        let cleaned = record_api.get_opt(&record).await.ok()?.is_none();
+        (gone && cleaned).then_some(())
+    })
+    .await;
+    released.context("the object was not cleaned up and released")?;
 
     // 0.2's delete (propagation only) still deletes.
     create(&api, "doomed", json!({"delete": "yes"})).await?;

@@ -10,7 +10,8 @@
 /// Conversions written the same in every served version but over each version's own
 /// generated types, which no generic function can name: expanded inside each version
 /// module, after its `bindgen!` and its `use`s of `wit` (the reconciler export), `Gvk`,
-/// `ObjectRef`, `Propagation`, `log` and `c` (the core's `contract`).
+/// `ObjectRef`, `Propagation`, `log` and `c` (the core's `contract`), and its
+/// `ReconcileError` (the error type of its `reconcile`).
 macro_rules! shared_conversions {
     () => {
         /// Calls `register` in a fresh instance.
@@ -26,6 +27,20 @@ macro_rules! shared_conversions {
                 .await)
                 .map_err(super::CallFailure::Call)?;
             Ok(registration(reg))
+        }
+
+        /// Calls `reconcile` in a fresh instance; the result in this version's types.
+        async fn call_reconcile(
+            pre: &ControllerPre<HostState>,
+            store: &mut wasmtime::Store<HostState>,
+            request: &c::Request,
+        ) -> Result<Result<wit::Action, ReconcileError>, super::CallFailure> {
+            let controller = (pre.instantiate_async(&mut *store).await)
+                .map_err(super::CallFailure::Instantiate)?;
+            (controller.wcm_controller_reconciler())
+                .call_reconcile(store, &wit_request(request))
+                .await
+                .map_err(super::CallFailure::Call)
         }
 
         fn wit_request(r: &c::Request) -> wit::Request {
@@ -89,6 +104,42 @@ macro_rules! shared_conversions {
                 log::Level::Warn => c::Level::Warn,
                 log::Level::Error => c::Level::Error,
             }
+        }
+    };
+}
+
+/// The `cluster` imports whose signatures every served version shares, forwarded to
+/// the version-neutral calls: expanded inside each version's `impl cluster::Host`.
+macro_rules! shared_cluster_calls {
+    () => {
+        async fn get(&mut self, obj: ObjectRef) -> Result<String, Error> {
+            self.host_get(object(obj)).await.map_err(wit_error)
+        }
+
+        async fn list(
+            &mut self,
+            kind: Gvk,
+            namespace: Option<String>,
+            label_selector: Option<String>,
+        ) -> Result<Vec<String>, Error> {
+            (self.host_list(gvk(kind), namespace, label_selector).await).map_err(wit_error)
+        }
+
+        async fn patch_labels(
+            &mut self,
+            obj: ObjectRef,
+            set: Vec<(String, String)>,
+            remove: Vec<String>,
+        ) -> Result<(), Error> {
+            (self.host_patch_labels(object(obj), set, remove).await).map_err(wit_error)
+        }
+
+        async fn apply(&mut self, object: String, force: bool) -> Result<String, Error> {
+            self.host_apply(object, force).await.map_err(wit_error)
+        }
+
+        async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), Error> {
+            (self.host_patch_status(object(obj), status).await).map_err(wit_error)
         }
     };
 }

@@ -20,6 +20,9 @@ use super::CallFailure;
 use crate::contract as c;
 use crate::runtime::HostState;
 
+/// The error type of this version's `reconcile`.
+type ReconcileError = Error;
+
 shared_conversions!();
 
 /// Calls `reconcile` in a fresh instance; a returned error is always retried.
@@ -28,13 +31,7 @@ pub(super) async fn reconcile(
     store: &mut Store<HostState>,
     request: &c::Request,
 ) -> Result<Result<c::Action, c::Failure>, CallFailure> {
-    let controller =
-        (pre.instantiate_async(&mut *store).await).map_err(CallFailure::Instantiate)?;
-    let request = wit_request(request);
-    let result = (controller.wcm_controller_reconciler())
-        .call_reconcile(store, &request)
-        .await
-        .map_err(CallFailure::Call)?;
+    let result = call_reconcile(pre, store, request).await?;
     Ok(match result {
         Ok(wit::Action::Done) => Ok(c::Action::Done),
         Ok(wit::Action::RequeueAfter(ms)) => Ok(c::Action::RequeueAfter(ms)),
@@ -102,27 +99,7 @@ fn wit_error(e: c::GuestError) -> Error {
 impl types::Host for HostState {}
 
 impl cluster_wit::Host for HostState {
-    async fn get(&mut self, obj: ObjectRef) -> Result<String, Error> {
-        self.host_get(object(obj)).await.map_err(wit_error)
-    }
-
-    async fn list(
-        &mut self,
-        kind: Gvk,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-    ) -> Result<Vec<String>, Error> {
-        (self.host_list(gvk(kind), namespace, label_selector).await).map_err(wit_error)
-    }
-
-    async fn patch_labels(
-        &mut self,
-        obj: ObjectRef,
-        set: Vec<(String, String)>,
-        remove: Vec<String>,
-    ) -> Result<(), Error> {
-        (self.host_patch_labels(object(obj), set, remove).await).map_err(wit_error)
-    }
+    shared_cluster_calls!();
 
     async fn record_event(
         &mut self,
@@ -140,14 +117,6 @@ impl cluster_wit::Host for HostState {
             note,
         };
         self.host_record_event(event).await.map_err(wit_error)
-    }
-
-    async fn apply(&mut self, object: String, force: bool) -> Result<String, Error> {
-        self.host_apply(object, force).await.map_err(wit_error)
-    }
-
-    async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), Error> {
-        (self.host_patch_status(object(obj), status).await).map_err(wit_error)
     }
 
     async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), Error> {

@@ -50,6 +50,14 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
         remove: &'a [String],
     ) -> BoxFuture<'a, Result<(), CapabilityError>>;
 
+    /// Adds and removes finalizers, leaving the others alone.
+    fn patch_finalizers<'a>(
+        &'a self,
+        target: &'a Target,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), CapabilityError>>;
+
     /// Server-side applies a whole object (JSON); returns the stored object's JSON.
     fn apply<'a>(
         &'a self,
@@ -110,6 +118,15 @@ impl PluginCluster for ClusterAccess {
         remove: &'a [String],
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
         Box::pin(ClusterAccess::patch_labels(self, target, set, remove))
+    }
+
+    fn patch_finalizers<'a>(
+        &'a self,
+        target: &'a Target,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(ClusterAccess::patch_finalizers(self, target, add, remove))
     }
 
     fn apply<'a>(

@@ -7,9 +7,10 @@ use kube::core::GroupVersionKind;
 use serde_json::Value;
 
 use super::{CapabilityError, ClusterAccess, Target, from_kube};
-use crate::contract::{DeleteOptions, EventRecord, Propagation, Verb};
+use crate::contract::{DeleteOptions, ErrorCode, EventRecord, Propagation, Verb};
 use crate::kube::discovery::{ResolvedKind, display_gvk, split_api_version};
 use crate::kube::events::EventError;
+use crate::kube::finalizers;
 use crate::kube::writes::{self, WriteError};
 use crate::logs::escape;
 use crate::metrics::Limit;
@@ -119,6 +120,49 @@ impl ClusterAccess {
         self.remember(&target, &written);
         written.metadata.managed_fields = None;
         serde_json::to_string(&written).map_err(|e| CapabilityError::Other(format!("{op}: {e}")))
+    }
+
+    /// Adds and removes finalizers of `target`, leaving the others alone: a read and a
+    /// write guarded by the resourceVersion read, tried again (read included) when
+    /// someone changed the object in between.
+    pub async fn patch_finalizers(
+        &self,
+        target: &Target,
+        add: &[String],
+        remove: &[String],
+    ) -> Result<(), CapabilityError> {
+        const ATTEMPTS: usize = 3;
+        let op = format!("patch-finalizers {target}");
+        self.declared
+            .require(Verb::Patch, "patch-finalizers", target)?;
+        finalizers::check(add, remove)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let kind = self.resolve(&op, &target.gvk).await?;
+        let at = (target.namespace.as_deref(), target.name.as_str());
+        let mut attempt = 1;
+        loop {
+            self.admit_request(&op).await?;
+            let read =
+                (writes::get(&self.client, &kind, at.0, at.1).await).map_err(|e| failed(&op, e))?;
+            let current = read.metadata.finalizers.clone().unwrap_or_default();
+            let wanted = finalizers::changed(&current, add, remove);
+            if wanted == current {
+                return Ok(());
+            }
+            let version = read.metadata.resource_version.clone().unwrap_or_default();
+            self.admit_request(&op).await?;
+            let plugin = &self.declared.plugin;
+            let written =
+                writes::set_finalizers(&self.client, &kind, at, plugin, &version, &wanted).await;
+            match written.map_err(|e| failed(&op, e)) {
+                Ok(written) => {
+                    self.remember(target, &written);
+                    return Ok(());
+                }
+                Err(e) if e.code() == ErrorCode::Conflict && attempt < ATTEMPTS => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Merges `status` (JSON of `.status`) into the status subresource of `target`.

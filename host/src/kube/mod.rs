@@ -6,6 +6,7 @@ pub mod cache;
 pub mod discovery;
 pub mod event_filter;
 pub mod events;
+pub mod finalizers;
 pub mod identity;
 pub mod informer;
 pub mod labels;

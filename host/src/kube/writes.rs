@@ -34,6 +34,27 @@ pub async fn get(
     Ok(api(client, kind, namespace)?.get(name).await?)
 }
 
+/// Replaces the finalizers of one object only if it is still at `resource_version`
+/// (a JSON merge patch carrying the resourceVersion, as client-go's optimistic lock
+/// does): `409 Conflict` when someone changed the object since it was read. Returns the
+/// object as stored.
+pub async fn set_finalizers(
+    client: &Client,
+    kind: &ResolvedKind,
+    (namespace, name): (Option<&str>, &str),
+    field_manager: &str,
+    resource_version: &str,
+    finalizers: &[String],
+) -> Result<DynamicObject, WriteError> {
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": resource_version,
+        "finalizers": if finalizers.is_empty() { Value::Null } else { serde_json::json!(finalizers) },
+    }});
+    let api = api(client, kind, namespace)?;
+    let params = merge_params(field_manager);
+    Ok(api.patch(name, &params, &Patch::Merge(&patch)).await?)
+}
+
 /// Parameters of a merge patch recorded under `field_manager`.
 fn merge_params(field_manager: &str) -> PatchParams {
     PatchParams {

@@ -87,6 +87,22 @@ impl HostState {
         self.counted("patch-labels", result)
     }
 
+    /// `patch-finalizers`.
+    pub(crate) async fn host_patch_finalizers(
+        &mut self,
+        obj: ObjectRef,
+        add: Vec<String>,
+        remove: Vec<String>,
+    ) -> Result<(), GuestError> {
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("patch-finalizers", &plugin, obj)?;
+            access?.patch_finalizers(&target, &add, &remove).await
+        };
+        let result = result.await;
+        self.counted("patch-finalizers", result)
+    }
+
     /// `record-event`.
     pub(crate) async fn host_record_event(&mut self, event: EventRecord) -> Result<(), GuestError> {
         let (access, plugin) = self.parts();

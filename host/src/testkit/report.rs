@@ -48,6 +48,9 @@ pub struct Write {
     /// Whether it forced conflicts (`apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+    /// Finalizers added (`patch-finalizers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add: Option<Vec<String>>,
     /// The status merged (`patch-status`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Value>,
@@ -72,6 +75,7 @@ impl Write {
             remove: None,
             applied: None,
             force: None,
+            add: None,
             status: None,
             propagation: None,
             preconditions: None,

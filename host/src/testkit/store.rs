@@ -115,6 +115,40 @@ impl Store {
         })
     }
 
+    /// Adds and removes finalizers, leaving the others in their order; an object being
+    /// deleted goes, with its dependents, once its last finalizer is removed.
+    pub fn patch_finalizers(
+        &mut self,
+        id: &ObjectId,
+        add: &[String],
+        remove: &[String],
+    ) -> Result<Vec<Changed>, StoreError> {
+        let changed = self.update(id, |stored| {
+            let meta = &mut stored.object["metadata"];
+            let current: Vec<String> = (meta.get("finalizers").and_then(Value::as_array))
+                .map(|f| {
+                    f.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let wanted = crate::kube::finalizers::changed(&current, add, remove);
+            match wanted.is_empty() {
+                true => _ = meta.as_object_mut().map(|m| m.remove("finalizers")),
+                false => meta["finalizers"] = json!(wanted),
+            }
+            Ok(())
+        })?;
+        let stored = self.objects.get(id).ok_or(StoreError::NotFound)?;
+        let meta = &stored.object["metadata"];
+        let released = meta.get("deletionTimestamp").is_some() && meta.get("finalizers").is_none();
+        match (released, changed) {
+            (true, _) => self.delete(id, &DeleteOptions::unconditional(Propagation::Background)),
+            (false, changed) => Ok(changed.into_iter().collect()),
+        }
+    }
+
     /// Merges `status` into the object's status as `manager` (a JSON merge patch).
     pub fn patch_status(
         &mut self,
@@ -528,6 +562,23 @@ mod tests {
         .expect("ok");
         let marked = store.get(&id("Deployment", "web")).expect("still there");
         assert_eq!(marked["metadata"]["deletionTimestamp"], CLOCK);
+        // Removing another finalizer than the last one keeps it; the last one lets it go.
+        let web = id("Deployment", "web");
+        let add = ["example.com/second".to_string()];
+        (store.patch_finalizers(&web, &add, &[])).expect("added");
+        let first = ["example.com/cleanup".to_string()];
+        (store.patch_finalizers(&web, &[], &first)).expect("removed one");
+        let kept = store.get(&web).expect("still held");
+        assert_eq!(
+            kept["metadata"]["finalizers"],
+            json!(["example.com/second"])
+        );
+        let gone = (store.patch_finalizers(&web, &[], &add)).expect("removed the last");
+        assert!(store.get(&web).is_none(), "released");
+        assert!(
+            gone.iter().any(|c| c.after.is_none()),
+            "watchers see the deletion"
+        );
         let missing = store.delete(
             &id("Deployment", "gone"),
             &DeleteOptions::unconditional(Propagation::Background),

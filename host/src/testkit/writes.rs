@@ -16,6 +16,7 @@ use crate::budget::PluginBudget;
 use crate::capabilities::{CapabilityError, PluginCluster, Target, applied_target};
 use crate::contract::{DeleteOptions, ErrorCode, EventRecord, GuestError, Propagation, Verb};
 use crate::kube::discovery::display_gvk;
+use crate::kube::finalizers;
 use crate::kube::writes::label_patch;
 
 impl MemoryCluster {
@@ -67,6 +68,27 @@ impl MemoryCluster {
             .patch_labels(&id, set, remove, &self.declared.plugin))
         .map_err(|e| Self::failed(&op, target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
+        Ok(())
+    }
+
+    fn finalizers_now(
+        &self,
+        target: &Target,
+        add: &[String],
+        remove: &[String],
+    ) -> Result<(), CapabilityError> {
+        let op = format!("patch-finalizers {target}");
+        self.declared
+            .require(Verb::Patch, "patch-finalizers", target)?;
+        finalizers::check(add, remove)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let id = self.id(target);
+        let mut world = self.world();
+        let changes = (world.store.patch_finalizers(&id, add, remove))
+            .map_err(|e| Self::failed(&op, target, e))?;
+        world
+            .changes
+            .extend(changes.into_iter().map(|c| (id.clone(), c)));
         Ok(())
     }
 
@@ -224,6 +246,19 @@ impl PluginCluster for MemoryCluster {
         write.set = (!set.is_empty()).then(|| set.iter().cloned().collect());
         write.remove = (!remove.is_empty()).then(|| remove.to_vec());
         let result = self.labels_now(target, set, remove);
+        Box::pin(ready(self.recorded(write, result)))
+    }
+
+    fn patch_finalizers<'a>(
+        &'a self,
+        target: &'a Target,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        let mut write = Write::new("patch-finalizers", target);
+        write.add = (!add.is_empty()).then(|| add.to_vec());
+        write.remove = (!remove.is_empty()).then(|| remove.to_vec());
+        let result = self.finalizers_now(target, add, remove);
         Box::pin(ready(self.recorded(write, result)))
     }
 

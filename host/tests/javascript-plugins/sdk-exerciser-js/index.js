@@ -2,11 +2,12 @@
 // helpers, the twin of host/tests/python-plugins/sdk-exerciser-py (see its docstring):
 // a controlled ConfigMap per Deployment labelled `wcm.test/sdk`, a `Ready` condition,
 // a Conflict (action, related object, status and causes) and a NotFound recorded as
-// Events, a log line with a field, an Error thrown for `wcm.test/sdk=raise`, which the
+// Events, a log line with a field, the finalizer `wcm.test/sdk` kept on the Deployment,
+// an Error thrown for `wcm.test/sdk=raise`, which the
 // SDK returns to the host as `other`, and a terminal Invalid for `wcm.test/sdk=terminal`.
 import {
   CONFIG_MAP, Conflict, DEPLOYMENT, Invalid, NotFound, Registration, Verb, Watch, cluster,
-  done, exportController, log, setCondition, setControllerReference, terminal,
+  done, exportController, finalize, log, setCondition, setControllerReference, terminal,
 } from '../../../../guest-sdk-js/wasm-controller.js';
 
 const SDK = 'wcm.test/sdk';
@@ -17,7 +18,7 @@ export const reconciler = exportController({
       .watch(Watch.all(DEPLOYMENT).labels(SDK))
       .watch(Watch.all(CONFIG_MAP).labels(SDK).ownedBy(DEPLOYMENT))
       .permit(CONFIG_MAP, Verb.APPLY)
-      .permit(DEPLOYMENT, Verb.PATCH_STATUS);
+      .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH);
   },
 
   reconcile(request) {
@@ -30,6 +31,7 @@ export const reconciler = exportController({
       throw e;
     }
     const meta = deployment.metadata;
+    if (!finalize(ref, deployment, SDK, () => {})) return done();
     if (meta.labels[SDK] === 'raise') throw new RangeError('asked to fail');
     if (meta.labels[SDK] === 'terminal') throw terminal(new Invalid('asked to fail for good'));
     const settings = {

@@ -7,7 +7,8 @@ the Deployment's key), sets the Deployment's `Ready` condition (`set_condition`,
 and records the `Conflict` it gets as a Warning Event (action `Apply`, the ConfigMap
 as related object, the HTTP status and the owning manager from the error's causes in
 the note), and records the `NotFound` of a ConfigMap it cannot see as a Normal Event;
-it logs `exercised` with a field. A Deployment labelled `wcm.test/sdk=raise` makes
+it logs `exercised` with a field and keeps the finalizer `wcm.test/sdk` on the
+Deployment (`finalize`), with nothing to clean up. A Deployment labelled `wcm.test/sdk=raise` makes
 `reconcile` raise a ValueError, which the SDK returns to the host as `other`; one
 labelled `wcm.test/sdk=terminal` fails with a terminal `invalid`. The JavaScript twin
 is host/tests/javascript-plugins/.
@@ -15,7 +16,8 @@ is host/tests/javascript-plugins/.
 
 from wasm_controller import (CONFIG_MAP, DEPLOYMENT, Conflict, Controller, Done, Invalid,
                              NotFound, ObjectRef, Registration, Verb, Watch, cluster, export,
-                             log, set_condition, set_controller_reference, terminal)
+                             finalize, log, set_condition, set_controller_reference,
+                             terminal)
 
 SDK = "wcm.test/sdk"
 
@@ -26,7 +28,7 @@ class Exerciser(Controller):
                 .watch(Watch.all(DEPLOYMENT).labels(SDK))
                 .watch(Watch.all(CONFIG_MAP).labels(SDK).owned_by(DEPLOYMENT))
                 .permit(CONFIG_MAP, Verb.APPLY)
-                .permit(DEPLOYMENT, Verb.PATCH_STATUS))
+                .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH))
 
     def reconcile(self, request):
         ref = request.object()
@@ -35,6 +37,8 @@ class Exerciser(Controller):
         except NotFound:
             return Done()
         meta = deployment["metadata"]
+        if not finalize(ref, deployment, SDK, lambda: None):
+            return Done()
         if meta["labels"].get(SDK) == "raise":
             raise ValueError("asked to fail")
         if meta["labels"].get(SDK) == "terminal":

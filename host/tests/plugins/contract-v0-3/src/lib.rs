@@ -2,6 +2,9 @@
 //! each ConfigMap labelled `wcm.test/contract`, by its data:
 //! - `fail: terminal`: fails with a terminal `invalid` error (not retried);
 //! - `fail: retry`: fails with a plain error (retried with backoff);
+//! - `record: NAME`: keeps a finalizer `wcm.test/cleanup` on the ConfigMap and, when it
+//!   is deleted, first deletes the ConfigMap NAME in the namespace `wcm-records` (the
+//!   "external record" it stands for), then releases it;
 //! - `delete-uid: UID`: deletes the ConfigMap only if it still has that uid; a refusal
 //!   is recorded as a `DeleteRefused` Event whose note carries the code and status;
 //! - otherwise: labels it `wcm.test/seen-by=contract-v0-3`, records a `SeenBy` Event
@@ -12,6 +15,7 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::cluster::{self, DeleteOptions, Event, Propagation};
+use wasm_controller_sdk::finalizer::{Finalized, finalize};
 use wasm_controller_sdk::log::{self, Level};
 use wasm_controller_sdk::{
     Action, Controller, Error, EventType, Failure, ObjectRef, Registration, Request, Verb, Watch,
@@ -20,6 +24,11 @@ use wasm_controller_sdk::{
 
 /// The plugin.
 pub struct ContractV03;
+
+/// Its finalizer.
+const CLEANUP: &str = "wcm.test/cleanup";
+/// Where the "external records" it cleans up live.
+const RECORDS: &str = "wcm-records";
 
 impl Controller for ContractV03 {
     fn registration() -> Registration {
@@ -42,6 +51,16 @@ impl Controller for ContractV03 {
             Some("terminal") => return Err(Error::invalid("data.fail says terminal").terminal()),
             Some("retry") => return Err(Error::other("data.fail says retry").into()),
             _ => {}
+        }
+        if let Some(record) = data.get("record") {
+            let external = ObjectRef::new::<ConfigMap>(Some(RECORDS), record);
+            let cleanup = || match cluster::delete(&external, Propagation::Background) {
+                Err(e) if !e.is_not_found() => Err(e),
+                _ => Ok(()),
+            };
+            if finalize(&target, &cm.metadata, CLEANUP, cleanup)? == Finalized::Deleting {
+                return Ok(Action::Done);
+            }
         }
         if let Some(uid) = data.get("delete-uid") {
             return delete_if_still(&target, uid);
