@@ -66,6 +66,10 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk/src/error.rs"),
     ),
     (
+        "sdk/src/finalizer.rs",
+        include_str!("../../../guest-sdk/src/finalizer.rs"),
+    ),
+    (
         "sdk/src/log.rs",
         include_str!("../../../guest-sdk/src/log.rs"),
     ),
@@ -251,6 +255,47 @@ fn tool_version(variable: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The source files of an SDK directory of this repository, relative to it (Go's
+    /// own tests stay behind).
+    fn sources(dir: &str, extension: &str) -> Vec<String> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(dir);
+        let mut found = Vec::new();
+        let mut pending = vec![root.clone()];
+        while let Some(at) = pending.pop() {
+            for entry in std::fs::read_dir(&at).expect("SDK directory").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else if path.extension().is_some_and(|e| e == extension)
+                    && !path.to_string_lossy().ends_with("_test.go")
+                {
+                    let relative = path.strip_prefix(&root).expect("below the root");
+                    found.push(relative.to_string_lossy().into_owned());
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_new_project_carries_every_source_file_of_its_sdk() {
+        for (files, dir, extension) in [(RUST, "guest-sdk/src", "rs"), (GO, "guest-sdk-go", "go")] {
+            for source in sources(dir, extension) {
+                let target = match dir {
+                    "guest-sdk/src" => format!("sdk/src/{source}"),
+                    _ => format!("sdk/{source}"),
+                };
+                let carried = files.iter().any(|(path, _)| *path == target);
+                assert!(
+                    carried,
+                    "{dir}/{source} is not carried into new projects as {target}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn every_placeholder_is_filled_in_every_language() {
