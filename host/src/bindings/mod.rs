@@ -148,7 +148,7 @@ pub mod v0_2;
 pub mod v0_3;
 
 use wasmtime::Store;
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
+use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 use crate::contract::{Action, Failure, Registration, Request};
 use crate::runtime::HostState;
@@ -241,14 +241,6 @@ impl ContractPre {
         match self {
             ContractPre::V0_2(pre) => pre.engine(),
             ContractPre::V0_3(pre) => pre.engine(),
-        }
-    }
-
-    /// The component.
-    pub fn component(&self) -> &Component {
-        match self {
-            ContractPre::V0_2(pre) => pre.instance_pre().component(),
-            ContractPre::V0_3(pre) => pre.instance_pre().component(),
         }
     }
 

@@ -153,8 +153,7 @@ pub fn grants(registration: &Registration) -> HashMap<GroupVersionKind, HashSet<
     }
     for p in &registration.permissions {
         let verbs = grants.entry(from_wit_gvk(&p.kind)).or_default();
-        // Verbs were checked at load (`controller::validate`); none is unknown here.
-        verbs.extend(p.verbs.iter().filter_map(|v| Verb::parse(v).ok()));
+        verbs.extend(p.known_verbs());
     }
     grants
 }

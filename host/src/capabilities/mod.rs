@@ -169,15 +169,10 @@ impl ClusterAccess {
     async fn get_live(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
         let op = format!("get {target}");
         self.declared.budget.api_request().await;
-        let kind = (self.registry.resolver().resolve(&target.gvk).await)
-            .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
-        let mut found = crate::kube::writes::get(&self.client, &kind, ns, name)
-            .await
-            .map_err(|e| match e {
-                crate::kube::writes::WriteError::Api(e) => from_kube(&op, &e),
-                other => CapabilityError::Invalid(format!("{op}: {other}")),
-            })?;
+        let mut found = (crate::kube::writes::get(&self.client, &kind, ns, name).await)
+            .map_err(|e| writes::failed(&op, e))?;
         found.metadata.managed_fields = None;
         let json = serde_json::to_string(&found)
             .map_err(|e| CapabilityError::Other(format!("{op}: {e}")))?;

@@ -38,7 +38,7 @@ impl ClusterAccess {
     }
 
     /// The API resource of `gvk`, for an error message prefixed with `op`.
-    async fn resolve(
+    pub(super) async fn resolve(
         &self,
         op: &str,
         gvk: &GroupVersionKind,
@@ -270,7 +270,7 @@ fn reference(target: &Target, uid: Option<String>) -> ObjectReference {
 }
 
 /// A failed write as the plugin sees it: API errors by status, the rest invalid input.
-fn failed(op: &str, error: WriteError) -> CapabilityError {
+pub(super) fn failed(op: &str, error: WriteError) -> CapabilityError {
     match error {
         WriteError::Api(e) => from_kube(op, &e),
         other => CapabilityError::Invalid(format!("{op}: {other}")),

@@ -67,6 +67,14 @@ pub struct Permission {
     pub verbs: Vec<String>,
 }
 
+impl Permission {
+    /// The verbs this host knows; an unknown one grants nothing (registrations that
+    /// have one are refused at load, naming it).
+    pub fn known_verbs(&self) -> impl Iterator<Item = Verb> + '_ {
+        self.verbs.iter().filter_map(|v| Verb::parse(v).ok())
+    }
+}
+
 /// What a plugin's `register` returned: its identity and needs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Registration {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::kinds::{RbacKind, rbac_kind};
-use crate::contract::{Registration, Verb};
+use crate::contract::Registration;
 use crate::keys::from_wit_gvk;
 
 /// Where one set of verbs applies: a resource in a namespace, or cluster-wide.
@@ -100,8 +100,7 @@ pub fn plugin_rights_with(
     for permission in &registration.permissions {
         let kind = builder.kind(&from_wit_gvk(&permission.kind));
         let namespace = builder.home.clone().filter(|_| kind.namespaced);
-        // Verbs were checked at load; an unknown one grants nothing.
-        for verb in permission.verbs.iter().filter_map(|v| Verb::parse(v).ok()) {
+        for verb in permission.known_verbs() {
             let (subresource, verbs) = verb.api_verbs();
             let resource = match subresource {
                 Some(sub) => format!("{}/{sub}", kind.resource),
