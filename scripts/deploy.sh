@@ -139,6 +139,19 @@ fi
 
 # Server-side: a client-side apply would copy every plugin into an annotation.
 "$KUBECTL" apply --server-side --force-conflicts -k "$overlay" >&2
-"$KUBECTL" -n wcm-system rollout status deployment/wasm-controller-manager --timeout=180s >&2
+if ! "$KUBECTL" -n wcm-system rollout status deployment/wasm-controller-manager \
+  --timeout=180s >&2; then
+  # Say why, so a failed rollout (here or in CI) can be understood from its output.
+  echo "deploy: the host's Pods did not become ready; their state, events and logs:" >&2
+  "$KUBECTL" -n wcm-system get pods -o wide >&2 || true
+  "$KUBECTL" -n wcm-system get events --sort-by=.lastTimestamp >&2 || true
+  for pod in $("$KUBECTL" -n wcm-system get pods -o name 2>/dev/null); do
+    echo "--- $pod" >&2
+    "$KUBECTL" -n wcm-system describe "$pod" | sed -n '/^Containers:/,/^Volumes:/p' >&2 || true
+    "$KUBECTL" -n wcm-system logs "$pod" --all-containers --tail=40 >&2 || true
+    "$KUBECTL" -n wcm-system logs "$pod" --previous --tail=20 >&2 2>/dev/null || true
+  done
+  exit 1
+fi
 echo "deploy: wasm-controller-manager is ready in namespace wcm-system (image $image)" >&2
 echo "$overlay"
