@@ -114,19 +114,45 @@ function toWit(e) {
 export class Watch {
   constructor(kind) {
     this.kind = kind;
-    this.namespace = undefined;
+    this.namespaces = [];
     this.labelSelector = undefined;
+    this.fieldSelector = undefined;
+    this.onlyMetadata = false;
+    this.predicates = [];
     this.mapsTo = { tag: 'object' };
   }
   /** Every object of `kind`, each waking its own key. */
   static all(kind) { return new Watch(kind); }
-  inNamespace(namespace) { this.namespace = namespace; return this; }
+  /** Only objects in these namespaces (each is an informer of its own). */
+  inNamespace(...namespaces) { this.namespaces.push(...namespaces); return this; }
   /** Only objects matching a label selector (`app=web`, `example.com/opt-in`). */
   labels(selector) { this.labelSelector = selector; return this; }
+  /** Only objects matching a field selector (`spec.nodeName=node-1`), evaluated by the API server. */
+  fields(selector) { this.fieldSelector = selector; return this; }
+  /** Hold only apiVersion, kind and metadata of the objects (no spec, no status). */
+  metadataOnly() { this.onlyMetadata = true; return this; }
+  /**
+   * Queue an update only when one of these holds: `generation-changed`, `labels-changed`,
+   * `annotations-changed`, `finalizers-changed`, `deletion-started`. Creates, deletes and
+   * resyncs always queue.
+   */
+  when(...predicates) { this.predicates.push(...predicates); return this; }
   /** Every change wakes the one key `key` (for aggregates such as counts). */
   fixedKey(key) { this.mapsTo = { tag: 'fixed', val: key }; return this; }
   /** A change wakes the object's controller owner of kind `owner`. */
   ownedBy(owner) { this.mapsTo = { tag: 'controller-owner', val: owner }; return this; }
+  /** The contract's `watch` record. */
+  toWit() {
+    return {
+      kind: this.kind,
+      namespaces: this.namespaces,
+      labelSelector: this.labelSelector,
+      fieldSelector: this.fieldSelector,
+      metadataOnly: this.onlyMetadata,
+      predicates: this.predicates,
+      mapsTo: this.mapsTo,
+    };
+  }
 }
 
 /** Who the plugin is and what it needs; built with chained calls. */
@@ -172,7 +198,9 @@ function request(req) {
 export function exportController(controller) {
   return {
     register() {
-      return controller.registration();
+      const registration = controller.registration();
+      const watches = registration.watches.map((w) => (w instanceof Watch ? w.toWit() : w));
+      return { ...registration, watches };
     },
     reconcile(req) {
       try {

@@ -167,8 +167,11 @@ class Watch:
     """One kind the plugin watches, and how a change becomes a key."""
 
     kind: Gvk
-    namespace: Optional[str] = None
+    namespaces: List[str] = field(default_factory=list)
     label_selector: Optional[str] = None
+    field_selector: Optional[str] = None
+    only_metadata: bool = False
+    predicates: List[str] = field(default_factory=list)
     maps_to: object = field(default_factory=r.KeyMapping_Object)
 
     @staticmethod
@@ -176,13 +179,32 @@ class Watch:
         """Every object of `kind`, each waking its own key."""
         return Watch(kind)
 
-    def in_namespace(self, namespace: str) -> "Watch":
-        self.namespace = namespace
+    def in_namespace(self, *namespaces: str) -> "Watch":
+        """Only objects in these namespaces (each is an informer of its own)."""
+        self.namespaces.extend(namespaces)
         return self
 
     def labels(self, selector: str) -> "Watch":
         """Only objects matching a label selector (`app=web`, `example.com/opt-in`)."""
         self.label_selector = selector
+        return self
+
+    def fields(self, selector: str) -> "Watch":
+        """Only objects matching a field selector (`spec.nodeName=node-1`), evaluated
+        by the API server."""
+        self.field_selector = selector
+        return self
+
+    def metadata_only(self) -> "Watch":
+        """Hold only apiVersion, kind and metadata of the objects (no spec, no status)."""
+        self.only_metadata = True
+        return self
+
+    def when(self, *predicates: str) -> "Watch":
+        """Queue an update only when one of these holds: `generation-changed`,
+        `labels-changed`, `annotations-changed`, `finalizers-changed`,
+        `deletion-started`. Creates, deletes and resyncs always queue."""
+        self.predicates.extend(predicates)
         return self
 
     def fixed_key(self, key: str) -> "Watch":
@@ -224,8 +246,11 @@ class Registration:
         return self
 
     def _to_wit(self) -> r.Registration:
-        watches = [r.Watch(kind=w.kind, namespace=w.namespace,
-                           label_selector=w.label_selector, maps_to=w.maps_to)
+        watches = [r.Watch(kind=w.kind, namespaces=list(w.namespaces),
+                           label_selector=w.label_selector,
+                           field_selector=w.field_selector,
+                           metadata_only=w.only_metadata,
+                           predicates=list(w.predicates), maps_to=w.maps_to)
                    for w in self.watches]
         permissions = [r.Permission(kind=Gvk(group=g, version=v, kind=k),
                                     verbs=sorted(verbs))

@@ -139,8 +139,9 @@ fi
 
 # Server-side: a client-side apply would copy every plugin into an annotation.
 "$KUBECTL" apply --server-side --force-conflicts -k "$overlay" >&2
+# A debug host compiles its plugins at start, slowly on a busy 2-core machine.
 if ! "$KUBECTL" -n wcm-system rollout status deployment/wasm-controller-manager \
-  --timeout=180s >&2; then
+  --timeout="${WCM_ROLLOUT_TIMEOUT:-300s}" >&2; then
   # Say why, so a failed rollout (here or in CI) can be understood from its output.
   echo "deploy: the host's Pods did not become ready; their state, events and logs:" >&2
   "$KUBECTL" -n wcm-system get pods -o wide >&2 || true

@@ -73,7 +73,7 @@ pub mod wit {
     pub use wit_bindgen::rt as __rt;
 }
 
-pub use types::Verb;
+pub use types::{Predicate, Verb};
 pub use wit::exports::wcm::controller::reconciler::{
     Action, Failure, KeyMapping, Permission, Registration, Request, Watch,
 };

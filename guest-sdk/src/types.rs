@@ -58,8 +58,11 @@ impl Watch {
     pub fn all<K: Resource>() -> Watch {
         Watch {
             kind: Gvk::of::<K>(),
-            namespace: None,
+            namespaces: Vec::new(),
             label_selector: None,
+            field_selector: None,
+            metadata_only: false,
+            predicates: Vec::new(),
             maps_to: KeyMapping::Object,
         }
     }
@@ -68,21 +71,51 @@ impl Watch {
     pub fn kind(kind: Gvk) -> Watch {
         Watch {
             kind,
-            namespace: None,
+            namespaces: Vec::new(),
             label_selector: None,
+            field_selector: None,
+            metadata_only: false,
+            predicates: Vec::new(),
             maps_to: KeyMapping::Object,
         }
     }
 
-    /// Only objects in `namespace`.
+    /// Only objects in `namespace`; call again to add another namespace (each is an
+    /// informer of its own, and counts as a watch against the host's limit).
     pub fn in_namespace(mut self, namespace: &str) -> Watch {
-        self.namespace = Some(namespace.to_string());
+        self.namespaces.push(namespace.to_string());
         self
+    }
+
+    /// Only objects in these namespaces.
+    pub fn in_namespaces(self, namespaces: &[&str]) -> Watch {
+        namespaces.iter().fold(self, |w, ns| w.in_namespace(ns))
     }
 
     /// Only objects matching a label selector such as `app=web,tier in (a,b)`.
     pub fn labels(mut self, selector: &str) -> Watch {
         self.label_selector = Some(selector.to_string());
+        self
+    }
+
+    /// Only objects matching a field selector such as `spec.nodeName=node-1`,
+    /// evaluated by the API server (which says which fields a kind supports).
+    pub fn fields(mut self, selector: &str) -> Watch {
+        self.field_selector = Some(selector.to_string());
+        self
+    }
+
+    /// Hold only `apiVersion`, `kind` and `metadata` of the objects: `get` and `list`
+    /// return them so (deserialise into the full type: spec and status are `None`).
+    pub fn metadata_only(mut self) -> Watch {
+        self.metadata_only = true;
+        self
+    }
+
+    /// Queue an update only when `predicate` holds (or another one given): creates,
+    /// deletes and resyncs always queue.
+    pub fn when(mut self, predicate: Predicate) -> Watch {
+        self.predicates.push(predicate.as_str().to_string());
         self
     }
 
@@ -101,6 +134,37 @@ impl Watch {
     pub fn owned_by_kind(mut self, owner: Gvk) -> Watch {
         self.maps_to = KeyMapping::ControllerOwner(owner);
         self
+    }
+}
+
+/// What must hold between an object before and after an update for the update to
+/// queue its key; the contract spells predicates as strings, this names the ones the
+/// host knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Predicate {
+    /// `metadata.generation` changed: the spec, not the status (kinds without a
+    /// generation, such as ConfigMap, then queue on no update at all).
+    GenerationChanged,
+    /// The labels changed.
+    LabelsChanged,
+    /// The annotations changed.
+    AnnotationsChanged,
+    /// The finalizers changed.
+    FinalizersChanged,
+    /// The deletion timestamp was set.
+    DeletionStarted,
+}
+
+impl Predicate {
+    /// The predicate as the contract spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Predicate::GenerationChanged => "generation-changed",
+            Predicate::LabelsChanged => "labels-changed",
+            Predicate::AnnotationsChanged => "annotations-changed",
+            Predicate::FinalizersChanged => "finalizers-changed",
+            Predicate::DeletionStarted => "deletion-started",
+        }
     }
 }
 
@@ -204,16 +268,29 @@ mod tests {
             .watch(Watch::all::<Pod>().fixed_key("count"))
             .watch(
                 Watch::all::<Pod>()
-                    .in_namespace("a")
+                    .in_namespaces(&["a", "b"])
                     .labels("x=y")
+                    .fields("spec.nodeName=n1")
+                    .metadata_only()
+                    .when(Predicate::GenerationChanged)
+                    .when(Predicate::LabelsChanged)
                     .owned_by::<Deployment>(),
             )
             .permit::<Node>(&[Verb::Patch])
             .max_concurrent_reconciles(2)
             .resync_every(std::time::Duration::from_secs(90));
         assert_eq!(reg.watches[0].maps_to, KeyMapping::Fixed("count".into()));
-        assert_eq!(reg.watches[1].namespace.as_deref(), Some("a"));
+        assert_eq!(reg.watches[1].namespaces, ["a", "b"]);
         assert_eq!(reg.watches[1].label_selector.as_deref(), Some("x=y"));
+        assert_eq!(
+            reg.watches[1].field_selector.as_deref(),
+            Some("spec.nodeName=n1")
+        );
+        assert!(reg.watches[1].metadata_only && !reg.watches[0].metadata_only);
+        assert_eq!(
+            reg.watches[1].predicates,
+            ["generation-changed", "labels-changed"]
+        );
         assert_eq!(
             reg.watches[1].maps_to,
             KeyMapping::ControllerOwner(Gvk::of::<Deployment>())

@@ -85,6 +85,8 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
         gvk: gvk.clone(),
         namespace: Some(ns.into()),
         label_selector: None,
+        field_selector: None,
+        metadata_only: false,
     };
     let informer = registry.acquire(scope).await?;
     informer.wait_synced().await;

@@ -42,7 +42,7 @@ fn fixture(yaml: &str) -> Result<(tempfile::TempDir, PathBuf)> {
 /// case, exceptions returned as `other`), and the contract plugins (0.2's error case
 /// and delete; 0.3's terminal error, Event action and related object, refused
 /// conditional delete with its 409), with its fixtures and reviewed report.
-const REVIEWED: [(&str, &[&str], &str); 10] = [
+const REVIEWED: [(&str, &[&str], &str); 11] = [
     (
         "pod-counter",
         &["plugins/pod-counter/testdata/cluster.yaml"],
@@ -85,6 +85,11 @@ const REVIEWED: [(&str, &[&str], &str); 10] = [
         "contract-v0-3",
         &["host/tests/fixtures/contracts.yaml"],
         "host/tests/plugins/contract-v0-3/expected.yaml",
+    ),
+    (
+        "watch-options",
+        &["host/tests/fixtures/watch-options.yaml"],
+        "host/tests/plugins/watch-options/expected.yaml",
     ),
     (
         "sdk-exerciser-py",

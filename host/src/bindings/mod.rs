@@ -51,16 +51,11 @@ macro_rules! shared_conversions {
             }
         }
 
-        fn watch(w: wit::Watch) -> c::Watch {
-            c::Watch {
-                kind: gvk(w.kind),
-                namespace: w.namespace,
-                label_selector: w.label_selector,
-                maps_to: match w.maps_to {
-                    wit::KeyMapping::Object => c::KeyMapping::Object,
-                    wit::KeyMapping::ControllerOwner(o) => c::KeyMapping::ControllerOwner(gvk(o)),
-                    wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
-                },
+        fn key_mapping(m: wit::KeyMapping) -> c::KeyMapping {
+            match m {
+                wit::KeyMapping::Object => c::KeyMapping::Object,
+                wit::KeyMapping::ControllerOwner(o) => c::KeyMapping::ControllerOwner(gvk(o)),
+                wit::KeyMapping::Fixed(key) => c::KeyMapping::Fixed(key),
             }
         }
 

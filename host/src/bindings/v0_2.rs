@@ -20,6 +20,19 @@ use super::CallFailure;
 use crate::contract as c;
 use crate::runtime::HostState;
 
+/// A 0.2 watch: one namespace or all, every object whole, every update.
+fn watch(w: wit::Watch) -> c::Watch {
+    c::Watch {
+        kind: gvk(w.kind),
+        namespaces: w.namespace.into_iter().collect(),
+        label_selector: w.label_selector,
+        field_selector: None,
+        metadata_only: false,
+        predicates: Vec::new(),
+        maps_to: key_mapping(w.maps_to),
+    }
+}
+
 /// The error type of this version's `reconcile`.
 type ReconcileError = Error;
 

@@ -62,6 +62,18 @@ fn registration(r: wit::Registration) -> c::Registration {
     }
 }
 
+fn watch(w: wit::Watch) -> c::Watch {
+    c::Watch {
+        kind: gvk(w.kind),
+        namespaces: w.namespaces,
+        label_selector: w.label_selector,
+        field_selector: w.field_selector,
+        metadata_only: w.metadata_only,
+        predicates: w.predicates,
+        maps_to: key_mapping(w.maps_to),
+    }
+}
+
 /// The error a plugin returned from `reconcile`.
 fn guest_error(e: Error) -> c::GuestError {
     c::GuestError {

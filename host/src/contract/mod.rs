@@ -4,9 +4,11 @@
 //! the test kit never depend on one version's generated code.
 
 mod error;
+mod predicate;
 mod verb;
 
 pub use error::{Cause, ErrorCode, GuestError};
+pub use predicate::{Predicate, PredicateError};
 pub use verb::{Verb, VerbError};
 
 /// A Kubernetes object type; the core group is the empty string.
@@ -47,12 +49,30 @@ pub enum KeyMapping {
 pub struct Watch {
     /// The kind to watch.
     pub kind: Gvk,
-    /// Only objects in this namespace; none watches all namespaces.
-    pub namespace: Option<String>,
+    /// Only objects in these namespaces (an informer each); empty watches all.
+    pub namespaces: Vec<String>,
     /// Only objects matching this label selector.
     pub label_selector: Option<String>,
+    /// Only objects matching this field selector (evaluated by the API server).
+    pub field_selector: Option<String>,
+    /// Hold only apiVersion, kind and metadata.
+    pub metadata_only: bool,
+    /// Update predicates as the contract spells them; checked at load.
+    pub predicates: Vec<String>,
     /// How a change maps to a reconcile key.
     pub maps_to: KeyMapping,
+}
+
+impl Watch {
+    /// The namespace of each of its informers, in order: each namespace it names, or
+    /// one for all namespaces when it names none. Everything the host keeps per
+    /// informer (caches, read rules, RBAC findings) follows this order.
+    pub fn informer_namespaces(&self) -> Vec<Option<String>> {
+        match self.namespaces.is_empty() {
+            true => vec![None],
+            false => self.namespaces.iter().cloned().map(Some).collect(),
+        }
+    }
 }
 
 /// The verbs a plugin declared on one kind, as the contract spells them (`get`,

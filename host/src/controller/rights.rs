@@ -21,7 +21,8 @@ use crate::rbac::{RbacKind, plugin_rights_with, rbac_kind};
 /// The rules a registration implies.
 #[derive(Debug)]
 pub struct DeclaredRights {
-    /// Per watch (registration order): `list` and `watch` where it watches.
+    /// Per informer (registration order, one per namespace a watch names): `list`
+    /// and `watch` where it watches.
     reads: Vec<Vec<Rule>>,
     /// Every rule, reads included, as `rbac` generates them; sorted.
     all: Vec<Rule>,
@@ -78,10 +79,13 @@ impl DeclaredRights {
         }
         let lookup =
             |gvk: &GroupVersionKind| kinds.get(gvk).cloned().unwrap_or_else(|| rbac_kind(gvk));
-        let reads = (registration.watches.iter())
-            .map(|watch| {
-                let kind = lookup(&from_wit_gvk(&watch.kind));
-                let namespace = watch.namespace.clone().filter(|_| kind.namespaced);
+        let informers = (registration.watches.iter()).flat_map(|watch| {
+            (watch.informer_namespaces().into_iter()).map(|namespace| (&watch.kind, namespace))
+        });
+        let reads = informers
+            .map(|(kind, namespace)| {
+                let kind = lookup(&from_wit_gvk(kind));
+                let namespace = namespace.filter(|_| kind.namespaced);
                 ["list", "watch"]
                     .map(|verb| Rule {
                         verb: verb.to_string(),

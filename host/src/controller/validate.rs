@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::StartError;
 use crate::budget::Budget;
-use crate::contract::{KeyMapping, Permission, Registration, Verb, Watch};
+use crate::contract::{KeyMapping, Permission, Predicate, Registration, Verb, Watch};
 use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
 use crate::kube::names::{is_dns_label, shorten, validate_kind, validate_namespace};
-use crate::kube::selector;
+use crate::kube::{field_selector, selector};
 
 /// Shortest resync period: a resync walks every cached object of the plugin's
 /// watches, so a shorter one would keep a host thread busy for one plugin.
@@ -27,6 +27,11 @@ const SELECTOR_MAX: usize = 1024;
 const PERMISSIONS_MAX: usize = 64;
 /// Most verbs in one permission entry.
 const VERBS_MAX: usize = 16;
+/// Most namespaces one watch names (each is an informer, counted against the
+/// plugin's watches too).
+pub const NAMESPACES_MAX: usize = 64;
+/// Most predicates on one watch.
+const PREDICATES_MAX: usize = 8;
 
 /// Checks `reg` against the rules and the plugin's `budget`.
 pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
@@ -47,15 +52,16 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
     if reg.watches.is_empty() {
         return refuse("no watches: nothing would ever be reconciled".into());
     }
-    if reg.watches.len() > budget.max_watches {
-        return refuse(format!(
-            "{} watches, more than the {} this plugin may have (--max-watches-per-plugin)",
-            reg.watches.len(),
-            budget.max_watches
-        ));
-    }
     for (i, watch) in reg.watches.iter().enumerate() {
         check_watch(watch).map_err(|e| StartError::Registration(format!("watch {i}: {e}")))?;
+    }
+    let informers: usize = reg.watches.iter().map(|w| w.namespaces.len().max(1)).sum();
+    if informers > budget.max_watches {
+        return refuse(format!(
+            "{informers} watches (one per namespace named), more than the {} this plugin \
+             may have (--max-watches-per-plugin)",
+            budget.max_watches
+        ));
     }
     if reg.permissions.len() > PERMISSIONS_MAX {
         return refuse(format!(
@@ -75,8 +81,29 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
 fn check_watch(watch: &Watch) -> Result<(), String> {
     let k = &watch.kind;
     validate_kind(&k.group, &k.version, &k.kind).map_err(|e| e.to_string())?;
-    if let Some(ns) = &watch.namespace {
+    if watch.namespaces.len() > NAMESPACES_MAX {
+        return Err(format!(
+            "{} namespaces, more than {NAMESPACES_MAX}",
+            watch.namespaces.len()
+        ));
+    }
+    for (i, ns) in watch.namespaces.iter().enumerate() {
         validate_namespace(ns).map_err(|e| e.to_string())?;
+        if watch.namespaces[..i].contains(ns) {
+            return Err(format!("namespace {ns:?} named twice"));
+        }
+    }
+    if let Some(fields) = &watch.field_selector {
+        field_selector::parse(fields).map_err(|e| e.to_string())?;
+    }
+    if watch.predicates.len() > PREDICATES_MAX {
+        return Err(format!(
+            "{} predicates, more than {PREDICATES_MAX}",
+            watch.predicates.len()
+        ));
+    }
+    for predicate in &watch.predicates {
+        Predicate::parse(predicate).map_err(|e| e.to_string())?;
     }
     if let Some(sel) = &watch.label_selector {
         if sel.len() > SELECTOR_MAX {
@@ -158,8 +185,11 @@ mod tests {
             version: "0.1.0".into(),
             watches: vec![Watch {
                 kind: pods(),
-                namespace: None,
+                namespaces: Vec::new(),
                 label_selector: Some("app in (web, api)".into()),
+                field_selector: Some("status.phase!=Failed".into()),
+                metadata_only: true,
+                predicates: vec!["labels-changed".into()],
                 maps_to: KeyMapping::Fixed("all-pods".into()),
             }],
             permissions: vec![Permission {
@@ -196,7 +226,30 @@ mod tests {
             ),
             (
                 "namespace \"Not-A-Label\"",
-                Box::new(|r| r.watches[0].namespace = Some("Not-A-Label".into())),
+                Box::new(|r| r.watches[0].namespaces = vec!["Not-A-Label".into()]),
+            ),
+            (
+                "namespace \"a\" named twice",
+                Box::new(|r| r.watches[0].namespaces = vec!["a".into(), "b".into(), "a".into()]),
+            ),
+            (
+                "65 namespaces, more than 64",
+                Box::new(|r| r.watches[0].namespaces = (0..65).map(|i| format!("n{i}")).collect()),
+            ),
+            (
+                "17 watches (one per namespace named), more than the 16",
+                Box::new(|r| {
+                    r.watches.push(r.watches[0].clone());
+                    r.watches[0].namespaces = (0..16).map(|i| format!("n{i}")).collect();
+                }),
+            ),
+            (
+                "watch 0: invalid field selector \"status.phase\": \"status.phase\" has no operator",
+                Box::new(|r| r.watches[0].field_selector = Some("status.phase".into())),
+            ),
+            (
+                "watch 0: unknown predicate \"status-changed\"",
+                Box::new(|r| r.watches[0].predicates.push("status-changed".into())),
             ),
             (
                 "the version must be a DNS label",
@@ -215,7 +268,7 @@ mod tests {
                 Box::new(|r| r.watches[0].maps_to = KeyMapping::Fixed(String::new())),
             ),
             (
-                "17 watches, more than the 16",
+                "17 watches (one per namespace named), more than the 16",
                 Box::new(|r| r.watches = vec![r.watches[0].clone(); 17]),
             ),
             (

@@ -1,5 +1,5 @@
-//! A plugin's watches: informers acquired for its registration, its key mappings
-//! subscribed to them, and the periodic resync.
+//! A plugin's watches: informers acquired for its registration, its key mappings and
+//! update predicates subscribed to them, and the periodic resync.
 //! The registration has been validated (`super::validate`) before it gets here.
 
 use std::sync::Arc;
@@ -10,16 +10,27 @@ use tokio::task::JoinHandle;
 
 use super::StartError;
 use crate::capabilities::Granted;
-use crate::contract::{KeyMapping as WitMapping, Registration};
+use crate::contract::{KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
 use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
+use crate::kube::predicates;
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::WorkQueue;
 
-/// The informers and key mappings of one registration, not yet feeding a queue.
+/// One informer of a watch and what its changes become.
+#[derive(Clone)]
+struct Feed {
+    informer: Arc<Informer>,
+    mapping: KeyMapping,
+    predicates: Arc<[Predicate]>,
+}
+
+/// The informers and key mappings of one registration, not yet feeding a queue: one
+/// per namespace a watch names (one for all when it names none), in that order, which
+/// is the order RBAC findings are kept in (`Granted`).
 pub struct Watches {
-    watches: Vec<(Arc<Informer>, KeyMapping)>,
+    watches: Vec<Feed>,
     /// Subscription ids while attached to a queue.
     attached: Vec<u64>,
     resync: Option<JoinHandle<()>>,
@@ -35,12 +46,21 @@ impl Watches {
         for watch in &registration.watches {
             let gvk = from_wit_gvk(&watch.kind);
             let mapping = resolve_mapping(&watch.maps_to, &gvk, registry).await?;
-            let scope = WatchScope {
-                gvk,
-                namespace: watch.namespace.clone(),
-                label_selector: watch.label_selector.clone(),
-            };
-            watches.push((registry.acquire(scope).await?, mapping));
+            let predicates: Arc<[Predicate]> = Predicate::parse_known(&watch.predicates).into();
+            for namespace in watch.informer_namespaces() {
+                let scope = WatchScope {
+                    gvk: gvk.clone(),
+                    namespace,
+                    label_selector: watch.label_selector.clone(),
+                    field_selector: watch.field_selector.clone(),
+                    metadata_only: watch.metadata_only,
+                };
+                watches.push(Feed {
+                    informer: registry.acquire(scope).await?,
+                    mapping: mapping.clone(),
+                    predicates: predicates.clone(),
+                });
+            }
         }
         Ok(Watches {
             watches,
@@ -51,13 +71,13 @@ impl Watches {
 
     /// The informers, for the plugin's cache reads.
     pub fn informers(&self) -> Vec<Arc<Informer>> {
-        self.watches.iter().map(|(i, _)| i.clone()).collect()
+        self.watches.iter().map(|f| f.informer.clone()).collect()
     }
 
     /// Waits until every informer has its first full list.
     pub async fn synced(&self) {
-        for (informer, _) in &self.watches {
-            informer.wait_synced().await;
+        for feed in &self.watches {
+            feed.informer.wait_synced().await;
         }
     }
 
@@ -74,16 +94,19 @@ impl Watches {
         let labels = PluginLabels {
             plugin: plugin.to_string(),
         };
-        for (index, (informer, mapping)) in self.watches.iter().enumerate() {
-            let (q, m) = (queue.clone(), mapping.clone());
+        for (index, feed) in self.watches.iter().enumerate() {
+            let (q, f) = (queue.clone(), feed.clone());
             let events = metrics.plugin_events.get_or_create(&labels).clone();
             let granted = granted.clone();
-            let id = informer.subscribe(Arc::new(move |change: &Change| {
+            let id = feed.informer.subscribe(Arc::new(move |change: &Change| {
                 if !granted.is_open(index) {
                     return; // RBAC does not let the plugin read this kind now
                 }
                 events.inc();
-                for key in m.keys_for(change) {
+                if !predicates::passes(&f.predicates, change) {
+                    return;
+                }
+                for key in f.mapping.keys_for(change) {
                     q.add(key);
                 }
             }));
@@ -97,8 +120,8 @@ impl Watches {
 
     /// Stops feeding the queue; the informers are released when this is dropped.
     pub fn detach(&mut self) {
-        for ((informer, _), id) in self.watches.iter().zip(self.attached.drain(..)) {
-            informer.unsubscribe(id);
+        for (feed, id) in self.watches.iter().zip(self.attached.drain(..)) {
+            feed.informer.unsubscribe(id);
         }
         if let Some(resync) = self.resync.take() {
             resync.abort();
@@ -116,7 +139,7 @@ impl Drop for Watches {
 /// collapses them with pending work), until the queue shuts down.
 async fn run_resync(
     period: Duration,
-    watches: Vec<(Arc<Informer>, KeyMapping)>,
+    watches: Vec<Feed>,
     queue: WorkQueue<ReconcileKey>,
     granted: Arc<Granted>,
 ) {
@@ -127,9 +150,9 @@ async fn run_resync(
             .iter()
             .enumerate()
             .filter(|(i, _)| granted.is_open(*i));
-        for (_, (informer, mapping)) in open {
-            for obj in informer.cache().list(|_| true) {
-                if let Some(key) = mapping.key_for(&obj) {
+        for (_, feed) in open {
+            for obj in feed.informer.cache().list(|_| true) {
+                if let Some(key) = feed.mapping.key_for(&obj) {
                     queue.add(key);
                 }
             }

@@ -44,8 +44,41 @@ pub struct CachedObject {
     pub labels: BTreeMap<String, String>,
     /// Owner references, for owner key mapping.
     pub owners: Vec<OwnerReference>,
+    /// What the watches' predicates compare between two versions of the object.
+    pub marks: Marks,
     /// The whole object as JSON, without managedFields.
     pub json: Arc<str>,
+}
+
+/// The parts of an object's metadata update predicates compare, held small: the
+/// generation as is, annotations and finalizers as hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Marks {
+    /// `metadata.generation`, if the kind keeps one.
+    pub generation: Option<i64>,
+    /// A hash of the annotations.
+    pub annotations: u64,
+    /// A hash of the finalizers, in order.
+    pub finalizers: u64,
+    /// Whether the deletion timestamp is set.
+    pub deleting: bool,
+}
+
+impl Marks {
+    fn of(meta: &kube::api::ObjectMeta) -> Marks {
+        Marks {
+            generation: meta.generation,
+            annotations: hash(&meta.annotations),
+            finalizers: hash(&meta.finalizers),
+            deleting: meta.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// A hash that is stable within one process, which is all comparisons need.
+fn hash(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(value)
 }
 
 impl CachedObject {
@@ -55,6 +88,7 @@ impl CachedObject {
         let json: Arc<str> = serde_json::to_string(&obj)?.into();
         let meta = obj.metadata;
         Ok(CachedObject {
+            marks: Marks::of(&meta),
             namespace: meta.namespace,
             name: meta.name.unwrap_or_default(),
             uid: meta.uid,
@@ -100,6 +134,10 @@ impl Change {
 struct WrittenCopy {
     version: String,
     stored: Instant,
+    /// What the watch last delivered before the write: the "before" of the change the
+    /// write's own event makes, so predicates see the write whether its event or its
+    /// response arrived first.
+    delivered: Arc<CachedObject>,
 }
 
 #[derive(Debug, Default)]
@@ -176,6 +214,7 @@ impl ObjectCache {
         let mut entries = self.write();
         entries.saw(&obj);
         let key = obj.key();
+        let mut before = None;
         if let Some(written) = entries.written.get(&key) {
             let reached = obj.resource_version.as_deref() == Some(written.version.as_str());
             let held = entries.objects.get(&key).cloned();
@@ -188,10 +227,13 @@ impl ObjectCache {
                     old: Some(held),
                 };
             }
-            entries.written.remove(&key);
+            before = entries.written.remove(&key).map(|w| w.delivered);
         }
-        let old = entries.objects.insert(key, obj.clone());
-        Change::Applied { new: obj, old }
+        let replaced = entries.objects.insert(key, obj.clone());
+        Change::Applied {
+            new: obj,
+            old: before.or(replaced),
+        }
     }
 
     /// Stores a plugin's freshly written copy of a cached object (the API server
@@ -205,7 +247,7 @@ impl ObjectCache {
         };
         let mut entries = self.write();
         let key = obj.key();
-        let Some(cached) = entries.objects.get(&key) else {
+        let Some(cached) = entries.objects.get(&key).cloned() else {
             return false;
         };
         if cached.resource_version.as_deref() == Some(version.as_str())
@@ -213,10 +255,16 @@ impl ObjectCache {
         {
             return false;
         }
-        let stored = Instant::now();
-        entries
-            .written
-            .insert(key.clone(), WrittenCopy { version, stored });
+        let delivered = match entries.written.remove(&key) {
+            Some(earlier) => earlier.delivered,
+            None => cached,
+        };
+        let copy = WrittenCopy {
+            version,
+            stored: Instant::now(),
+            delivered,
+        };
+        entries.written.insert(key.clone(), copy);
         entries.objects.insert(key, obj);
         true
     }
@@ -329,6 +377,36 @@ mod tests {
         tokio::time::advance(WRITTEN_COPY_TTL).await;
         cache.apply(pod_at("a", "v2"));
         assert_eq!(version_of(&cache, "a"), "v2");
+    }
+
+    #[test]
+    fn a_writes_own_event_is_a_change_from_what_the_watch_delivered_before_it() {
+        let cache = ObjectCache::default();
+        cache.apply(pod_at("a", "v1"));
+        // The write's response arrives first: its copy is read back, and when its
+        // event comes the change is from v1, as if the event had come first.
+        assert!(cache.refresh(pod_at("a", "w1")));
+        assert!(
+            cache.refresh(pod_at("a", "w2")),
+            "a second write before either event"
+        );
+        let Change::Applied {
+            old: Some(old),
+            new,
+        } = cache.apply(pod_at("a", "w2"))
+        else {
+            panic!("an update");
+        };
+        assert_eq!(old.resource_version.as_deref(), Some("v1"));
+        assert_eq!(new.resource_version.as_deref(), Some("w2"));
+        let Change::Applied { old: Some(old), .. } = cache.apply(pod_at("a", "v3")) else {
+            panic!("an update");
+        };
+        assert_eq!(
+            old.resource_version.as_deref(),
+            Some("w2"),
+            "then the watch rules"
+        );
     }
 
     #[test]

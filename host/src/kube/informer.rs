@@ -1,5 +1,6 @@
-//! Shared informers: one watch and cache per (kind, namespace, label selector), shared
-//! by every plugin that asks for it and stopped when the last one lets go.
+//! Shared informers: one watch and cache per (kind, namespace, label selector, field
+//! selector, metadata-only), shared by every plugin that asks for the same and stopped
+//! when the last one lets go.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
+use kube::core::{DynamicResourceScope, PartialObjectMeta};
 use kube::core::{GroupVersionKind, SelectorExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -20,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
 use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
+use super::field_selector::FieldSelector;
 use crate::metrics::{InformerLabels, Metrics};
 
 /// What one informer watches; two plugins asking for the same scope share one watch.
@@ -31,6 +34,10 @@ pub struct WatchScope {
     pub namespace: Option<String>,
     /// Server-side label selector, if any.
     pub label_selector: Option<String>,
+    /// Server-side field selector, if any.
+    pub field_selector: Option<String>,
+    /// Whether only apiVersion, kind and metadata are listed, watched and held.
+    pub metadata_only: bool,
 }
 
 impl WatchScope {
@@ -40,6 +47,12 @@ impl WatchScope {
             kind: display_gvk(&self.gvk),
             namespace: self.namespace.clone().unwrap_or_default(),
             selector: self.label_selector.clone().unwrap_or_default(),
+            fields: self.field_selector.clone().unwrap_or_default(),
+            view: if self.metadata_only {
+                "metadata"
+            } else {
+                "object"
+            },
         }
     }
 }
@@ -56,8 +69,10 @@ pub struct Informer {
     synced: watch::Sender<bool>,
     subscribers: RwLock<Vec<(u64, Subscriber)>>,
     next_subscriber: AtomicU64,
-    /// The scope's label selector, parsed once, for checking a plugin's own writes.
+    /// The scope's label and field selectors, parsed once, for checking a plugin's
+    /// own writes.
     selector: Option<Selector>,
+    fields: Option<FieldSelector>,
     metrics: Arc<Metrics>,
     labels: InformerLabels,
     /// This informer's series, looked up once rather than on every event.
@@ -98,16 +113,16 @@ impl Informer {
         scope: WatchScope,
         metrics: Arc<Metrics>,
     ) -> Arc<Informer> {
-        let api: Api<DynamicObject> = match &scope.namespace {
-            Some(ns) => Api::namespaced_with(client, ns, &kind.resource),
-            None => Api::all_with(client, &kind.resource),
-        };
         let mut config = watcher::Config::default();
         if let Some(sel) = &scope.label_selector {
             config = config.labels(sel);
         }
+        if let Some(fields) = &scope.field_selector {
+            config = config.fields(fields);
+        }
         let labels = scope.metric_labels();
         let selector = super::selector::parse(scope.label_selector.as_deref().unwrap_or("")).ok();
+        let fields = super::field_selector::parse(scope.field_selector.as_deref().unwrap_or(""));
         let events = metrics.informer_events.get_or_create(&labels).clone();
         let lists = metrics.informer_lists.get_or_create(&labels).clone();
         let objects = metrics.informer_objects.get_or_create(&labels).clone();
@@ -117,6 +132,7 @@ impl Informer {
             objects,
             labels,
             selector,
+            fields: fields.ok(),
             metrics,
             scope,
             kind,
@@ -128,7 +144,17 @@ impl Informer {
             problem: Mutex::new(Health::default()),
         });
         let weak = Arc::downgrade(&informer);
-        let task = tokio::spawn(run_watch(api, config, weak));
+        let task = match informer.scope.metadata_only {
+            false => tokio::spawn(run_watch(
+                api::<DynamicObject>(client, &informer),
+                config,
+                weak,
+            )),
+            true => {
+                let api = api::<PartialObjectMeta<DynamicObject>>(client, &informer);
+                tokio::spawn(run_watch(api, config, weak))
+            }
+        };
         *informer.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
         informer
     }
@@ -203,10 +229,17 @@ impl Informer {
     /// the object and the copy still matches its selector, so the plugin's next
     /// reconcile reads its own write even before the watch event arrives.
     pub fn refresh(&self, obj: &DynamicObject) {
-        let Some(selector) = &self.selector else {
+        let (Some(selector), Some(fields)) = (&self.selector, &self.fields) else {
             return;
         };
-        match CachedObject::from_dynamic(obj.clone()) {
+        if !fields.is_empty() && !fields.matches(&serde_json::to_value(obj).unwrap_or_default()) {
+            return;
+        }
+        let obj = match self.scope.metadata_only {
+            true => metadata_of(obj.clone(), &self.scope.gvk),
+            false => obj.clone(),
+        };
+        match CachedObject::from_dynamic(obj) {
             Ok(o) if selector.matches(&o.labels) => {
                 self.cache.refresh(Arc::new(o));
             }
@@ -301,24 +334,87 @@ impl Drop for Informer {
     }
 }
 
+/// The API of `informer`'s kind in its namespace (or all), as `K`: whole objects, or
+/// their metadata only (kube asks the API server for `PartialObjectMetadata`).
+fn api<K>(client: Client, informer: &Informer) -> Api<K>
+where
+    K: kube::Resource<DynamicType = kube::api::ApiResource, Scope = DynamicResourceScope>,
+{
+    let resource = &informer.kind.resource;
+    match &informer.scope.namespace {
+        Some(ns) => Api::namespaced_with(client, ns, resource),
+        None => Api::all_with(client, resource),
+    }
+}
+
+/// An object as a metadata-only informer holds it: `apiVersion` and `kind` of the
+/// watched kind (as controller-runtime's metadata cache has them) and its metadata.
+fn metadata_of(obj: DynamicObject, gvk: &GroupVersionKind) -> DynamicObject {
+    DynamicObject {
+        types: Some(kube::api::TypeMeta {
+            api_version: gvk.api_version(),
+            kind: gvk.kind.clone(),
+        }),
+        metadata: obj.metadata,
+        data: serde_json::Value::Object(Default::default()),
+    }
+}
+
+/// What a watch delivers, as the cache stores it.
+trait Watched: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug {
+    fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject;
+}
+
+impl Watched for DynamicObject {
+    fn into_dynamic(self, _: &GroupVersionKind) -> DynamicObject {
+        self
+    }
+}
+
+impl Watched for PartialObjectMeta<DynamicObject> {
+    fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject {
+        let obj = DynamicObject {
+            types: None,
+            metadata: self.metadata,
+            data: serde_json::Value::Null,
+        };
+        metadata_of(obj, gvk)
+    }
+}
+
 /// Feeds watch events into the informer until it is dropped. Errors (expired watches,
 /// an unreachable API server) are logged and retried with kube's default backoff; a
 /// relist swaps the cache whole, so no reader sees a half-rebuilt one.
-async fn run_watch(api: Api<DynamicObject>, config: watcher::Config, informer: Weak<Informer>) {
+async fn run_watch<K>(api: Api<K>, config: watcher::Config, informer: Weak<Informer>)
+where
+    K: Watched + Send + 'static,
+{
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist = None;
     while let Some(item) = stream.next().await {
         let Some(informer) = informer.upgrade() else {
             return;
         };
+        let gvk = &informer.scope.gvk;
         match item {
-            Ok(event) => informer.on_event(event, &mut relist),
+            Ok(event) => informer.on_event(dynamic_event(event, gvk), &mut relist),
             Err(e) => {
                 tracing::warn!(kind = %display_gvk(&informer.scope.gvk), error = %e,
                     "watch failed; retrying");
                 informer.failed(&e);
             }
         }
+    }
+}
+
+/// `event` with its object as the cache stores it.
+fn dynamic_event<K: Watched>(event: Event<K>, gvk: &GroupVersionKind) -> Event<DynamicObject> {
+    match event {
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.into_dynamic(gvk)),
+        Event::InitDone => Event::InitDone,
+        Event::Apply(o) => Event::Apply(o.into_dynamic(gvk)),
+        Event::Delete(o) => Event::Delete(o.into_dynamic(gvk)),
     }
 }
 
@@ -358,7 +454,8 @@ impl InformerRegistry {
         }
         live.retain(|_, w| w.strong_count() > 0);
         tracing::info!(kind = %display_gvk(&scope.gvk), namespace = ?scope.namespace,
-            selector = ?scope.label_selector, "informer started");
+            selector = ?scope.label_selector, fields = ?scope.field_selector,
+            metadata_only = scope.metadata_only, "informer started");
         let informer = Informer::start(
             self.client.clone(),
             kind,

@@ -205,6 +205,10 @@ pub struct InformerLabels {
     pub namespace: String,
     /// The label selector, or empty for none.
     pub selector: String,
+    /// The field selector, or empty for none.
+    pub fields: String,
+    /// `object` for whole objects, `metadata` for a metadata-only informer.
+    pub view: &'static str,
 }
 
 /// Labels of the leader-identity series.

@@ -22,6 +22,7 @@ pub fn host_rights(plugins: &[PluginRights], naming: &Naming) -> Rights {
             entry.extend(["list", "watch"]);
         }
     }
+    rights::drop_subsumed(&mut rights);
     let mut accounts: Vec<String> = plugins
         .iter()
         .map(|p| naming.accounts.name(&p.plugin))

@@ -60,8 +60,9 @@ const READ: [&str; 3] = ["get", "list", "watch"];
 
 /// Derives the rights `registration` needs.
 ///
-/// Namespaced kinds are granted where the plugin works: in the one namespace all its
-/// namespaced watches share (a Role), or cluster-wide if they are in several or in all.
+/// Namespaced kinds are granted where the plugin works: in each namespace its
+/// namespaced watches are limited to (a Role in each), or cluster-wide if one of them
+/// watches all namespaces.
 /// Cluster-scoped kinds (Nodes) are always cluster-wide.
 pub fn plugin_rights(registration: &Registration) -> PluginRights {
     plugin_rights_with(registration, &rbac_kind)
@@ -75,21 +76,19 @@ pub fn plugin_rights_with(
 ) -> PluginRights {
     let mut builder = Builder {
         lookup,
-        home: None,
+        homes: None,
         rights: Rights::new(),
         watches: Rights::new(),
         guessed: BTreeSet::new(),
     };
-    let watched: Vec<(RbacKind, Option<String>)> = registration
-        .watches
-        .iter()
-        .map(|watch| {
+    let watched: Vec<(RbacKind, Option<String>)> = (registration.watches.iter())
+        .flat_map(|watch| {
             let kind = builder.kind(&from_wit_gvk(&watch.kind));
-            let namespace = watch.namespace.clone().filter(|_| kind.namespaced);
-            (kind, namespace)
+            (watch.informer_namespaces().into_iter())
+                .map(move |namespace| (kind.clone(), namespace.filter(|_| kind.namespaced)))
         })
         .collect();
-    builder.home = home_namespace(&watched);
+    builder.homes = home_namespaces(&watched);
     for (kind, namespace) in watched {
         for verb in READ {
             let target = Target::new(namespace.clone(), &kind.group, &kind.resource);
@@ -99,27 +98,26 @@ pub fn plugin_rights_with(
     }
     for permission in &registration.permissions {
         let kind = builder.kind(&from_wit_gvk(&permission.kind));
-        let namespace = builder.home.clone().filter(|_| kind.namespaced);
-        for verb in permission.known_verbs() {
-            let (subresource, verbs) = verb.api_verbs();
-            let resource = match subresource {
-                Some(sub) => format!("{}/{sub}", kind.resource),
-                None => kind.resource.clone(),
-            };
-            let entry =
-                builder
-                    .rights
-                    .entry(Target::new(namespace.clone(), &kind.group, &resource));
-            entry.or_default().extend(verbs);
+        for namespace in builder.homes_of(&kind) {
+            for verb in permission.known_verbs() {
+                let (subresource, verbs) = verb.api_verbs();
+                let resource = match subresource {
+                    Some(sub) => format!("{}/{sub}", kind.resource),
+                    None => kind.resource.clone(),
+                };
+                let target = Target::new(namespace.clone(), &kind.group, &resource);
+                builder.rights.entry(target).or_default().extend(verbs);
+            }
+            builder.events_about(&kind, namespace);
         }
-        builder.events_about(&kind, namespace);
     }
     builder.finish(registration)
 }
 
 struct Builder<'a> {
     lookup: &'a dyn Fn(&kube::core::GroupVersionKind) -> RbacKind,
-    home: Option<String>,
+    /// The namespaces the plugin works in, or `None` for everywhere.
+    homes: Option<Vec<String>>,
     rights: Rights,
     watches: Rights,
     guessed: BTreeSet<String>,
@@ -133,6 +131,15 @@ impl Builder<'_> {
                 .insert(format!("{}.{}", kind.resource, kind.group));
         }
         kind
+    }
+
+    /// Where rights on `kind` apply: each home namespace for a namespaced kind when
+    /// the plugin has homes, else cluster-wide (`None`).
+    fn homes_of(&self, kind: &RbacKind) -> Vec<Option<String>> {
+        match (&self.homes, kind.namespaced) {
+            (Some(homes), true) => homes.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        }
     }
 
     /// Events about objects of `kind` in `namespace` (`None`: any namespace).
@@ -164,7 +171,7 @@ impl Builder<'_> {
 
 /// Removes namespaced grants a cluster-wide one already covers (Events about Nodes in
 /// `default` when Events may be written everywhere).
-fn drop_subsumed(rights: &mut Rights) {
+pub(super) fn drop_subsumed(rights: &mut Rights) {
     let cluster_wide = rights.clone();
     rights.retain(|target, verbs| {
         let Some(_) = target.namespace else {
@@ -180,15 +187,23 @@ fn drop_subsumed(rights: &mut Rights) {
     });
 }
 
-/// The one namespace every watch of a namespaced kind is limited to, if there is one.
-fn home_namespace(watched: &[(RbacKind, Option<String>)]) -> Option<String> {
+/// The namespaces the plugin's watches of namespaced kinds are limited to, if every
+/// such watch names its namespaces; `None` (cluster-wide) if one watches all of them
+/// or there is no such watch.
+fn home_namespaces(watched: &[(RbacKind, Option<String>)]) -> Option<Vec<String>> {
     let namespaces: BTreeSet<Option<&str>> = watched
         .iter()
         .filter(|(kind, _)| kind.namespaced)
         .map(|(_, namespace)| namespace.as_deref())
         .collect();
-    match namespaces.into_iter().collect::<Vec<_>>().as_slice() {
-        [Some(one)] => Some(one.to_string()),
-        _ => None,
+    if namespaces.is_empty() || namespaces.contains(&None) {
+        return None;
     }
+    Some(
+        namespaces
+            .into_iter()
+            .flatten()
+            .map(str::to_string)
+            .collect(),
+    )
 }

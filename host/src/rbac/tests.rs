@@ -15,8 +15,11 @@ fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
 fn watch(kind: Gvk, namespace: Option<&str>) -> Watch {
     Watch {
         kind,
-        namespace: namespace.map(str::to_string),
+        namespaces: namespace.map(str::to_string).into_iter().collect(),
         label_selector: None,
+        field_selector: None,
+        metadata_only: false,
+        predicates: Vec::new(),
         maps_to: KeyMapping::Object,
     }
 }
@@ -164,26 +167,53 @@ fn a_plugin_in_one_namespace_gets_a_role_there_and_cluster_scoped_kinds_stay_clu
 }
 
 #[test]
-fn watches_in_several_namespaces_make_writes_cluster_wide() {
+fn watches_in_several_namespaces_get_a_role_in_each_and_one_everywhere_makes_writes_cluster_wide() {
     let pod = gvk("", "v1", "Pod");
-    let reg = registration(
-        "two-places",
+    let patch = || Permission {
+        kind: gvk("", "v1", "Pod"),
+        verbs: vec!["patch".into()],
+    };
+    let mut both = watch(pod.clone(), None);
+    both.namespaces = vec!["a".into(), "b".into()];
+    for watches in [
         vec![watch(pod.clone(), Some("a")), watch(pod.clone(), Some("b"))],
-        vec![Permission {
-            kind: pod,
-            verbs: vec!["patch".into()],
-        }],
+        vec![both],
+    ] {
+        let rights = plugin_rights(&registration("two-places", watches, vec![patch()])).rights;
+        for ns in ["a", "b"] {
+            assert_eq!(
+                verbs(&rights, Some(ns), "", "pods"),
+                ["get", "list", "patch", "watch"]
+            );
+            assert_eq!(
+                verbs(&rights, Some(ns), "events.k8s.io", "events"),
+                ["create", "patch"]
+            );
+        }
+        assert!(verbs(&rights, None, "", "pods").is_empty());
+    }
+    let everywhere = vec![watch(pod.clone(), Some("a")), watch(pod, None)];
+    let rights = plugin_rights(&registration("all", everywhere, vec![patch()])).rights;
+    assert!(
+        verbs(&rights, Some("a"), "", "pods").is_empty(),
+        "covered cluster-wide"
     );
-    let rights = plugin_rights(&reg).rights;
+    let everywhere = vec![
+        watch(gvk("", "v1", "Pod"), Some("a")),
+        watch(gvk("", "v1", "Pod"), None),
+    ];
+    let host = host_rights(
+        &[plugin_rights(&registration("all", everywhere, vec![]))],
+        &naming(),
+    );
+    assert!(
+        verbs(&host, Some("a"), "", "pods").is_empty(),
+        "the host's too"
+    );
     assert_eq!(
-        verbs(&rights, Some("a"), "", "pods"),
-        ["get", "list", "watch"]
+        verbs(&rights, None, "", "pods"),
+        ["get", "list", "patch", "watch"]
     );
-    assert_eq!(
-        verbs(&rights, Some("b"), "", "pods"),
-        ["get", "list", "watch"]
-    );
-    assert_eq!(verbs(&rights, None, "", "pods"), ["patch"]);
 }
 
 #[test]

@@ -12,9 +12,11 @@ use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
 use crate::capabilities::{CapabilityError, Declared, Target, list_scope};
-use crate::contract::{ErrorCode, GuestError, Verb};
+use crate::contract::{ErrorCode, GuestError, Predicate, Verb};
 use crate::keys::{KeyMapping, ReconcileKey};
 use crate::kube::cache::{CachedObject, Change};
+use crate::kube::field_selector::FieldSelector;
+use crate::kube::predicates;
 
 /// One watch of the plugin, as an informer would hold it.
 #[derive(Debug)]
@@ -23,8 +25,14 @@ pub struct Watch {
     pub gvk: GroupVersionKind,
     /// Only this namespace, if set.
     pub namespace: Option<String>,
-    /// Only objects matching this.
+    /// Only objects matching this label selector.
     pub selector: Selector,
+    /// Only objects matching this field selector.
+    pub fields: FieldSelector,
+    /// Whether the cache holds only apiVersion, kind and metadata.
+    pub metadata_only: bool,
+    /// Which updates queue a key.
+    pub predicates: Vec<Predicate>,
     /// How a change becomes a key.
     pub mapping: KeyMapping,
 }
@@ -36,6 +44,21 @@ impl Watch {
             && id.kind == self.gvk.kind
             && (self.namespace.is_none() || self.namespace == id.namespace)
             && self.selector.matches(&labels(object))
+            && self.fields.matches(object)
+    }
+
+    /// `object` as this watch's cache holds it: whole, or its metadata only.
+    fn view(&self, object: &Value) -> String {
+        if !self.metadata_only {
+            return object.to_string();
+        }
+        let mut held = serde_json::Map::new();
+        for field in ["apiVersion", "kind", "metadata"] {
+            if let Some(value) = object.get(field) {
+                held.insert(field.to_string(), value.clone());
+            }
+        }
+        Value::Object(held).to_string()
     }
 
     /// `object`, if this watch's cache holds it.
@@ -124,7 +147,9 @@ impl MemoryCluster {
                     (Some(old), None) => Change::Deleted(cached(old)),
                     (None, None) => continue,
                 };
-                keys.extend(watch.mapping.keys_for(&change));
+                if predicates::passes(&watch.predicates, &change) {
+                    keys.extend(watch.mapping.keys_for(&change));
+                }
             }
         }
         keys
@@ -183,8 +208,10 @@ impl MemoryCluster {
         let id = self.id(target);
         let world = self.world();
         let json = (world.store.get(&id))
-            .filter(|o| live || watches.iter().any(|w| w.holds(&id, o)))
-            .map(Value::to_string)
+            .and_then(|o| match live {
+                true => Some(o.to_string()),
+                false => watches.iter().find(|w| w.holds(&id, o)).map(|w| w.view(o)),
+            })
             .ok_or_else(|| not_found(target, live))?;
         self.declared
             .check_result_size(&format!("get {target}"), json.len())?;
@@ -205,10 +232,10 @@ impl MemoryCluster {
         let mut found = BTreeMap::new();
         for (id, object) in world.store.objects() {
             let wanted = namespace.is_none_or(|ns| id.namespace.as_deref() == Some(ns))
-                && selector.matches(&labels(object))
-                && watches.iter().any(|w| w.holds(id, object));
-            if wanted {
-                found.insert((id.namespace.clone(), id.name.clone()), object.to_string());
+                && selector.matches(&labels(object));
+            let holder = watches.iter().find(|w| wanted && w.holds(id, object));
+            if let Some(watch) = holder {
+                found.insert((id.namespace.clone(), id.name.clone()), watch.view(object));
             }
         }
         let bytes = found.values().map(String::len).sum();
@@ -229,26 +256,15 @@ fn labels(object: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// An object as an informer cache holds it, for the key mappings.
+/// An object as an informer cache holds it, for the key mappings and predicates
+/// (fixtures are checked to be Kubernetes objects when they are read).
 fn cached(object: &Value) -> Arc<CachedObject> {
-    let text = |p: &str| {
-        object
-            .pointer(p)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let owners = (object.pointer("/metadata/ownerReferences").cloned())
-        .and_then(|refs| serde_json::from_value(refs).ok())
-        .unwrap_or_default();
-    Arc::new(CachedObject {
-        namespace: text("/metadata/namespace"),
-        name: text("/metadata/name").unwrap_or_default(),
-        uid: text("/metadata/uid"),
-        resource_version: text("/metadata/resourceVersion"),
-        labels: labels(object),
-        owners,
-        json: object.to_string().into(),
-    })
+    let obj = serde_json::from_value(object.clone()).unwrap_or(kube::api::DynamicObject {
+        types: None,
+        metadata: Default::default(),
+        data: object.clone(),
+    });
+    Arc::new(CachedObject::from_dynamic(obj).expect("a DynamicObject serialises"))
 }
 
 /// A missing object as the plugin is told: a cache miss, or the API server's 404.

@@ -13,7 +13,7 @@ use super::store::Store;
 use crate::budget::{Budget, PluginBudget};
 use crate::capabilities::{Declared, grants};
 use crate::config::Limits;
-use crate::contract::{Action, KeyMapping as WitMapping, Registration};
+use crate::contract::{Action, KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::metrics::Metrics;
 use crate::rbac::{RegistrationError, load_registered};
@@ -184,7 +184,7 @@ async fn reconcile_all(
 /// The in-memory cluster as the plugin of `registration` sees it.
 fn cluster_of(registration: &Registration, scopes: Scopes, store: Store) -> MemoryCluster {
     let watches = (registration.watches.iter())
-        .map(|w| {
+        .flat_map(|w| {
             let gvk = from_wit_gvk(&w.kind);
             let mapping = match &w.maps_to {
                 WitMapping::Object => KeyMapping::Object(gvk.clone()),
@@ -194,14 +194,21 @@ fn cluster_of(registration: &Registration, scopes: Scopes, store: Store) -> Memo
                     owner: from_wit_gvk(owner),
                 },
             };
+            // Selectors were checked when the registration was validated.
             let selector = w.label_selector.as_deref().unwrap_or("");
-            Watch {
-                gvk,
-                namespace: w.namespace.clone(),
-                // Checked when the registration was validated.
-                selector: crate::kube::selector::parse(selector).unwrap_or_default(),
-                mapping,
-            }
+            let selector = crate::kube::selector::parse(selector).unwrap_or_default();
+            let fields =
+                crate::kube::field_selector::parse(w.field_selector.as_deref().unwrap_or(""));
+            let fields = fields.unwrap_or_default();
+            (w.informer_namespaces().into_iter()).map(move |namespace| Watch {
+                gvk: gvk.clone(),
+                namespace,
+                selector: selector.clone(),
+                fields: fields.clone(),
+                metadata_only: w.metadata_only,
+                predicates: Predicate::parse_known(&w.predicates),
+                mapping: mapping.clone(),
+            })
         })
         .collect();
     let metrics = Arc::new(Metrics::new());

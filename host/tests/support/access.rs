@@ -29,6 +29,8 @@ pub async fn config_map_plugin(
         gvk: gvk.clone(),
         namespace: Some(ns.into()),
         label_selector: None,
+        field_selector: None,
+        metadata_only: false,
     };
     let informer = registry.acquire(scope).await?;
     informer.wait_synced().await;

@@ -15,8 +15,8 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use wasm_controller_sdk::{
-    Action, Controller, Error, EventType, Failure, ObjectRef, Registration, Request, Verb, Watch,
-    cluster, export_controller, log,
+    Action, Controller, Error, EventType, Failure, ObjectRef, Predicate, Registration, Request,
+    Verb, Watch, cluster, export_controller, log,
 };
 
 /// The label holding the count on control-plane Nodes.
@@ -54,8 +54,20 @@ pub struct PodCounter;
 impl Controller for PodCounter {
     fn registration() -> Registration {
         let registration = Registration::new("pod-counter", VERSION)
-            .watch(Watch::all::<Pod>().fixed_key(KEY))
-            .watch(Watch::all::<Node>().fixed_key(KEY))
+            // Names and labels are all it reads: the caches hold metadata only, and
+            // status updates (most of a Pod's updates) do not wake the count.
+            .watch(
+                Watch::all::<Pod>()
+                    .metadata_only()
+                    .when(Predicate::LabelsChanged)
+                    .fixed_key(KEY),
+            )
+            .watch(
+                Watch::all::<Node>()
+                    .metadata_only()
+                    .when(Predicate::LabelsChanged)
+                    .fixed_key(KEY),
+            )
             .permit::<Node>(&[Verb::Patch])
             .permit::<Pod>(&[Verb::Patch])
             .max_concurrent_reconciles(1);

@@ -17,6 +17,9 @@ export const reconciler = exportController({
     return new Registration('sdk-exerciser-js', '0.1.0')
       .watch(Watch.all(DEPLOYMENT).labels(SDK))
       .watch(Watch.all(CONFIG_MAP).labels(SDK).ownedBy(DEPLOYMENT))
+      // Every watch option across the boundary (the host checks each at load).
+      .watch(Watch.all(DEPLOYMENT).inNamespace('sdk-elsewhere', 'sdk-other').labels(SDK)
+        .fields('metadata.name!=ignored').metadataOnly().when('generation-changed', 'labels-changed'))
       .permit(CONFIG_MAP, Verb.APPLY)
       .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH);
   },

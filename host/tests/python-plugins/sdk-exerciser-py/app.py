@@ -27,6 +27,10 @@ class Exerciser(Controller):
         return (Registration("sdk-exerciser-py", "0.1.0")
                 .watch(Watch.all(DEPLOYMENT).labels(SDK))
                 .watch(Watch.all(CONFIG_MAP).labels(SDK).owned_by(DEPLOYMENT))
+                # Every watch option across the boundary (the host checks each at load).
+                .watch(Watch.all(DEPLOYMENT).in_namespace("sdk-elsewhere", "sdk-other")
+                       .labels(SDK).fields("metadata.name!=ignored").metadata_only()
+                       .when("generation-changed", "labels-changed"))
                 .permit(CONFIG_MAP, Verb.APPLY)
                 .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH))
 
