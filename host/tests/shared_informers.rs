@@ -1,4 +1,4 @@
-//! Informers are shared between plugins, a periodic resync reconciles unchanged
+//! Informers are shared between plugins (both hold Pods as metadata), a periodic resync reconciles unchanged
 //! objects, and deletions reach the plugin as a key whose object is gone.
 
 mod support;

@@ -58,8 +58,8 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
     let informers: usize = reg.watches.iter().map(|w| w.namespaces.len().max(1)).sum();
     if informers > budget.max_watches {
         return refuse(format!(
-            "{informers} watches (one per namespace named), more than the {} this plugin \
-             may have (--max-watches-per-plugin)",
+            "{informers} watches, more than the {} this plugin may have \
+             (--max-watches-per-plugin; each namespace a watch names counts as one)",
             budget.max_watches
         ));
     }
@@ -237,7 +237,7 @@ mod tests {
                 Box::new(|r| r.watches[0].namespaces = (0..65).map(|i| format!("n{i}")).collect()),
             ),
             (
-                "17 watches (one per namespace named), more than the 16",
+                "17 watches, more than the 16",
                 Box::new(|r| {
                     r.watches.push(r.watches[0].clone());
                     r.watches[0].namespaces = (0..16).map(|i| format!("n{i}")).collect();
@@ -268,7 +268,7 @@ mod tests {
                 Box::new(|r| r.watches[0].maps_to = KeyMapping::Fixed(String::new())),
             ),
             (
-                "17 watches (one per namespace named), more than the 16",
+                "17 watches, more than the 16",
                 Box::new(|r| r.watches = vec![r.watches[0].clone(); 17]),
             ),
             (

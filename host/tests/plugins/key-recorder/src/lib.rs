@@ -17,7 +17,8 @@ pub struct KeyRecorder;
 impl Controller for KeyRecorder {
     fn registration() -> Registration {
         Registration::new("key-recorder", "0.1.0")
-            .watch(Watch::all::<Pod>())
+            // Metadata only, as pod-counter: the two share one informer.
+            .watch(Watch::all::<Pod>().metadata_only())
             .resync_every(Duration::from_secs(1))
     }
 
