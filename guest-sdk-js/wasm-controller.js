@@ -15,6 +15,7 @@
 // Build with `componentize-js index.js -w wit -n controller -d http fetch-event -o plugin.wasm`.
 import * as host from 'wcm:controller/cluster@0.3.0';
 import { log as hostLog } from 'wcm:controller/log@0.3.0';
+import * as hostMetrics from 'wcm:controller/metrics@0.3.0';
 
 export const gvk = (group, version, kind) => ({ group, version, kind });
 export const POD = gvk('', 'v1', 'Pod');
@@ -164,11 +165,24 @@ export class Registration {
     this.permissions = [];
     this.maxConcurrentReconciles = 0;
     this.resyncPeriodMs = undefined;
+    this.metrics = [];
   }
   watch(w) { this.watches.push(w); return this; }
   permit(kind, ...verbs) { this.permissions.push({ kind, verbs }); return this; }
   concurrency(n) { this.maxConcurrentReconciles = n; return this; }
   resyncEvery(seconds) { this.resyncPeriodMs = BigInt(Math.round(seconds * 1000)); return this; }
+  /** Declares a counter, exported as `wcm_plugin_<plugin>_<name>_total`. */
+  counter(name, help, ...labels) { return this.#metric(name, help, 'counter', labels, []); }
+  /** Declares a gauge. */
+  gauge(name, help, ...labels) { return this.#metric(name, help, 'gauge', labels, []); }
+  /** Declares a histogram; `buckets` are upper bounds (empty: 5 ms to 10 s). */
+  histogram(name, help, labels = [], buckets = []) {
+    return this.#metric(name, help, 'histogram', labels, buckets);
+  }
+  #metric(name, help, kind, labels, buckets) {
+    this.metrics.push({ name, help, kind, labels, buckets: Float64Array.from(buckets) });
+    return this;
+  }
 }
 
 // --- reconcile ------------------------------------------------------------------------
@@ -262,6 +276,18 @@ export const cluster = {
  * becomes the line's fields (`log.info('counted', { pods: 3 })`).
  */
 const fieldList = (fields) => Object.entries(fields).map(([k, v]) => [k, `${v}`]);
+/** Updates of the declared metrics: one label value per declared label, in order. */
+export const metrics = {
+  /** Adds `value` to a counter (at least 0) or a gauge. */
+  add: (name, value, ...labels) => call(hostMetrics.add, name, labels, value),
+  /** Adds 1 to a counter. */
+  inc: (name, ...labels) => call(hostMetrics.add, name, labels, 1),
+  /** Sets a gauge. */
+  set: (name, value, ...labels) => call(hostMetrics.set, name, labels, value),
+  /** Observes one value of a histogram. */
+  observe: (name, value, ...labels) => call(hostMetrics.observe, name, labels, value),
+};
+
 export const log = {
   debug: (message, fields = {}) => hostLog('debug', message, fieldList(fields)),
   info: (message, fields = {}) => hostLog('info', message, fieldList(fields)),

@@ -35,6 +35,7 @@ from wit_world import exports
 from wit_world.exports import reconciler as r
 from wit_world.imports import cluster as _cluster
 from wit_world.imports import log as _log
+from wit_world.imports import metrics as _metrics
 from wit_world.imports import types
 
 Gvk = types.Gvk
@@ -227,6 +228,7 @@ class Registration:
         self.permissions: Dict[tuple, set] = {}
         self.max_concurrent_reconciles = 0
         self.resync_period_ms: Optional[int] = None
+        self.metrics: List[r.Metric] = []
 
     def watch(self, watch: Watch) -> "Registration":
         self.watches.append(watch)
@@ -245,6 +247,24 @@ class Registration:
         self.resync_period_ms = int(seconds * 1000)
         return self
 
+    def counter(self, name: str, help: str, *labels: str) -> "Registration":
+        """Declares a counter, exported as `wcm_plugin_<plugin>_<name>_total`."""
+        return self._metric(name, help, r.MetricKind.COUNTER, labels, [])
+
+    def gauge(self, name: str, help: str, *labels: str) -> "Registration":
+        """Declares a gauge."""
+        return self._metric(name, help, r.MetricKind.GAUGE, labels, [])
+
+    def histogram(self, name: str, help: str, *labels: str,
+                  buckets: Optional[List[float]] = None) -> "Registration":
+        """Declares a histogram (default buckets: 5 ms to 10 s)."""
+        return self._metric(name, help, r.MetricKind.HISTOGRAM, labels, buckets or [])
+
+    def _metric(self, name, help, kind, labels, buckets) -> "Registration":
+        self.metrics.append(r.Metric(name=name, help=help, kind=kind, labels=list(labels),
+                                     buckets=[float(b) for b in buckets]))
+        return self
+
     def _to_wit(self) -> r.Registration:
         watches = [r.Watch(kind=w.kind, namespaces=list(w.namespaces),
                            label_selector=w.label_selector,
@@ -258,7 +278,8 @@ class Registration:
         return r.Registration(name=self.name, version=self.version, watches=watches,
                               permissions=permissions,
                               max_concurrent_reconciles=self.max_concurrent_reconciles,
-                              resync_period_ms=self.resync_period_ms)
+                              resync_period_ms=self.resync_period_ms,
+                              metrics=self.metrics)
 
 
 # --- reconcile -------------------------------------------------------------------------
@@ -417,6 +438,31 @@ class log:
     @staticmethod
     def error(message: str, **fields) -> None:
         log._write(_log.Level.ERROR, message, fields)
+
+
+class metrics:
+    """Updates of the metrics declared with `Registration.counter`, `.gauge` and
+    `.histogram`: one label value per declared label, in order."""
+
+    @staticmethod
+    def add(name: str, value: float, *labels: str) -> None:
+        """Adds `value` to a counter (at least 0) or a gauge."""
+        _call(_metrics.add, name, list(labels), float(value))
+
+    @staticmethod
+    def inc(name: str, *labels: str) -> None:
+        """Adds 1 to a counter."""
+        metrics.add(name, 1.0, *labels)
+
+    @staticmethod
+    def set(name: str, value: float, *labels: str) -> None:
+        """Sets a gauge."""
+        _call(_metrics.set, name, list(labels), float(value))
+
+    @staticmethod
+    def observe(name: str, value: float, *labels: str) -> None:
+        """Observes one value of a histogram."""
+        _call(_metrics.observe, name, list(labels), float(value))
 
 
 # --- helpers ---------------------------------------------------------------------------

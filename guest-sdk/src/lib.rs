@@ -52,6 +52,7 @@ pub mod cluster;
 mod error;
 pub mod finalizer;
 pub mod log;
+pub mod metrics;
 pub mod owner;
 mod types;
 
@@ -67,6 +68,8 @@ pub mod wit {
         runtime_path: "wasm_controller_sdk::wit::__rt",
         generate_all,
         additional_derives: [PartialEq, Eq, Hash],
+        // A metric's buckets are floats, which have no `Eq` or `Hash`.
+        additional_derives_ignore: ["metric", "registration"],
     });
 
     #[doc(hidden)]
@@ -75,7 +78,7 @@ pub mod wit {
 
 pub use types::{Predicate, Verb};
 pub use wit::exports::wcm::controller::reconciler::{
-    Action, Failure, KeyMapping, Permission, Registration, Request, Watch,
+    Action, Failure, KeyMapping, Metric, MetricKind, Permission, Registration, Request, Watch,
 };
 pub use wit::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, ObjectRef};
 

@@ -4,7 +4,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 
-use crate::{Gvk, KeyMapping, ObjectRef, Permission, Registration, Request, Watch};
+use crate::{
+    Gvk, KeyMapping, Metric, MetricKind, ObjectRef, Permission, Registration, Request, Watch,
+};
 
 impl Gvk {
     /// The kind of a `k8s-openapi` type: `Gvk::of::<Pod>()`.
@@ -210,6 +212,7 @@ impl Registration {
             permissions: Vec::new(),
             max_concurrent_reconciles: 0,
             resync_period_ms: None,
+            metrics: Vec::new(),
         }
     }
 
@@ -236,6 +239,46 @@ impl Registration {
     /// Re-queues every watched object's key every `period`, changed or not.
     pub fn resync_every(mut self, period: std::time::Duration) -> Registration {
         self.resync_period_ms = Some(u64::try_from(period.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Declares a counter (exported as `wcm_plugin_<plugin>_<name>_total`) whose
+    /// updates give one value for each of `labels`; see [`crate::metrics`].
+    pub fn counter(self, name: &str, help: &str, labels: &[&str]) -> Registration {
+        self.metric(name, help, MetricKind::Counter, labels, &[])
+    }
+
+    /// Declares a gauge.
+    pub fn gauge(self, name: &str, help: &str, labels: &[&str]) -> Registration {
+        self.metric(name, help, MetricKind::Gauge, labels, &[])
+    }
+
+    /// Declares a histogram with these upper bucket bounds (empty: 5 ms to 10 s).
+    pub fn histogram(
+        self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        buckets: &[f64],
+    ) -> Registration {
+        self.metric(name, help, MetricKind::Histogram, labels, buckets)
+    }
+
+    fn metric(
+        mut self,
+        name: &str,
+        help: &str,
+        kind: MetricKind,
+        labels: &[&str],
+        buckets: &[f64],
+    ) -> Registration {
+        self.metrics.push(Metric {
+            name: name.to_string(),
+            help: help.to_string(),
+            kind,
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            buckets: buckets.to_vec(),
+        });
         self
     }
 

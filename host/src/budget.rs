@@ -33,6 +33,14 @@ pub struct Budget {
     pub log_lines_per_second: f64,
     /// Log lines allowed in a burst.
     pub log_burst: u32,
+    /// Most series across the plugin's own metrics.
+    #[serde(default = "default_metric_series")]
+    pub max_metric_series: usize,
+}
+
+/// The default bound on a plugin's metric series.
+fn default_metric_series() -> usize {
+    500
 }
 
 impl Default for Budget {
@@ -45,6 +53,7 @@ impl Default for Budget {
             max_watches: 16,
             log_lines_per_second: LINES_PER_SECOND,
             log_burst: LINES_BURST,
+            max_metric_series: default_metric_series(),
         }
     }
 }
@@ -79,7 +88,7 @@ impl BudgetSettings {
 
     /// Applies one `NAME:KEY=VALUE[,KEY=VALUE...]` override on top of the defaults
     /// (call after the defaults are final). Keys: `api-qps`, `api-burst`,
-    /// `max-result-mib`, `max-watches`, `log-rate`, `log-burst`.
+    /// `max-result-mib`, `max-watches`, `max-metric-series`, `log-rate`, `log-burst`.
     pub fn add_override(&mut self, given: &str) -> Result<(), OverrideError> {
         let err = |reason: String| OverrideError {
             given: given.to_string(),
@@ -114,6 +123,7 @@ fn set(budget: &mut Budget, key: &str, value: &str) -> Result<(), String> {
             budget.max_result_bytes = mib.checked_shl(20).ok_or("too large")?;
         }
         "max-watches" => budget.max_watches = value.parse().map_err(|e| bad(&e))?,
+        "max-metric-series" => budget.max_metric_series = value.parse().map_err(|e| bad(&e))?,
         "log-rate" => budget.log_lines_per_second = positive(value.parse().map_err(|e| bad(&e))?)?,
         "log-burst" => budget.log_burst = value.parse().map_err(|e| bad(&e))?,
         other => return Err(format!("unknown key {other:?}")),

@@ -209,9 +209,13 @@ pub struct BudgetArgs {
     /// Log lines a plugin may write in a burst.
     #[arg(long, default_value_t = Budget::default().log_burst)]
     pub plugin_log_burst: u32,
+    /// Most series a plugin's own metrics may have together; an update that would
+    /// make one more is refused and counted.
+    #[arg(long, default_value_t = Budget::default().max_metric_series)]
+    pub max_metric_series_per_plugin: usize,
     /// Other budgets for one plugin: `NAME:KEY=VALUE[,KEY=VALUE...]` with keys
-    /// api-qps, api-burst, max-result-mib, max-watches, log-rate, log-burst.
-    /// Repeat for more plugins.
+    /// api-qps, api-burst, max-result-mib, max-watches, max-metric-series, log-rate,
+    /// log-burst. Repeat for more plugins.
     #[arg(long, value_name = "NAME:KEY=VALUE,...")]
     pub plugin_override: Vec<String>,
 }
@@ -227,6 +231,7 @@ impl BudgetArgs {
                 max_watches: self.max_watches_per_plugin,
                 log_lines_per_second: self.plugin_log_rate,
                 log_burst: self.plugin_log_burst,
+                max_metric_series: self.max_metric_series_per_plugin,
             },
             overrides: Default::default(),
         };

@@ -615,3 +615,61 @@ fn background() -> DeleteOptions {
         resource_version: None,
     }
 }
+
+#[tokio::test]
+async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series() -> Result<()> {
+    use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
+    use wcm_host::contract::{MetricDeclaration, MetricKind};
+    use wcm_host::metrics::plugin::PluginMetrics;
+
+    let client = ControlPlane::shared()?.admin_client().await?;
+    let host_metrics = Arc::new(wcm_host::metrics::Metrics::new());
+    let limits = Budget {
+        max_metric_series: 1,
+        ..Budget::default()
+    };
+    let budget = Arc::new(PluginBudget::new(PLUGIN, limits, host_metrics.clone()));
+    let declared = [MetricDeclaration {
+        name: "widgets".into(),
+        help: "Widgets seen".into(),
+        kind: MetricKind::Counter,
+        labels: vec!["state".into()],
+        buckets: vec![],
+    }];
+    let own = Arc::new(PluginMetrics::new(PLUGIN, &declared, 1));
+    host_metrics.plugin_metrics.insert(own.clone());
+    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
+    let access = ClusterAccess::new(
+        budget,
+        "test-host",
+        registry,
+        client,
+        (vec![], Arc::new(Granted::everything())),
+        HashMap::new(),
+        LeaderGate::always_open(),
+    )
+    .with_metrics(own);
+    let mut state = HostState::for_reconcile(Arc::new(access), "key".into(), 64 << 20);
+    let widgets = |state: &str| ("widgets".to_string(), vec![state.to_string()], 2.0);
+    let (name, labels, value) = widgets("ready");
+    (Metrics::add(&mut state, name, labels, value).await).map_err(anyhow_wit)?;
+    let (name, labels, value) = widgets("broken");
+    let refused = Metrics::add(&mut state, name, labels, value).await;
+    assert_wit_error(refused, "invalid", "--max-metric-series-per-plugin");
+    let (name, labels, value) = widgets("ready");
+    (Metrics::add(&mut state, name, labels, value).await).map_err(anyhow_wit)?;
+    let text = host_metrics.encode();
+    for line in [
+        r#"wcm_plugin_capability_test_widgets_total{plugin="capability-test",state="ready"} 4.0"#,
+        r#"wcm_plugin_limit_hits_total{plugin="capability-test",limit="metric_series"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    host_metrics.plugin_metrics.remove(PLUGIN);
+    assert!(
+        !host_metrics
+            .encode()
+            .contains("wcm_plugin_capability_test_")
+    );
+    Ok(())
+}

@@ -14,6 +14,7 @@ use wcm_host::bindings::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event, Host as Cluster, Propagation,
 };
 use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
+use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
 use wcm_host::bindings::v0_3::wcm::controller::types::{
     Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
 };
@@ -194,6 +195,11 @@ async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCase
     };
     let deleted = state.delete(c.target.clone(), options).await;
     check("delete", &deleted)?;
+    let value = [f64::NAN, -1.0, f64::MAX][usize::from(c.propagation)];
+    let updated = Metrics::add(state, c.reason.clone(), c.remove.clone(), value).await;
+    check("metrics.add", &updated)?;
+    let observed = Metrics::observe(state, c.note.clone(), c.remove.clone(), value).await;
+    check("metrics.observe", &observed)?;
     let fields = vec![(c.reason.clone(), c.note.clone())];
     Log::log(state, Level::Error, c.note, fields).await;
     Ok(())

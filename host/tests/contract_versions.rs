@@ -2,7 +2,8 @@
 //! `wit/compat/v0.2`, with raw bindings) and the current one (0.3, with the SDK) side
 //! by side, against the real control plane: both act, each is shown with its contract,
 //! and what 0.3 added works end to end (terminal errors not retried, Events with an
-//! action and a related object, log fields, a live read of a kind it does not watch, a
+//! action and a related object, log fields, its own metrics on `/metrics`, a live read
+//! of a kind it does not watch, a
 //! finalizer that holds an object until its external record is cleaned up, a delete
 //! refused by its uid precondition).
 
@@ -100,6 +101,25 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
     assert!(
         line.contains(r#"fields="configmap=shared keys=1""#),
         "fields as one value: {line}"
+    );
+
+    // Its own metrics, on the host's /metrics with its label; the 0.2 plugin has none.
+    let inspected = [("plugin", "contract-v0-3"), ("namespace", ns.name())];
+    let counted = eventually(CONVERGE, || async {
+        let n = (host.metric("wcm_plugin_contract_v0_3_inspected_total", &inspected)).await;
+        (n.ok()? >= 2.0).then_some(())
+    })
+    .await;
+    ensure!(
+        counted.is_some(),
+        "no inspected_total:\n{}",
+        host.metrics().await?
+    );
+    let text = host.metrics().await?;
+    ensure!(text.contains("# HELP wcm_plugin_contract_v0_3_data_keys Data keys of the last"));
+    ensure!(
+        !text.contains("wcm_plugin_contract_v0_2"),
+        "the 0.2 plugin declared none"
     );
 
     // A kind the 0.3 plugin declared `get` on but does not watch is read live.

@@ -68,6 +68,7 @@ fn registration(r: wit::Registration) -> c::Registration {
             .collect(),
         max_concurrent_reconciles: r.max_concurrent_reconciles,
         resync_period_ms: r.resync_period_ms,
+        metrics: Vec::new(),
     }
 }
 

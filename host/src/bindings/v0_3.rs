@@ -13,9 +13,10 @@ use wasmtime::Store;
 use self::exports::wcm::controller::reconciler as wit;
 use self::wcm::controller::cluster::{self as cluster_wit, DeleteOptions, Event, Propagation};
 use self::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, ObjectRef};
-use self::wcm::controller::{log, types};
+use self::wcm::controller::{log, metrics as metrics_wit, types};
 use super::CallFailure;
 use crate::contract as c;
+use crate::metrics::plugin::Update;
 use crate::runtime::HostState;
 
 /// The error type of this version's `reconcile`.
@@ -59,6 +60,7 @@ fn registration(r: wit::Registration) -> c::Registration {
             .collect(),
         max_concurrent_reconciles: r.max_concurrent_reconciles,
         resync_period_ms: r.resync_period_ms,
+        metrics: r.metrics.into_iter().map(metric).collect(),
     }
 }
 
@@ -71,6 +73,20 @@ fn watch(w: wit::Watch) -> c::Watch {
         metadata_only: w.metadata_only,
         predicates: w.predicates,
         maps_to: key_mapping(w.maps_to),
+    }
+}
+
+fn metric(m: wit::Metric) -> c::MetricDeclaration {
+    c::MetricDeclaration {
+        name: m.name,
+        help: m.help,
+        kind: match m.kind {
+            wit::MetricKind::Counter => c::MetricKind::Counter,
+            wit::MetricKind::Gauge => c::MetricKind::Gauge,
+            wit::MetricKind::Histogram => c::MetricKind::Histogram,
+        },
+        labels: m.labels,
+        buckets: m.buckets,
     }
 }
 
@@ -161,6 +177,25 @@ impl cluster_wit::Host for HostState {
         self.host_delete(object(obj), options)
             .await
             .map_err(wit_error)
+    }
+}
+
+impl metrics_wit::Host for HostState {
+    async fn add(&mut self, name: String, labels: Vec<String>, value: f64) -> Result<(), Error> {
+        (self.host_metric(Update::Add, &name, &labels, value)).map_err(wit_error)
+    }
+
+    async fn set(&mut self, name: String, labels: Vec<String>, value: f64) -> Result<(), Error> {
+        (self.host_metric(Update::Set, &name, &labels, value)).map_err(wit_error)
+    }
+
+    async fn observe(
+        &mut self,
+        name: String,
+        labels: Vec<String>,
+        value: f64,
+    ) -> Result<(), Error> {
+        (self.host_metric(Update::Observe, &name, &labels, value)).map_err(wit_error)
     }
 }
 

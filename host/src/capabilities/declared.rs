@@ -15,6 +15,7 @@ use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
 use crate::kube::selector;
 use crate::metrics::Limit;
+use crate::metrics::plugin::PluginMetrics;
 
 /// A plugin's declared verbs per kind and its budgets.
 #[derive(Debug)]
@@ -25,6 +26,8 @@ pub struct Declared {
     grants: HashMap<GroupVersionKind, HashSet<Verb>>,
     /// The plugin's API rate, result size, Event and log budgets.
     pub budget: Arc<PluginBudget>,
+    /// The metrics it declared.
+    pub metrics: Arc<PluginMetrics>,
 }
 
 impl Declared {
@@ -35,9 +38,16 @@ impl Declared {
     ) -> Declared {
         Declared {
             plugin: budget.plugin.clone(),
+            metrics: Arc::new(PluginMetrics::none(&budget.plugin)),
             grants,
             budget,
         }
+    }
+
+    /// These declarations with the plugin's metrics.
+    pub fn with_metrics(mut self, metrics: Arc<PluginMetrics>) -> Declared {
+        self.metrics = metrics;
+        self
     }
 
     /// Whether the plugin declared `verb` on `gvk` (watched kinds: `get` and `list`).

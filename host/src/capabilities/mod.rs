@@ -32,6 +32,7 @@ use crate::contract::Verb;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::leader::LeaderGate;
+use crate::metrics::plugin::PluginMetrics;
 
 /// The cluster as one plugin sees it: its caches, its permissions, its identity.
 pub struct ClusterAccess {
@@ -83,6 +84,17 @@ impl ClusterAccess {
     /// The plugin this access belongs to.
     pub fn plugin(&self) -> &str {
         &self.declared.plugin
+    }
+
+    /// This access with the plugin's declared metrics.
+    pub fn with_metrics(mut self, metrics: Arc<PluginMetrics>) -> ClusterAccess {
+        self.declared = self.declared.with_metrics(metrics);
+        self
+    }
+
+    /// The plugin's declared metrics.
+    pub fn plugin_metrics(&self) -> &PluginMetrics {
+        &self.declared.metrics
     }
 
     /// What RBAC last granted the plugin.

@@ -12,6 +12,7 @@ use kube::core::GroupVersionKind;
 use super::{CapabilityError, ClusterAccess, Target};
 use crate::budget::PluginBudget;
 use crate::contract::{DeleteOptions, EventRecord};
+use crate::metrics::plugin::PluginMetrics;
 
 /// One plugin's view of a cluster. Reads answer from caches at once; writes may wait
 /// (for the API server, for the plugin's API rate), so they return futures.
@@ -21,6 +22,9 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
 
     /// The plugin's budgets (host-call counters, log rate, result size).
     fn budget(&self) -> &Arc<PluginBudget>;
+
+    /// The metrics the plugin declared.
+    fn plugin_metrics(&self) -> &PluginMetrics;
 
     /// The time the plugin's wall clock shows, since the Unix epoch, if it stands
     /// still (the test kit's, so reports do not change from run to run); none for
@@ -96,6 +100,10 @@ impl PluginCluster for ClusterAccess {
 
     fn budget(&self) -> &Arc<PluginBudget> {
         ClusterAccess::budget(self)
+    }
+
+    fn plugin_metrics(&self) -> &PluginMetrics {
+        ClusterAccess::plugin_metrics(self)
     }
 
     fn get<'a>(&'a self, target: &'a Target) -> BoxFuture<'a, Result<Arc<str>, CapabilityError>> {

@@ -95,8 +95,34 @@ impl Permission {
     }
 }
 
+/// What a plugin metric measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetricKind {
+    /// Only goes up.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// A distribution in buckets.
+    Histogram,
+}
+
+/// A metric a plugin declared; checked at load by `controller::validate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricDeclaration {
+    /// Its name within the plugin.
+    pub name: String,
+    /// What it measures.
+    pub help: String,
+    /// Counter, gauge or histogram.
+    pub kind: MetricKind,
+    /// Label names, in the order updates give values.
+    pub labels: Vec<String>,
+    /// A histogram's bucket bounds; empty for the default.
+    pub buckets: Vec<f64>,
+}
+
 /// What a plugin's `register` returned: its identity and needs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Registration {
     /// Unique plugin name: field manager and Event reporting controller.
     pub name: String,
@@ -110,6 +136,8 @@ pub struct Registration {
     pub max_concurrent_reconciles: u32,
     /// Resync period in milliseconds, if any.
     pub resync_period_ms: Option<u64>,
+    /// The plugin's own metrics.
+    pub metrics: Vec<MetricDeclaration>,
 }
 
 /// The key a plugin reconciles.

@@ -23,6 +23,7 @@ use crate::kube::discovery::DiscoveryError;
 use crate::kube::identity::{IdentityError, PluginIdentities};
 use crate::kube::informer::InformerRegistry;
 use crate::leader::LeaderGate;
+use crate::metrics::plugin::PluginMetrics;
 use crate::metrics::standard::ControllerLabels;
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::{Backoff, WorkQueue};
@@ -346,6 +347,10 @@ impl PluginController {
             aborts.iter().for_each(tokio::task::AbortHandle::abort);
         }
         self.ctx.metrics.forget_plugin(&self.registration.name);
+        self.ctx
+            .metrics
+            .plugin_metrics
+            .remove(&self.registration.name);
     }
 }
 
@@ -392,6 +397,14 @@ fn version(
         crate::capabilities::grants(registration),
         ctx.leader.clone(),
     );
+    // A version's own metrics, from zero, in place of the one before it.
+    let plugin_metrics = Arc::new(PluginMetrics::new(
+        &registration.name,
+        &registration.metrics,
+        budget.budget.max_metric_series,
+    ));
+    ctx.metrics.plugin_metrics.insert(plugin_metrics.clone());
+    let access = access.with_metrics(plugin_metrics);
     let concurrency = match registration.max_concurrent_reconciles {
         0 => ctx.max_concurrent_reconciles,
         n => n.min(ctx.max_concurrent_reconciles),

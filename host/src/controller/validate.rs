@@ -75,6 +75,7 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
             .map_err(|e| StartError::Registration(format!("permission: {e}")))?;
         check_verbs(p)?;
     }
+    crate::metrics::plugin::check(&reg.metrics).map_err(StartError::Registration)?;
     check_resync(reg.resync_period_ms)
 }
 
@@ -169,7 +170,7 @@ fn check_resync(period_ms: Option<u64>) -> Result<(), StartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::Gvk;
+    use crate::contract::{Gvk, MetricDeclaration, MetricKind};
 
     fn pods() -> Gvk {
         Gvk {
@@ -198,6 +199,13 @@ mod tests {
             }],
             max_concurrent_reconciles: 0,
             resync_period_ms: None,
+            metrics: vec![MetricDeclaration {
+                name: "widgets".into(),
+                help: "Widgets seen".into(),
+                kind: MetricKind::Counter,
+                labels: vec!["state".into()],
+                buckets: Vec::new(),
+            }],
         }
     }
 
@@ -282,6 +290,44 @@ mod tests {
             (
                 "permission on v1/Pod: unknown verb \"frobnicate\"",
                 Box::new(|r| r.permissions[0].verbs.push("frobnicate".into())),
+            ),
+            (
+                "metric \"widgets_total\": a counter's name must not end in _total",
+                Box::new(|r| r.metrics[0].name = "widgets_total".into()),
+            ),
+            (
+                "metric \"widgets\": label \"plugin\" is the host's",
+                Box::new(|r| r.metrics[0].labels.push("plugin".into())),
+            ),
+            (
+                "metric \"widgets\": only a histogram has buckets",
+                Box::new(|r| r.metrics[0].buckets.push(1.0)),
+            ),
+            (
+                "metric \"widgets\": buckets must be at most 16 finite, increasing bounds",
+                Box::new(|r| {
+                    r.metrics[0].kind = MetricKind::Histogram;
+                    r.metrics[0].buckets = vec![1.0, 0.5];
+                }),
+            ),
+            (
+                "metric \"Bad-Name\": name \"Bad-Name\" must match",
+                Box::new(|r| r.metrics[0].name = "Bad-Name".into()),
+            ),
+            (
+                "metric \"widgets\" declared twice",
+                Box::new(|r| r.metrics.push(r.metrics[0].clone())),
+            ),
+            (
+                "17 metrics, more than 16",
+                Box::new(|r| {
+                    r.metrics = (0..17)
+                        .map(|i| MetricDeclaration {
+                            name: format!("m{i}"),
+                            ..r.metrics[0].clone()
+                        })
+                        .collect()
+                }),
             ),
             (
                 "permission: kind",

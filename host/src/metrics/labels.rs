@@ -30,11 +30,13 @@ pub enum Limit {
     timeout,
     /// A call hit the bound on host handles or guest tables.
     handles,
+    /// A metric update would have made one series more than the plugin's bound.
+    metric_series,
 }
 
 impl Limit {
     /// Every limit, for removing a plugin's series.
-    pub const ALL: [Limit; 8] = [
+    pub const ALL: [Limit; 9] = [
         Limit::api_rate,
         Limit::result_size,
         Limit::events,
@@ -43,6 +45,7 @@ impl Limit {
         Limit::memory,
         Limit::timeout,
         Limit::handles,
+        Limit::metric_series,
     ];
 }
 
@@ -137,10 +140,12 @@ impl FailureCause {
 }
 
 /// The WIT functions of `cluster`, as `wcm_host_calls_total` names them.
-pub const HOST_FUNCTIONS: [&str; 7] = [
+pub const HOST_FUNCTIONS: [&str; 9] = [
     "get",
     "list",
     "patch-labels",
+    "patch-finalizers",
+    "metrics",
     "record-event",
     "apply",
     "patch-status",

@@ -7,6 +7,7 @@
 //! prefix. Scraped from `/metrics` (see [`crate::server`]).
 
 mod labels;
+pub mod plugin;
 pub mod rest;
 pub mod standard;
 
@@ -70,6 +71,8 @@ pub struct Metrics {
     pub call_failures: Family<FailureLabels, Counter>,
     /// Time of each step of loading a plugin file.
     pub load_seconds: Family<LoadStepLabels, Histogram, fn() -> Histogram>,
+    /// The running plugins' own metrics (`wcm_plugin_<plugin>_<name>`).
+    pub plugin_metrics: plugin::PluginMetricsRegistry,
 }
 
 impl Default for Metrics {
@@ -83,6 +86,8 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut root = Registry::default();
         let standard = Standard::register(&mut root);
+        let plugin_metrics = plugin::PluginMetricsRegistry::default();
+        root.register_collector(Box::new(plugin_metrics.clone()));
         let registry = root.sub_registry_with_prefix("wcm");
         let plugin_events = Family::default();
         let help = "Informer changes delivered to a plugin's key mappings, before de-duplication";
@@ -173,6 +178,7 @@ impl Metrics {
             informer_events,
             informer_lists,
             informer_objects,
+            plugin_metrics,
         }
     }
 

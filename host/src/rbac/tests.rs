@@ -32,6 +32,7 @@ fn registration(name: &str, watches: Vec<Watch>, permissions: Vec<Permission>) -
         permissions,
         max_concurrent_reconciles: 0,
         resync_period_ms: None,
+        metrics: Vec::new(),
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::capabilities::{CapabilityError, PluginCluster, Target, check_kind, check_namespace};
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef};
 use crate::keys::from_wit_gvk;
+use crate::metrics::plugin::{MetricError, Update};
 use crate::metrics::{HostCallResult, Limit};
 
 use super::state::HostState;
@@ -161,6 +162,26 @@ impl HostState {
         };
         let result = result.await;
         self.counted("delete", result)
+    }
+
+    /// `metrics.add`, `metrics.set`, `metrics.observe`: one update of a metric the
+    /// plugin declared; a series over its bound is counted as a limit hit.
+    pub(crate) fn host_metric(
+        &mut self,
+        update: Update,
+        name: &str,
+        labels: &[String],
+        value: f64,
+    ) -> Result<(), GuestError> {
+        let result = (|| {
+            let access = self.access()?;
+            let done = access.plugin_metrics().update(update, name, labels, value);
+            if let Err(MetricError::TooManySeries(_)) = &done {
+                access.budget().hit(Limit::metric_series);
+            }
+            done.map_err(|e| CapabilityError::Invalid(e.to_string()))
+        })();
+        self.counted("metrics", result)
     }
 
     /// `log`: the plugin's line, escaped and cut to size, with its fields as one

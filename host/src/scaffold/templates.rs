@@ -74,6 +74,10 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk/src/log.rs"),
     ),
     (
+        "sdk/src/metrics.rs",
+        include_str!("../../../guest-sdk/src/metrics.rs"),
+    ),
+    (
         "sdk/src/owner.rs",
         include_str!("../../../guest-sdk/src/owner.rs"),
     ),

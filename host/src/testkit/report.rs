@@ -17,6 +17,9 @@ pub struct Report {
     pub writes: Vec<Write>,
     /// The Events it recorded, repeats counted.
     pub events: Vec<Event>,
+    /// Its own metrics at the end, as `/metrics` would show them (samples only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<String>,
 }
 
 /// One reconcile.
@@ -166,6 +169,7 @@ mod tests {
             }],
             writes: vec![write],
             events: vec![],
+            metrics: vec![],
         }
     }
 

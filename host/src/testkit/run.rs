@@ -16,6 +16,7 @@ use crate::config::Limits;
 use crate::contract::{Action, KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::metrics::Metrics;
+use crate::metrics::plugin::PluginMetrics;
 use crate::rbac::{RegistrationError, load_registered};
 use crate::runtime::{CallError, PluginCode, Runtime, chain};
 
@@ -139,11 +140,13 @@ pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     queue.extend(session.initial_keys());
     let (reconciles, problems) = reconcile_all(&session, queue, options).await;
     let (writes, events) = session.cluster.journal();
+    let metrics = PluginMetrics::samples(&session.cluster.declared.metrics);
     let report = Report {
         plugin: session.registration.name,
         reconciles,
         writes,
         events,
+        metrics,
     };
     Ok(Outcome { report, problems })
 }
@@ -213,7 +216,13 @@ fn cluster_of(registration: &Registration, scopes: Scopes, store: Store) -> Memo
         .collect();
     let metrics = Arc::new(Metrics::new());
     let budget = PluginBudget::new(&registration.name, Budget::default(), metrics);
-    let declared = Declared::new(Arc::new(budget), grants(registration));
+    let metrics = PluginMetrics::new(
+        &registration.name,
+        &registration.metrics,
+        budget.budget.max_metric_series,
+    );
+    let declared =
+        Declared::new(Arc::new(budget), grants(registration)).with_metrics(Arc::new(metrics));
     MemoryCluster::new(declared, watches, scopes, store)
 }
 

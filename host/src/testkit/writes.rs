@@ -2,6 +2,7 @@
 //! the live cluster (declared verbs, label rules, Event reasons, result sizes), then
 //! the write on the store, recorded for the report.
 
+use crate::metrics::plugin::PluginMetrics;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,6 +218,10 @@ impl PluginCluster for MemoryCluster {
 
     fn budget(&self) -> &Arc<PluginBudget> {
         &self.declared.budget
+    }
+
+    fn plugin_metrics(&self) -> &PluginMetrics {
+        &self.declared.metrics
     }
 
     fn fixed_clock(&self) -> Option<Duration> {

@@ -7,7 +7,7 @@
 // SDK returns to the host as `other`, and a terminal Invalid for `wcm.test/sdk=terminal`.
 import {
   CONFIG_MAP, Conflict, DEPLOYMENT, Invalid, NotFound, Registration, Verb, Watch, cluster,
-  done, exportController, finalize, log, setCondition, setControllerReference, terminal,
+  done, exportController, finalize, log, metrics, setCondition, setControllerReference, terminal,
 } from '../../../../guest-sdk-js/wasm-controller.js';
 
 const SDK = 'wcm.test/sdk';
@@ -21,7 +21,10 @@ export const reconciler = exportController({
       .watch(Watch.all(DEPLOYMENT).inNamespace('sdk-elsewhere', 'sdk-other').labels(SDK)
         .fields('metadata.name!=ignored').metadataOnly().when('generation-changed', 'labels-changed'))
       .permit(CONFIG_MAP, Verb.APPLY)
-      .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH);
+      .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH)
+      .counter('reconciled', 'Deployments reconciled', 'namespace')
+      .gauge('replicas', 'Replicas of the last Deployment')
+      .histogram('label_count', 'Labels per Deployment', [], [1, 2, 4]);
   },
 
   reconcile(request) {
@@ -34,6 +37,9 @@ export const reconciler = exportController({
       throw e;
     }
     const meta = deployment.metadata;
+    metrics.inc('reconciled', meta.namespace);
+    metrics.set('replicas', deployment.spec.replicas ?? 1);
+    metrics.observe('label_count', Object.keys(meta.labels ?? {}).length);
     if (!finalize(ref, deployment, SDK, () => {})) return done();
     if (meta.labels[SDK] === 'raise') throw new RangeError('asked to fail');
     if (meta.labels[SDK] === 'terminal') throw terminal(new Invalid('asked to fail for good'));

@@ -16,8 +16,8 @@ is host/tests/javascript-plugins/.
 
 from wasm_controller import (CONFIG_MAP, DEPLOYMENT, Conflict, Controller, Done, Invalid,
                              NotFound, ObjectRef, Registration, Verb, Watch, cluster, export,
-                             finalize, log, set_condition, set_controller_reference,
-                             terminal)
+                             finalize, log, metrics, set_condition,
+                             set_controller_reference, terminal)
 
 SDK = "wcm.test/sdk"
 
@@ -32,7 +32,10 @@ class Exerciser(Controller):
                        .labels(SDK).fields("metadata.name!=ignored").metadata_only()
                        .when("generation-changed", "labels-changed"))
                 .permit(CONFIG_MAP, Verb.APPLY)
-                .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH))
+                .permit(DEPLOYMENT, Verb.PATCH_STATUS, Verb.PATCH)
+                .counter("reconciled", "Deployments reconciled", "namespace")
+                .gauge("replicas", "Replicas of the last Deployment")
+                .histogram("label_count", "Labels per Deployment", buckets=[1, 2, 4]))
 
     def reconcile(self, request):
         ref = request.object()
@@ -41,6 +44,9 @@ class Exerciser(Controller):
         except NotFound:
             return Done()
         meta = deployment["metadata"]
+        metrics.inc("reconciled", meta["namespace"])
+        metrics.set("replicas", deployment["spec"].get("replicas", 1))
+        metrics.observe("label_count", len(meta.get("labels", {})))
         if not finalize(ref, deployment, SDK, lambda: None):
             return Done()
         if meta["labels"].get(SDK) == "raise":

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::cluster::{self, DeleteOptions, Event, Propagation};
 use wasm_controller_sdk::finalizer::{Finalized, finalize};
 use wasm_controller_sdk::log::{self, Level};
+use wasm_controller_sdk::metrics;
 use wasm_controller_sdk::{
     Action, Controller, Error, EventType, Failure, ObjectRef, Registration, Request, Verb, Watch,
     export_controller,
@@ -36,6 +37,12 @@ impl Controller for ContractV03 {
             .watch(Watch::all::<ConfigMap>().labels("wcm.test/contract"))
             .permit::<ConfigMap>(&[Verb::Patch, Verb::Delete])
             .permit::<Secret>(&[Verb::Get])
+            .counter("inspected", "ConfigMaps inspected", &["namespace"])
+            .gauge(
+                "data_keys",
+                "Data keys of the last ConfigMap inspected",
+                &[],
+            )
     }
 
     fn reconcile(req: Request) -> Result<Action, Failure> {
@@ -47,6 +54,8 @@ impl Controller for ContractV03 {
         };
         let target = ObjectRef::of(&cm);
         let data = cm.data.clone().unwrap_or_default();
+        metrics::inc("inspected", &[ns.unwrap_or_default()])?;
+        metrics::set("data_keys", &[], data.len() as f64)?;
         match data.get("fail").map(String::as_str) {
             Some("terminal") => return Err(Error::invalid("data.fail says terminal").terminal()),
             Some("retry") => return Err(Error::other("data.fail says retry").into()),
