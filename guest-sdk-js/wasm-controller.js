@@ -16,6 +16,7 @@
 import * as host from 'wcm:controller/cluster@0.3.0';
 import { log as hostLog } from 'wcm:controller/log@0.3.0';
 import * as hostMetrics from 'wcm:controller/metrics@0.3.0';
+import { settings as hostSettings } from 'wcm:controller/config@0.3.0';
 
 export const gvk = (group, version, kind) => ({ group, version, kind });
 export const POD = gvk('', 'v1', 'Pod');
@@ -276,6 +277,15 @@ export const cluster = {
  * becomes the line's fields (`log.info('counted', { pods: 3 })`).
  */
 const fieldList = (fields) => Object.entries(fields).map(([k, v]) => [k, `${v}`]);
+/**
+ * The plugin's settings from the operator (`<plugin>.settings.json` or `.yaml` beside
+ * the plugin file) as an object, or undefined; readable in `registration` too.
+ */
+export function settings() {
+  const text = hostSettings();
+  return text === undefined || text === null ? undefined : JSON.parse(text);
+}
+
 /** Updates of the declared metrics: one label value per declared label, in order. */
 export const metrics = {
   /** Adds `value` to a counter (at least 0) or a gauge. */

@@ -34,6 +34,7 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports import reconciler as r
 from wit_world.imports import cluster as _cluster
+from wit_world.imports import config as _config
 from wit_world.imports import log as _log
 from wit_world.imports import metrics as _metrics
 from wit_world.imports import types
@@ -438,6 +439,13 @@ class log:
     @staticmethod
     def error(message: str, **fields) -> None:
         log._write(_log.Level.ERROR, message, fields)
+
+
+def settings() -> Optional[dict]:
+    """The plugin's settings from the operator (`<plugin>.settings.json` or `.yaml`
+    beside the plugin file) as a dict, or None; readable in `registration` too."""
+    text = _config.settings()
+    return None if text is None else json.loads(text)
 
 
 class metrics:

@@ -120,7 +120,16 @@ fi
   for f in "${plugins[@]}"; do
     name="$(basename "$f")"
     cp "$f" "$overlay/$name"
-    echo "  - {name: wcm-plugin-${name%.wasm}, namespace: wcm-system, files: [$name]}"
+    files="$name"
+    # The plugin's settings, if there are any beside it, go into its ConfigMap too.
+    for suffix in .settings.json .settings.yaml; do
+      settings="${f%.wasm}$suffix"
+      if [ -f "$settings" ]; then
+        cp "$settings" "$overlay/$(basename "$settings")"
+        files="$files, $(basename "$settings")"
+      fi
+    done
+    echo "  - {name: wcm-plugin-${name%.wasm}, namespace: wcm-system, files: [$files]}"
   done
   echo "patches:"
   echo "  - target: {kind: Deployment, name: wasm-controller-manager}"

@@ -49,6 +49,7 @@
 extern crate self as wasm_controller_sdk;
 
 pub mod cluster;
+pub mod config;
 mod error;
 pub mod finalizer;
 pub mod log;

@@ -87,6 +87,7 @@ async fn measure(plugin: &str, component: &Path, fixtures: &Path) -> Result<[Str
         max_reconciles: 1,
         limits: Limits::default(),
         compile_cache: None,
+        settings: None,
     };
     let compile = loads(&options, COMPILES).await?;
     options.compile_cache = Some(cache.path().to_path_buf());

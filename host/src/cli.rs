@@ -90,6 +90,10 @@ pub struct TestArgs {
     /// Maximum linear memory of one plugin instance, in MiB, as `run`'s flag.
     #[arg(long, default_value_t = 64)]
     pub max_memory_mib: usize,
+    /// The plugin's settings (JSON or YAML mapping); by default the
+    /// `<plugin>.settings.json` or `.settings.yaml` beside the plugin, if there is one.
+    #[arg(long)]
+    pub settings: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -288,6 +288,7 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
             ..Limits::default()
         },
         compile_cache: Some(default_compile_cache()),
+        settings: args.settings,
     };
     let outcome = wcm_host::testkit::run(&options).await?;
     let yaml = outcome.report.to_yaml()?;

@@ -53,6 +53,15 @@ pub struct WatchError {
     pub source: notify::Error,
 }
 
+/// The plugin a change of `path` is a change of: the plugin file itself, or the
+/// plugin whose settings file it is (`x.settings.json` → `x.wasm`).
+pub fn plugin_touched_by(path: &Path) -> Option<PathBuf> {
+    match is_plugin_file(path) {
+        true => Some(path.to_path_buf()),
+        false => crate::runtime::settings::plugin_of(path),
+    }
+}
+
 /// Whether `path` names a plugin: `*.wasm`, not hidden. Editors' and copy tools'
 /// temporary files (`.x.wasm.swp`, `x.wasm.tmp`, `x.wasm~`) are not.
 pub fn is_plugin_file(path: &Path) -> bool {
@@ -127,9 +136,9 @@ fn watch(
             // plugin it loads, which must not count as a change.
             Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
             Ok(event) => event.paths.into_iter().for_each(|p| {
-                let touched = match is_plugin_file(&p) {
-                    true => Touched::Plugin(p),
-                    false => Touched::Other,
+                let touched = match plugin_touched_by(&p) {
+                    Some(plugin) => Touched::Plugin(plugin),
+                    None => Touched::Other,
                 };
                 let _ = raw.send(touched);
             }),

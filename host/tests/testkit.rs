@@ -330,3 +330,56 @@ fn a_go_plugin_reads_a_list_of_thousands_of_objects() -> Result<()> {
     ensure!(applied == 3000, "{applied} applies of 3,000");
     Ok(())
 }
+
+#[test]
+fn settings_beside_the_plugin_or_given_decide_what_it_registers_and_bad_ones_are_named()
+-> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let plugin = dir.path().join("watch-options.wasm");
+    std::fs::copy(plugin_file("watch-options"), &plugin)?;
+    let fixtures = repo("host/tests/fixtures/watch-options.yaml");
+    let run = |extra: &[&Path]| {
+        let mut args: Vec<&Path> = vec![&plugin, &fixtures];
+        args.extend(extra);
+        test_command(&args)
+    };
+    let reconciled = |out: &Output| -> Vec<String> {
+        (text(&out.stdout).lines())
+            .filter_map(|l| l.strip_prefix("- key: ").map(str::to_string))
+            .collect()
+    };
+    let default = run(&[])?;
+    ensure!(reconciled(&default).contains(&"v1/ConfigMap wcm-watch-a/one".to_string()));
+
+    // Beside the plugin: it watches the namespace the settings name, and no other.
+    let beside = dir.path().join("watch-options.settings.yaml");
+    std::fs::write(&beside, "namespaces: [wcm-watch-c]\n")?;
+    let out = run(&[])?;
+    let keys = reconciled(&out);
+    ensure!(
+        keys.iter().all(|k| k == "v1/ConfigMap wcm-watch-c/one") && !keys.is_empty(),
+        "{keys:?}\n{}",
+        text(&out.stderr)
+    );
+
+    // Given with --settings, in place of the file beside it.
+    let given = dir.path().join("other.json");
+    std::fs::write(&given, r#"{"namespaces": ["wcm-watch-b"]}"#)?;
+    let flag = Path::new("--settings");
+    let keys = reconciled(&run(&[flag, &given])?);
+    ensure!(
+        keys.iter().all(|k| k.contains("wcm-watch-b/")) && !keys.is_empty(),
+        "{keys:?}"
+    );
+
+    // Settings that are not a mapping fail the run, naming the file.
+    std::fs::write(&beside, "- a\n- b\n")?;
+    let out = run(&[])?;
+    let stderr = text(&out.stderr);
+    ensure!(!out.status.success(), "ran with broken settings");
+    ensure!(
+        stderr.contains("watch-options.settings.yaml") && stderr.contains("must be a mapping"),
+        "{stderr}"
+    );
+    Ok(())
+}

@@ -13,7 +13,7 @@ use wasmtime::Store;
 use self::exports::wcm::controller::reconciler as wit;
 use self::wcm::controller::cluster::{self as cluster_wit, DeleteOptions, Event, Propagation};
 use self::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, ObjectRef};
-use self::wcm::controller::{log, metrics as metrics_wit, types};
+use self::wcm::controller::{config, log, metrics as metrics_wit, types};
 use super::CallFailure;
 use crate::contract as c;
 use crate::metrics::plugin::Update;
@@ -196,6 +196,12 @@ impl metrics_wit::Host for HostState {
         value: f64,
     ) -> Result<(), Error> {
         (self.host_metric(Update::Observe, &name, &labels, value)).map_err(wit_error)
+    }
+}
+
+impl config::Host for HostState {
+    async fn settings(&mut self) -> Option<String> {
+        self.host_settings()
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::waiting::WaitFor;
 use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
+use crate::runtime::settings::{self, Settings};
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 
 use super::PluginError;
@@ -70,14 +71,20 @@ pub(super) async fn load(
         Ok(read) => read,
         Err(e) => return failed(None, e.into()),
     };
-    if job.running_hash.as_deref() == Some(read.hash.as_str()) {
-        return LoadOutcome::Unchanged { hash: read.hash };
+    let settings = match settings::read_beside(&job.path).await {
+        Ok(settings) => settings,
+        Err(e) => return failed(Some(read.hash), e.into()),
+    };
+    let hash = version_hash(&read.hash, settings.as_ref());
+    if job.running_hash.as_deref() == Some(hash.as_str()) {
+        return LoadOutcome::Unchanged { hash };
     }
-    let hash = read.hash.clone();
-    let loaded = match runtime.prepare(read).await {
+    let mut loaded = match runtime.prepare(read).await {
         Ok(loaded) => loaded,
         Err(e) => return failed(Some(hash), e.into()),
     };
+    loaded.hash = hash.clone();
+    loaded.code = loaded.code.with_settings(settings.map(|s| s.json));
     let registering = Instant::now();
     let registration = match loaded.code.register(&job.file).await {
         Ok(r) => r,
@@ -121,6 +128,15 @@ pub(super) async fn prepare(
         registration,
         why,
     }))
+}
+
+/// A version's identity: the file's hash, and with settings `+` and theirs, so a
+/// change of either is a new version.
+fn version_hash(file: &str, settings: Option<&Settings>) -> String {
+    match settings {
+        None => file.to_string(),
+        Some(s) => format!("{file}+{}", &s.hash[..s.hash.len().min(12)]),
+    }
 }
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {

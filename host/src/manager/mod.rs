@@ -65,6 +65,9 @@ pub enum PluginError {
     /// Its registration could not be started.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// Its settings file cannot be used.
+    #[error(transparent)]
+    Settings(#[from] crate::runtime::settings::SettingsError),
     /// Another file already registered this name.
     #[error("plugin name {name:?} is already used by {other}")]
     DuplicateName {

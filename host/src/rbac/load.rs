@@ -8,6 +8,7 @@ use crate::budget::Budget;
 use crate::config::Limits;
 use crate::contract::Registration;
 use crate::controller::{StartError, validate};
+use crate::runtime::settings::{self, Settings, SettingsError};
 use crate::runtime::{CallError, LoadError, PluginCode, Runtime, chain};
 use crate::watcher::plugin_files;
 
@@ -32,6 +33,9 @@ pub enum RegistrationError {
     /// The registration breaks the host's rules.
     #[error("{}: {cause}", path.display())]
     Invalid { path: PathBuf, cause: StartError },
+    /// The plugin's settings cannot be used.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
 }
 
 /// The registration of every plugin in `paths` (files, or directories of plugins),
@@ -52,19 +56,30 @@ pub async fn registrations(
     Ok(found)
 }
 
-/// Loads one plugin file and asks it for its registration, checked as the host
-/// checks it at load.
+/// Loads one plugin file with the settings beside it, if any, and asks it for its
+/// registration, checked as the host checks it at load.
 pub async fn load_registered(
     runtime: &Arc<Runtime>,
     path: &Path,
+) -> Result<(PluginCode, Registration), RegistrationError> {
+    let settings = settings::read_beside(path).await?;
+    load_registered_with(runtime, path, settings).await
+}
+
+/// [`load_registered`] with the given settings instead of those beside the file.
+pub async fn load_registered_with(
+    runtime: &Arc<Runtime>,
+    path: &Path,
+    settings: Option<Settings>,
 ) -> Result<(PluginCode, Registration), RegistrationError> {
     let loaded = runtime.load(path).await;
     let loaded = loaded.map_err(|cause| RegistrationError::Load {
         path: path.to_path_buf(),
         cause,
     })?;
+    let code = loaded.code.with_settings(settings.map(|s| s.json));
     let label = path.display().to_string();
-    let registration = loaded.code.register(&label).await;
+    let registration = code.register(&label).await;
     let registration = registration.map_err(|cause| RegistrationError::Register {
         path: path.to_path_buf(),
         cause,
@@ -73,7 +88,7 @@ pub async fn load_registered(
         let path = path.to_path_buf();
         return Err(RegistrationError::Invalid { path, cause });
     }
-    Ok((loaded.code, registration))
+    Ok((code, registration))
 }
 
 /// Files as given; directories replaced by their plugin files, sorted.

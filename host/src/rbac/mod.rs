@@ -7,7 +7,7 @@ mod render;
 mod rights;
 
 pub use kinds::{RbacKind, rbac_kind};
-pub use load::{RegistrationError, load_registered, registrations};
+pub use load::{RegistrationError, load_registered, load_registered_with, registrations};
 pub use render::{Naming, render};
 pub use rights::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
 

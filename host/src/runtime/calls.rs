@@ -184,6 +184,11 @@ impl HostState {
         self.counted("metrics", result)
     }
 
+    /// `config.settings`: the version's settings, in `register` and `reconcile`.
+    pub(crate) fn host_settings(&self) -> Option<String> {
+        self.settings.as_deref().map(str::to_string)
+    }
+
     /// `log`: the plugin's line, escaped and cut to size, with its fields as one
     /// logfmt value, within its log rate.
     pub(crate) fn host_log(&mut self, level: Level, message: &str, fields: Vec<(String, String)>) {

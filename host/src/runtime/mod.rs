@@ -6,6 +6,7 @@ mod calls;
 mod compiler;
 mod engine;
 mod plugin;
+pub mod settings;
 mod state;
 mod stderr;
 

@@ -85,6 +85,8 @@ pub enum CallError {
 pub struct PluginCode {
     pre: ContractPre,
     runtime: Arc<Runtime>,
+    /// The operator's settings this version runs with.
+    settings: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for PluginCode {
@@ -95,7 +97,17 @@ impl std::fmt::Debug for PluginCode {
 
 impl PluginCode {
     pub(super) fn new(pre: ContractPre, runtime: Arc<Runtime>) -> PluginCode {
-        PluginCode { pre, runtime }
+        PluginCode {
+            pre,
+            runtime,
+            settings: None,
+        }
+    }
+
+    /// This code with the operator's settings (JSON): a version of the plugin.
+    pub fn with_settings(mut self, settings: Option<Arc<str>>) -> PluginCode {
+        self.settings = settings;
+        self
     }
 
     /// The contract version the plugin was built against.
@@ -126,7 +138,8 @@ impl PluginCode {
     /// Asks a fresh instance for its registration. `label` names the plugin in logs.
     pub async fn register(&self, label: &str) -> Result<Registration, CallError> {
         let limits = self.runtime.limits();
-        let state = HostState::for_register(label, limits.max_memory_bytes);
+        let state = HostState::for_register(label, limits.max_memory_bytes)
+            .with_settings(self.settings.clone());
         let mut store = self.store(state);
         let result = self
             .bounded(async {
@@ -144,7 +157,8 @@ impl PluginCode {
         key: &ReconcileKey,
     ) -> Result<Action, CallError> {
         let limits = self.runtime.limits();
-        let state = HostState::for_reconcile(access, key.to_string(), limits.max_memory_bytes);
+        let state = HostState::for_reconcile(access, key.to_string(), limits.max_memory_bytes)
+            .with_settings(self.settings.clone());
         let request = key.to_request();
         let mut store = self.store(state);
         let result = self

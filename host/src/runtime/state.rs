@@ -40,6 +40,8 @@ pub struct HostState {
     pub(crate) access: Option<Arc<dyn PluginCluster>>,
     /// The plugin's log budget.
     pub(crate) logs: Arc<LogLimiter>,
+    /// The operator's settings for this version, as JSON (the `config` import).
+    pub(crate) settings: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -68,6 +70,12 @@ impl HostState {
         let plugin: Arc<str> = access.plugin().into();
         let logs = access.budget().logs.clone();
         HostState::new(plugin, Some(key), Some(access), logs, max_memory_bytes)
+    }
+
+    /// This state with the version's settings.
+    pub fn with_settings(mut self, settings: Option<Arc<str>>) -> HostState {
+        self.settings = settings;
+        self
     }
 
     /// State for one call. WASI gets no preopened directories, no sockets, no
@@ -109,6 +117,7 @@ impl HostState {
             stderr,
             access,
             logs,
+            settings: None,
         }
     }
 

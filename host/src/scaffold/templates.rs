@@ -62,6 +62,10 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk/src/cluster.rs"),
     ),
     (
+        "sdk/src/config.rs",
+        include_str!("../../../guest-sdk/src/config.rs"),
+    ),
+    (
         "sdk/src/error.rs",
         include_str!("../../../guest-sdk/src/error.rs"),
     ),

@@ -17,7 +17,8 @@ use crate::contract::{Action, KeyMapping as WitMapping, Predicate, Registration}
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::metrics::Metrics;
 use crate::metrics::plugin::PluginMetrics;
-use crate::rbac::{RegistrationError, load_registered};
+use crate::rbac::{RegistrationError, load_registered, load_registered_with};
+use crate::runtime::settings;
 use crate::runtime::{CallError, PluginCode, Runtime, chain};
 
 /// What to test and how.
@@ -33,6 +34,8 @@ pub struct TestOptions {
     pub limits: Limits,
     /// Where compiled plugins are cached, as in the daemon.
     pub compile_cache: Option<PathBuf>,
+    /// The plugin's settings file; none takes the one beside the plugin, if any.
+    pub settings: Option<PathBuf>,
 }
 
 /// Why a run could not happen at all.
@@ -102,7 +105,14 @@ impl Session {
     pub async fn load(options: &TestOptions) -> Result<Session, TestError> {
         let runtime = Runtime::new(options.limits.clone(), options.compile_cache.as_deref())
             .map_err(|e| TestError::Runtime(chain(&e)))?;
-        let (code, registration) = load_registered(&Arc::new(runtime), &options.plugin).await?;
+        let runtime = Arc::new(runtime);
+        let (code, registration) = match &options.settings {
+            None => load_registered(&runtime, &options.plugin).await?,
+            Some(file) => {
+                let settings = (settings::read(file).await).map_err(RegistrationError::from)?;
+                load_registered_with(&runtime, &options.plugin, Some(settings)).await?
+            }
+        };
         let (objects, scopes) = fixtures::read(&options.fixtures)?;
         let mut store = Store::default();
         for (id, object) in objects {

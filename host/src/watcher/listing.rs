@@ -1,12 +1,13 @@
 //! What the plugins directory holds, file by file, as the files resolve: a plugin that
 //! is a symlink (a ConfigMap volume's `x.wasm -> ..data/x.wasm`) changes when the
-//! link's target does, though the link itself never changes.
+//! link's target does, though the link itself never changes. A plugin's settings file
+//! is listed too, and its change is a change of the plugin.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::is_plugin_file;
+use super::plugin_touched_by;
 
 /// Identity of a resolved file: device, inode, size and modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,14 +42,15 @@ impl Listing {
         let mut files = HashMap::new();
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let path = entry.path();
-            if let (true, Some(sig)) = (is_plugin_file(&path), Signature::of(&path)) {
+            if let (Some(_), Some(sig)) = (plugin_touched_by(&path), Signature::of(&path)) {
                 files.insert(path, sig);
             }
         }
         Listing { files }
     }
 
-    /// Paths that appeared, vanished or resolve to another file in `now`.
+    /// Plugins whose file or settings appeared, vanished or resolve to another file
+    /// in `now`.
     pub(super) fn changed_in(&self, now: &Listing) -> Vec<PathBuf> {
         let mut changed: Vec<PathBuf> = now
             .files
@@ -62,8 +64,13 @@ impl Listing {
                 .filter(|p| !now.files.contains_key(*p))
                 .cloned(),
         );
-        changed.sort();
-        changed
+        let mut plugins: Vec<PathBuf> = changed
+            .iter()
+            .filter_map(|p| plugin_touched_by(p))
+            .collect();
+        plugins.sort();
+        plugins.dedup();
+        plugins
     }
 }
 
@@ -98,5 +105,24 @@ mod tests {
         std::fs::remove_file(dir.path().join("p.wasm")).expect("remove");
         let gone = Listing::read(dir.path());
         assert_eq!(after.changed_in(&gone), vec![dir.path().join("p.wasm")]);
+    }
+
+    #[test]
+    fn a_settings_file_that_changes_is_a_change_of_its_plugin() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("p.wasm"), b"code").expect("write");
+        let before = Listing::read(dir.path());
+        let settings = dir.path().join("p.settings.yaml");
+        std::fs::write(&settings, b"a: 1").expect("write");
+        let added = Listing::read(dir.path());
+        assert_eq!(before.changed_in(&added), vec![dir.path().join("p.wasm")]);
+        std::fs::write(dir.path().join("notes.yaml"), b"x").expect("write");
+        assert!(
+            added.changed_in(&Listing::read(dir.path())).is_empty(),
+            "not a settings file"
+        );
+        std::fs::remove_file(&settings).expect("remove");
+        let removed = Listing::read(dir.path());
+        assert_eq!(added.changed_in(&removed), vec![dir.path().join("p.wasm")]);
     }
 }

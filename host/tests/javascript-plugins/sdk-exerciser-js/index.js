@@ -7,7 +7,8 @@
 // SDK returns to the host as `other`, and a terminal Invalid for `wcm.test/sdk=terminal`.
 import {
   CONFIG_MAP, Conflict, DEPLOYMENT, Invalid, NotFound, Registration, Verb, Watch, cluster,
-  done, exportController, finalize, log, metrics, setCondition, setControllerReference, terminal,
+  done, exportController, finalize, log, metrics, setCondition, setControllerReference,
+  settings as operatorSettings, terminal,
 } from '../../../../guest-sdk-js/wasm-controller.js';
 
 const SDK = 'wcm.test/sdk';
@@ -37,6 +38,7 @@ export const reconciler = exportController({
       throw e;
     }
     const meta = deployment.metadata;
+    if (operatorSettings() !== undefined) log.warn('settings where the test kit gives none');
     metrics.inc('reconciled', meta.namespace);
     metrics.set('replicas', deployment.spec.replicas ?? 1);
     metrics.observe('label_count', Object.keys(meta.labels ?? {}).length);

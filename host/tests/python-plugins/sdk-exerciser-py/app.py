@@ -18,6 +18,7 @@ from wasm_controller import (CONFIG_MAP, DEPLOYMENT, Conflict, Controller, Done,
                              NotFound, ObjectRef, Registration, Verb, Watch, cluster, export,
                              finalize, log, metrics, set_condition,
                              set_controller_reference, terminal)
+from wasm_controller import settings as operator_settings
 
 SDK = "wcm.test/sdk"
 
@@ -44,6 +45,8 @@ class Exerciser(Controller):
         except NotFound:
             return Done()
         meta = deployment["metadata"]
+        if operator_settings() is not None:
+            log.warn("settings where the test kit gives none")
         metrics.inc("reconciled", meta["namespace"])
         metrics.set("replicas", deployment["spec"].get("replicas", 1))
         metrics.observe("label_count", len(meta.get("labels", {})))

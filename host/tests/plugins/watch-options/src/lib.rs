@@ -13,11 +13,18 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use wasm_controller_sdk::{
     Action, Controller, EventType, Failure, ObjectRef, Predicate, Registration, Request, Verb,
-    Watch, cluster, export_controller,
+    Watch, cluster, config, export_controller,
 };
 
-/// The namespaces the plugin watches (a third, `wcm-watch-c`, it must not see).
+/// The namespaces the plugin watches without settings (a third, `wcm-watch-c`, it
+/// must not see); settings `{"namespaces": [...]}` name others.
 pub const NAMESPACES: [&str; 2] = ["wcm-watch-a", "wcm-watch-b"];
+
+/// The operator's settings this plugin understands.
+#[derive(serde::Deserialize)]
+struct Settings {
+    namespaces: Vec<String>,
+}
 /// The label whose value each `Seen` Event reports.
 pub const STEP: &str = "wcm.test/step";
 /// The label the plugin sets on first sight.
@@ -28,10 +35,14 @@ pub struct WatchOptions;
 
 impl Controller for WatchOptions {
     fn registration() -> Registration {
+        let configured = config::settings::<Settings>().ok().flatten();
+        let namespaces =
+            configured.map_or_else(|| NAMESPACES.map(str::to_string).to_vec(), |s| s.namespaces);
+        let names: Vec<&str> = namespaces.iter().map(String::as_str).collect();
         Registration::new("watch-options", "0.1.0")
             .watch(
                 Watch::all::<ConfigMap>()
-                    .in_namespaces(&NAMESPACES)
+                    .in_namespaces(&names)
                     .labels(STEP)
                     .fields("metadata.name!=ignored")
                     .metadata_only()
