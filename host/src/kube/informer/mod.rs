@@ -10,20 +10,22 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
-use kube::core::{DynamicResourceScope, PartialObjectMeta};
+use kube::api::DynamicObject;
+use kube::core::PartialObjectMeta;
 use kube::core::{GroupVersionKind, SelectorExt};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
+
+mod stream;
+
 use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
 use super::field_selector::FieldSelector;
 use crate::metrics::{InformerLabels, Metrics};
+use stream::{api, metadata_of, run_watch};
 
 /// What one informer watches; two plugins asking for the same scope share one watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -331,90 +333,6 @@ impl Drop for Informer {
         self.metrics.informer_lists.remove(&self.labels);
         self.metrics.informer_objects.remove(&self.labels);
         tracing::info!(kind = %display_gvk(&self.scope.gvk), namespace = ?self.scope.namespace, "informer stopped");
-    }
-}
-
-/// The API of `informer`'s kind in its namespace (or all), as `K`: whole objects, or
-/// their metadata only (kube asks the API server for `PartialObjectMetadata`).
-fn api<K>(client: Client, informer: &Informer) -> Api<K>
-where
-    K: kube::Resource<DynamicType = kube::api::ApiResource, Scope = DynamicResourceScope>,
-{
-    let resource = &informer.kind.resource;
-    match &informer.scope.namespace {
-        Some(ns) => Api::namespaced_with(client, ns, resource),
-        None => Api::all_with(client, resource),
-    }
-}
-
-/// An object as a metadata-only informer holds it: `apiVersion` and `kind` of the
-/// watched kind (as controller-runtime's metadata cache has them) and its metadata.
-fn metadata_of(obj: DynamicObject, gvk: &GroupVersionKind) -> DynamicObject {
-    DynamicObject {
-        types: Some(kube::api::TypeMeta {
-            api_version: gvk.api_version(),
-            kind: gvk.kind.clone(),
-        }),
-        metadata: obj.metadata,
-        data: serde_json::Value::Object(Default::default()),
-    }
-}
-
-/// What a watch delivers, as the cache stores it.
-trait Watched: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug {
-    fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject;
-}
-
-impl Watched for DynamicObject {
-    fn into_dynamic(self, _: &GroupVersionKind) -> DynamicObject {
-        self
-    }
-}
-
-impl Watched for PartialObjectMeta<DynamicObject> {
-    fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject {
-        let obj = DynamicObject {
-            types: None,
-            metadata: self.metadata,
-            data: serde_json::Value::Null,
-        };
-        metadata_of(obj, gvk)
-    }
-}
-
-/// Feeds watch events into the informer until it is dropped. Errors (expired watches,
-/// an unreachable API server) are logged and retried with kube's default backoff; a
-/// relist swaps the cache whole, so no reader sees a half-rebuilt one.
-async fn run_watch<K>(api: Api<K>, config: watcher::Config, informer: Weak<Informer>)
-where
-    K: Watched + Send + 'static,
-{
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut relist = None;
-    while let Some(item) = stream.next().await {
-        let Some(informer) = informer.upgrade() else {
-            return;
-        };
-        let gvk = &informer.scope.gvk;
-        match item {
-            Ok(event) => informer.on_event(dynamic_event(event, gvk), &mut relist),
-            Err(e) => {
-                tracing::warn!(kind = %display_gvk(&informer.scope.gvk), error = %e,
-                    "watch failed; retrying");
-                informer.failed(&e);
-            }
-        }
-    }
-}
-
-/// `event` with its object as the cache stores it.
-fn dynamic_event<K: Watched>(event: Event<K>, gvk: &GroupVersionKind) -> Event<DynamicObject> {
-    match event {
-        Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(o.into_dynamic(gvk)),
-        Event::InitDone => Event::InitDone,
-        Event::Apply(o) => Event::Apply(o.into_dynamic(gvk)),
-        Event::Delete(o) => Event::Delete(o.into_dynamic(gvk)),
     }
 }
 

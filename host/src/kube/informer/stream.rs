@@ -1,0 +1,101 @@
+//! The watch behind an informer: kube-runtime's watcher over whole objects or their
+//! metadata (`PartialObjectMetadata`), its events turned into the cache's objects and
+//! fed to the informer until it is dropped.
+
+use std::sync::Weak;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::{DynamicResourceScope, GroupVersionKind, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+
+use super::Informer;
+use crate::kube::discovery::display_gvk;
+
+/// The API of `informer`'s kind in its namespace (or all), as `K`: whole objects, or
+/// their metadata only (kube asks the API server for `PartialObjectMetadata`).
+pub(super) fn api<K>(client: Client, informer: &Informer) -> Api<K>
+where
+    K: kube::Resource<DynamicType = kube::api::ApiResource, Scope = DynamicResourceScope>,
+{
+    let resource = &informer.kind.resource;
+    match &informer.scope.namespace {
+        Some(ns) => Api::namespaced_with(client, ns, resource),
+        None => Api::all_with(client, resource),
+    }
+}
+
+/// An object as a metadata-only informer holds it: `apiVersion` and `kind` of the
+/// watched kind (as controller-runtime's metadata cache has them) and its metadata.
+pub(super) fn metadata_of(obj: DynamicObject, gvk: &GroupVersionKind) -> DynamicObject {
+    DynamicObject {
+        types: Some(kube::api::TypeMeta {
+            api_version: gvk.api_version(),
+            kind: gvk.kind.clone(),
+        }),
+        metadata: obj.metadata,
+        data: serde_json::Value::Object(Default::default()),
+    }
+}
+
+/// What a watch delivers, as the cache stores it.
+pub(super) trait Watched:
+    kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug
+{
+    fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject;
+}
+
+impl Watched for DynamicObject {
+    fn into_dynamic(self, _: &GroupVersionKind) -> DynamicObject {
+        self
+    }
+}
+
+impl Watched for PartialObjectMeta<DynamicObject> {
+    fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject {
+        let obj = DynamicObject {
+            types: None,
+            metadata: self.metadata,
+            data: serde_json::Value::Null,
+        };
+        metadata_of(obj, gvk)
+    }
+}
+
+/// Feeds watch events into the informer until it is dropped. Errors (expired watches,
+/// an unreachable API server) are logged and retried with kube's default backoff; a
+/// relist swaps the cache whole, so no reader sees a half-rebuilt one.
+pub(super) async fn run_watch<K>(api: Api<K>, config: watcher::Config, informer: Weak<Informer>)
+where
+    K: Watched + Send + 'static,
+{
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist = None;
+    while let Some(item) = stream.next().await {
+        let Some(informer) = informer.upgrade() else {
+            return;
+        };
+        let gvk = &informer.scope.gvk;
+        match item {
+            Ok(event) => informer.on_event(dynamic_event(event, gvk), &mut relist),
+            Err(e) => {
+                tracing::warn!(kind = %display_gvk(&informer.scope.gvk), error = %e,
+                    "watch failed; retrying");
+                informer.failed(&e);
+            }
+        }
+    }
+}
+
+/// `event` with its object as the cache stores it.
+fn dynamic_event<K: Watched>(event: Event<K>, gvk: &GroupVersionKind) -> Event<DynamicObject> {
+    match event {
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.into_dynamic(gvk)),
+        Event::InitDone => Event::InitDone,
+        Event::Apply(o) => Event::Apply(o.into_dynamic(gvk)),
+        Event::Delete(o) => Event::Delete(o.into_dynamic(gvk)),
+    }
+}
