@@ -34,7 +34,8 @@ export const JOB = gvk('batch', 'v1', 'Job');
 /** The verbs a plugin may declare on a kind. */
 export const Verb = Object.freeze({
   GET: 'get', LIST: 'list', PATCH: 'patch', APPLY: 'apply',
-  PATCH_STATUS: 'patch/status', DELETE: 'delete',
+  PATCH_STATUS: 'patch/status', PATCH_SCALE: 'patch/scale', DELETE: 'delete',
+  CREATE: 'create', UPDATE: 'update',
 });
 
 // --- errors ---------------------------------------------------------------------------
@@ -261,6 +262,16 @@ export const cluster = {
     }),
   /** Server-side applies a whole object; returns it as stored. */
   apply: (object, force) => JSON.parse(call(host.apply, JSON.stringify(object), force)),
+  /** Creates the object (named, or with metadata.generateName); returns it as stored. */
+  create: (object) => JSON.parse(call(host.create, JSON.stringify(object))),
+  /**
+   * Patches the object (or its `status` or `scale`): a merge patch (an object) or, with
+   * `{ type: 'json' }`, a JSON patch (a list of operations); returns what is stored.
+   */
+  patch: (ref, patch, { type = 'merge', subresource = undefined } = {}) =>
+    JSON.parse(call(host.patch, ref, type, JSON.stringify(patch), subresource)),
+  /** Replaces an object read earlier (it carries its resourceVersion); Conflict if it changed. */
+  update: (object) => JSON.parse(call(host.update, JSON.stringify(object))),
   /** Merges `status` into the object's status subresource. */
   patchStatus: (ref, status) => call(host.patchStatus, ref, JSON.stringify(status)),
   /**

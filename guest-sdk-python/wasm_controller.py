@@ -51,7 +51,10 @@ class Verb:
     PATCH = "patch"
     APPLY = "apply"
     PATCH_STATUS = "patch/status"
+    PATCH_SCALE = "patch/scale"
     DELETE = "delete"
+    CREATE = "create"
+    UPDATE = "update"
 
 POD = Gvk(group="", version="v1", kind="Pod")
 NODE = Gvk(group="", version="v1", kind="Node")
@@ -400,6 +403,27 @@ class cluster:
     def apply(obj: dict, force: bool) -> dict:
         """Server-side applies a whole object; returns it as stored."""
         return json.loads(_call(_cluster.apply, json.dumps(obj), force))
+
+    @staticmethod
+    def create(obj: dict) -> dict:
+        """Creates the object (named, or with metadata.generateName); returns it as
+        stored; raises AlreadyExists if the name is taken."""
+        return json.loads(_call(_cluster.create, json.dumps(obj)))
+
+    @staticmethod
+    def patch(ref: ObjectRef, patch, type: str = "merge",
+              subresource: Optional[str] = None) -> dict:
+        """Patches the object (or its `status` or `scale`): a merge patch (a dict) or,
+        with type="json", a JSON patch (a list of operations); returns what is stored.
+        A `metadata.resourceVersion` in a merge patch makes it conditional (Conflict)."""
+        kind = _cluster.PatchType.JSON if type == "json" else _cluster.PatchType.MERGE
+        return json.loads(_call(_cluster.patch, ref, kind, json.dumps(patch), subresource))
+
+    @staticmethod
+    def update(obj: dict) -> dict:
+        """Replaces an object read earlier (it carries its metadata.resourceVersion);
+        raises Conflict if it changed since."""
+        return json.loads(_call(_cluster.update, json.dumps(obj)))
 
     @staticmethod
     def patch_status(ref: ObjectRef, status: dict) -> None:

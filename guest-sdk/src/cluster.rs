@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::wit::wcm::controller::cluster as host;
 use crate::{Error, EventType, Gvk, ObjectRef};
 
-pub use host::{DeleteOptions, Event, Propagation};
+pub use host::{DeleteOptions, Event, PatchType, Propagation};
 
 /// One object by namespace (none if cluster-scoped) and name: from the cache of a
 /// watched kind, or live from the API server for a kind declared with
@@ -146,6 +146,57 @@ pub fn apply_json(object: &serde_json::Value, force: bool) -> Result<serde_json:
         &object.to_string(),
         force,
     )?)?)
+}
+
+/// Creates `object` (named, or with `metadata.generate_name`) and returns it as
+/// stored, with its generated name; `already-exists` if the name is taken. Needs
+/// [`Verb::Create`](crate::Verb::Create) on the kind.
+pub fn create<K: Resource + Serialize + DeserializeOwned>(object: &K) -> Result<K, Error> {
+    let json = to_json(object)?;
+    Ok(serde_json::from_str(&host::create(&json)?)?)
+}
+
+/// Patches `obj` with a JSON merge patch (`{"spec": {"paused": true}}`; `null` removes
+/// a field) as the plugin's field manager; returns the object as stored. Put
+/// `metadata.resourceVersion` in it to make it conditional (`conflict` if the object
+/// changed). Needs [`Verb::Patch`](crate::Verb::Patch).
+pub fn merge_patch(obj: &ObjectRef, patch: &serde_json::Value) -> Result<serde_json::Value, Error> {
+    patch_as(obj, PatchType::Merge, patch, None)
+}
+
+/// Patches `obj` with a JSON patch (RFC 6902 operations, `test` included).
+pub fn json_patch(obj: &ObjectRef, ops: &serde_json::Value) -> Result<serde_json::Value, Error> {
+    patch_as(obj, PatchType::Json, ops, None)
+}
+
+/// Patches `obj`'s `subresource` (`status`, needing [`Verb::PatchStatus`](crate::Verb::PatchStatus),
+/// or `scale`, needing [`Verb::PatchScale`](crate::Verb::PatchScale)); returns what the
+/// API server returns (the object, or its Scale).
+pub fn patch_as(
+    obj: &ObjectRef,
+    kind: PatchType,
+    patch: &serde_json::Value,
+    subresource: Option<&str>,
+) -> Result<serde_json::Value, Error> {
+    Ok(serde_json::from_str(&host::patch(
+        obj,
+        kind,
+        &patch.to_string(),
+        subresource,
+    )?)?)
+}
+
+/// Replaces an object read earlier (it carries the `metadata.resource_version` it was
+/// read at) with `object`: `conflict` if it changed since, as client-go's `Update`.
+/// The status is not changed. Needs [`Verb::Update`](crate::Verb::Update).
+pub fn update<K: Resource + Serialize + DeserializeOwned>(object: &K) -> Result<K, Error> {
+    let json = to_json(object)?;
+    Ok(serde_json::from_str(&host::update(&json)?)?)
+}
+
+fn to_json(object: &impl Serialize) -> Result<String, Error> {
+    serde_json::to_string(object)
+        .map_err(|e| Error::invalid(format!("cannot serialise the object: {e}")))
 }
 
 /// Merges `status` (the value of the object's `.status`) into the status subresource

@@ -178,7 +178,8 @@ pub enum Verb {
     Get,
     /// List objects (`list`).
     List,
-    /// Change labels (`patch-labels`).
+    /// Change labels, finalizers, or anything by a patch (`patch-labels`,
+    /// `patch-finalizers`, `patch`).
     Patch,
     /// Create or update whole objects by server-side apply (`apply`).
     Apply,
@@ -186,6 +187,12 @@ pub enum Verb {
     PatchStatus,
     /// Delete objects (`delete`).
     Delete,
+    /// Patch the scale subresource (`patch/scale`).
+    PatchScale,
+    /// Create objects (`create`).
+    Create,
+    /// Replace objects read earlier (`update`).
+    Update,
 }
 
 impl Verb {
@@ -198,6 +205,9 @@ impl Verb {
             Verb::Apply => "apply",
             Verb::PatchStatus => "patch/status",
             Verb::Delete => "delete",
+            Verb::PatchScale => "patch/scale",
+            Verb::Create => "create",
+            Verb::Update => "update",
         }
     }
 }

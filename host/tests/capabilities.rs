@@ -13,7 +13,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
-use serde_json::json;
+use serde_json::{Value, json};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::bindings::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event as EventArgs, Host, Propagation,
@@ -671,5 +671,99 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
             .encode()
             .contains("wcm_plugin_capability_test_")
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn create_patch_and_update_write_as_the_plugin_and_keep_their_preconditions() -> Result<()> {
+    use wcm_host::bindings::v0_3::wcm::controller::cluster::PatchType;
+    let ns = TestNamespace::create("cap-writes").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+    let made = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"generateName": "made-", "namespace": ns.name()}, "data": {"a": "1"}});
+    let created: Value =
+        serde_json::from_str(&(state.create(made.to_string()).await).map_err(anyhow_wit)?)?;
+    let name = created["metadata"]["name"]
+        .as_str()
+        .context("name")?
+        .to_string();
+    assert!(
+        name.starts_with("made-") && name.len() == "made-".len() + 5,
+        "{name}"
+    );
+    assert!(
+        created["metadata"].get("managedFields").is_none(),
+        "{created}"
+    );
+    let version = created["metadata"]["resourceVersion"].clone();
+    let again = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns.name()}});
+    assert_wit_error(
+        state.create(again.to_string()).await,
+        "already-exists",
+        "already exists",
+    );
+
+    // A merge patch naming an old resourceVersion is refused; one without is applied.
+    let target = config_map(ns.name(), &name);
+    let merge = |patch: Value| (target.clone(), PatchType::Merge, patch.to_string(), None);
+    let (obj, kind, body, sub) = merge(json!({"data": {"b": "2"}}));
+    let patched = state
+        .patch(obj, kind, body, sub)
+        .await
+        .map_err(anyhow_wit)?;
+    let patched: Value = serde_json::from_str(&patched)?;
+    assert_eq!(patched["data"], json!({"a": "1", "b": "2"}));
+    let stale = json!({"metadata": {"resourceVersion": version}, "data": {"c": "3"}});
+    let (obj, kind, body, sub) = merge(stale);
+    assert_wit_error(
+        state.patch(obj, kind, body, sub).await,
+        "conflict",
+        "modified",
+    );
+
+    // A JSON patch whose `test` fails changes nothing (422); one that holds applies.
+    let json_patch = |ops: Value| (target.clone(), PatchType::Json, ops.to_string(), None);
+    let failing = json!([{"op": "test", "path": "/data/a", "value": "9"},
+        {"op": "remove", "path": "/data/a"}]);
+    let (obj, kind, body, sub) = json_patch(failing);
+    assert_wit_error(state.patch(obj, kind, body, sub).await, "invalid", "422");
+    let holding = json!([{"op": "test", "path": "/data/a", "value": "1"},
+        {"op": "remove", "path": "/data/a"}]);
+    let (obj, kind, body, sub) = json_patch(holding);
+    state
+        .patch(obj, kind, body, sub)
+        .await
+        .map_err(anyhow_wit)?;
+
+    // An update of what was read at an old version conflicts; of the current one, not.
+    let cms: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let mut current = serde_json::to_value(cms.get(&name).await?)?;
+    let mut old = created.clone();
+    old["data"] = json!({"d": "4"});
+    assert_wit_error(state.update(old.to_string()).await, "conflict", "modified");
+    current["data"] = json!({"d": "4"});
+    (state.update(current.to_string()).await).map_err(anyhow_wit)?;
+    let stored = cms.get(&name).await?;
+    assert_eq!(
+        stored.data,
+        Some([("d".to_string(), "4".to_string())].into())
+    );
+    let managers: Vec<_> = (stored
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter())
+    .filter_map(|m| m.manager)
+    .collect();
+    assert!(managers.iter().all(|m| m == PLUGIN), "{managers:?}");
+
+    // A subresource no plugin may patch, and one this plugin did not declare.
+    let (obj, kind, body, _) = merge(json!({}));
+    let exec = state.patch(obj, kind, body, Some("exec".into())).await;
+    assert_wit_error(exec, "invalid", "not one a plugin may patch");
+    let (obj, kind, body, _) = merge(json!({"spec": {"replicas": 2}}));
+    let scale = state.patch(obj, kind, body, Some("scale".into())).await;
+    assert_wit_error(scale, "forbidden", "patch/scale");
     Ok(())
 }

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
 use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event, Host as Cluster, Propagation,
+    DeleteOptions, Event, Host as Cluster, PatchType, Propagation,
 };
 use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
 use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
@@ -179,6 +179,14 @@ async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCase
     });
     check("record-event", &event.await)?;
     check("apply", &state.apply(c.object.clone(), c.force).await)?;
+    check("create", &state.create(c.object.clone()).await)?;
+    check("update", &state.update(c.object.clone()).await)?;
+    let kind = [PatchType::Merge, PatchType::Json][usize::from(c.force)];
+    let subresource = Some(c.reason.clone()).filter(|_| c.propagation == 2);
+    let patched = state
+        .patch(c.target.clone(), kind, c.object.clone(), subresource)
+        .await;
+    check("patch", &patched)?;
     check(
         "patch-status",
         &state.patch_status(c.target.clone(), c.object.clone()).await,

@@ -3,9 +3,9 @@
 //! by side, against the real control plane: both act, each is shown with its contract,
 //! and what 0.3 added works end to end (terminal errors not retried, Events with an
 //! action and a related object, log fields, its own metrics on `/metrics`, a live read
-//! of a kind it does not watch, a
-//! finalizer that holds an object until its external record is cleaned up, a delete
-//! refused by its uid precondition).
+//! of a kind it does not watch, a create with a generated name, a guarded merge patch
+//! and an update, a finalizer that holds an object until its external record is
+//! cleaned up, a delete refused by its uid precondition).
 
 mod support;
 
@@ -150,6 +150,34 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
         .flatten();
         assert_eq!(found.as_deref(), Some(note), "{name}");
     }
+
+    // Create with a generated name, a merge patch guarded by the resourceVersion, and
+    // an update of what was read, all as the plugin.
+    create(&api, "maker", json!({"create": "made-"})).await?;
+    create(&api, "updater", json!({"update": "please"})).await?;
+    let made = eventually(CONVERGE, || async {
+        let maker = api.get("maker").await.ok()?;
+        maker.metadata.annotations?.get("wcm.test/created").cloned()
+    })
+    .await
+    .context("maker was never annotated with what was created for it")?;
+    ensure!(made.starts_with("made-") && made.len() == 10, "{made}");
+    let created = api.get(&made).await?;
+    ensure!(created.data.and_then(|d| d.get("from").cloned()).as_deref() == Some("maker"));
+    let manager = (created
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter())
+    .filter_map(|m| m.manager)
+    .collect::<Vec<_>>();
+    ensure!(manager == ["contract-v0-3"], "created by {manager:?}");
+    let updated = eventually(CONVERGE, || async {
+        let data = api.get("updater").await.ok()?.data?;
+        (data.get("update").map(String::as_str) == Some("done")).then_some(())
+    })
+    .await;
+    ensure!(updated.is_some(), "updater was never updated");
 
     // The finalizer holds the object until its "external record" is cleaned up.
     let records = "wcm-records";

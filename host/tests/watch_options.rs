@@ -41,11 +41,17 @@ async fn fresh_namespaces(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// The notes of the plugin's `Seen<step>` Events about `namespace/name`.
+/// The notes of the plugin's `Seen<step>` Events about the ConfigMap `namespace/name`
+/// of this run (by uid: an earlier run's Events stay for an hour).
 async fn seen(client: &Client, namespace: &str, name: &str, step: u32) -> Vec<String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let Ok(Some(cm)) = cms.get_opt(name).await else {
+        return Vec::new();
+    };
     let events = events_about(client, namespace, name, &format!("Seen{step}")).await;
     (events.unwrap_or_default().into_iter())
         .filter(|e| e.reporting_controller.as_deref() == Some(PLUGIN))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_ref()) == cm.metadata.uid.as_ref())
         .filter_map(|e| e.note)
         .collect()
 }

@@ -156,6 +156,28 @@ impl cluster_wit::Host for HostState {
         (self.host_patch_finalizers(object(obj), add, remove).await).map_err(wit_error)
     }
 
+    async fn create(&mut self, object: String) -> Result<String, Error> {
+        self.host_create(object).await.map_err(wit_error)
+    }
+
+    async fn patch(
+        &mut self,
+        obj: ObjectRef,
+        kind: cluster_wit::PatchType,
+        patch: String,
+        subresource: Option<String>,
+    ) -> Result<String, Error> {
+        let kind = match kind {
+            cluster_wit::PatchType::Merge => c::PatchKind::Merge,
+            cluster_wit::PatchType::Json => c::PatchKind::Json,
+        };
+        (self.host_patch(object(obj), kind, patch, subresource).await).map_err(wit_error)
+    }
+
+    async fn update(&mut self, object: String) -> Result<String, Error> {
+        self.host_update(object).await.map_err(wit_error)
+    }
+
     async fn record_event(&mut self, event: Event) -> Result<(), Error> {
         let event = c::EventRecord {
             regarding: object(event.regarding),

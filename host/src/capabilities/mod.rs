@@ -9,6 +9,7 @@
 mod declared;
 mod error;
 mod granted;
+mod object_writes;
 mod plugin_cluster;
 mod target;
 mod writes;
@@ -17,6 +18,7 @@ pub use declared::{Declared, grants, list_scope};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
 pub use granted::{Granted, Review};
+pub(crate) use object_writes::{object_target, patch_value, patch_verb, require_version};
 pub use plugin_cluster::PluginCluster;
 pub use target::{Target, check_kind, check_namespace};
 pub(crate) use writes::applied_target;

@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 
 use super::{CapabilityError, ClusterAccess, Target};
 use crate::budget::PluginBudget;
-use crate::contract::{DeleteOptions, EventRecord};
+use crate::contract::{DeleteOptions, EventRecord, PatchKind};
 use crate::metrics::plugin::PluginMetrics;
 
 /// One plugin's view of a cluster. Reads answer from caches at once; writes may wait
@@ -68,6 +68,21 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
         object: &'a str,
         force: bool,
     ) -> BoxFuture<'a, Result<String, CapabilityError>>;
+
+    /// Creates an object (JSON); returns it as stored.
+    fn create<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<String, CapabilityError>>;
+
+    /// Patches `target` or its subresource; returns it as stored.
+    fn patch<'a>(
+        &'a self,
+        target: &'a Target,
+        kind: PatchKind,
+        patch: &'a str,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, CapabilityError>>;
+
+    /// Replaces an object still at the resourceVersion it carries.
+    fn update<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<String, CapabilityError>>;
 
     /// Merges `status` (JSON of `.status`) into the status of `target`.
     fn patch_status<'a>(
@@ -143,6 +158,24 @@ impl PluginCluster for ClusterAccess {
         force: bool,
     ) -> BoxFuture<'a, Result<String, CapabilityError>> {
         Box::pin(ClusterAccess::apply(self, object, force))
+    }
+
+    fn create<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ClusterAccess::create(self, object))
+    }
+
+    fn patch<'a>(
+        &'a self,
+        target: &'a Target,
+        kind: PatchKind,
+        patch: &'a str,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ClusterAccess::patch(self, target, kind, patch, subresource))
+    }
+
+    fn update<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ClusterAccess::update(self, object))
     }
 
     fn patch_status<'a>(

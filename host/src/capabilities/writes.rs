@@ -29,7 +29,7 @@ impl ClusterAccess {
 
     /// Admits one API request: this replica leads, and the plugin's API rate allows
     /// it (waiting for it if needed; leadership is checked again after the wait).
-    async fn admit_request(&self, op: &str) -> Result<(), CapabilityError> {
+    pub(super) async fn admit_request(&self, op: &str) -> Result<(), CapabilityError> {
         self.require_leader(op)?;
         if !self.declared.budget.api_request().await.is_zero() {
             self.require_leader(op)?;
@@ -52,7 +52,7 @@ impl ClusterAccess {
 
     /// Read-your-writes: the next reconcile sees this write even if the watch event
     /// has not arrived yet (a stale read would repeat work, like an Event).
-    fn remember(&self, target: &Target, written: &DynamicObject) {
+    pub(super) fn remember(&self, target: &Target, written: &DynamicObject) {
         for (_, informer) in self.caches_of(&target.gvk, target.namespace.as_deref()) {
             informer.refresh(written);
         }

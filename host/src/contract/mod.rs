@@ -95,6 +95,15 @@ impl Permission {
     }
 }
 
+/// How a `patch` describes its change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PatchKind {
+    /// A JSON merge patch (RFC 7386).
+    Merge,
+    /// A JSON patch (RFC 6902).
+    Json,
+}
+
 /// What a plugin metric measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetricKind {

@@ -16,24 +16,36 @@ pub enum Verb {
     Apply,
     /// Delete objects.
     Delete,
-    /// Patch the status subresource (`patch-status`).
+    /// Patch the status subresource (`patch-status`, `patch` of `status`).
     PatchStatus,
+    /// Patch the scale subresource.
+    PatchScale,
+    /// Create objects.
+    Create,
+    /// Replace objects (`update`).
+    Update,
 }
 
 /// A verb string this host does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown verb {0:?} (this host knows get, list, patch, apply, delete and patch/status)")]
+#[error(
+    "unknown verb {0:?} (this host knows get, list, patch, apply, delete, patch/status, \
+     patch/scale, create and update)"
+)]
 pub struct VerbError(pub String);
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 6] = [
+    pub const ALL: [Verb; 9] = [
         Verb::Get,
         Verb::List,
         Verb::Patch,
         Verb::Apply,
         Verb::Delete,
         Verb::PatchStatus,
+        Verb::PatchScale,
+        Verb::Create,
+        Verb::Update,
     ];
 
     /// Parses a verb as the contract spells it; `patch-status`, 0.2's name of
@@ -57,6 +69,9 @@ impl Verb {
             Verb::Apply => (None, &["create", "patch"]),
             Verb::Delete => (None, &["delete"]),
             Verb::PatchStatus => (Some("status"), &["patch"]),
+            Verb::PatchScale => (Some("scale"), &["patch"]),
+            Verb::Create => (None, &["create"]),
+            Verb::Update => (None, &["update"]),
         }
     }
 }
@@ -70,6 +85,9 @@ impl fmt::Display for Verb {
             Verb::Apply => "apply",
             Verb::Delete => "delete",
             Verb::PatchStatus => "patch/status",
+            Verb::PatchScale => "patch/scale",
+            Verb::Create => "create",
+            Verb::Update => "update",
         })
     }
 }

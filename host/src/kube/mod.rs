@@ -12,6 +12,7 @@ pub mod identity;
 pub mod informer;
 pub mod labels;
 pub mod names;
+pub mod object_writes;
 pub mod predicates;
 pub mod selector;
 pub mod writes;

@@ -12,7 +12,7 @@ use super::discovery::ResolvedKind;
 use super::labels::{LabelError, validate_key, validate_value};
 
 /// The API of `kind`, in `namespace` if the kind is namespaced.
-fn api(
+pub(super) fn api(
     client: &Client,
     kind: &ResolvedKind,
     namespace: Option<&str>,
@@ -165,6 +165,9 @@ pub enum WriteError {
     /// The API server refused or could not be reached.
     #[error(transparent)]
     Api(#[from] kube::Error),
+    /// The plugin's input is not what the call takes; no API call was made.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 #[cfg(test)]

@@ -140,12 +140,15 @@ impl FailureCause {
 }
 
 /// The WIT functions of `cluster`, as `wcm_host_calls_total` names them.
-pub const HOST_FUNCTIONS: [&str; 9] = [
+pub const HOST_FUNCTIONS: [&str; 12] = [
     "get",
     "list",
     "patch-labels",
     "patch-finalizers",
     "metrics",
+    "create",
+    "patch",
+    "update",
     "record-event",
     "apply",
     "patch-status",

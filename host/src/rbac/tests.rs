@@ -270,3 +270,36 @@ fn the_yaml_binds_each_role_to_the_plugin_account_and_is_stable() {
             .all(|d| d.contains("apiVersion: ") && d.contains("\nkind: "))
     );
 }
+
+#[test]
+fn create_update_and_subresource_patches_become_their_api_verbs() {
+    let deployment = gvk("apps", "v1", "Deployment");
+    let verbs_of = |declared: &[&str]| Permission {
+        kind: deployment.clone(),
+        verbs: declared.iter().map(|v| v.to_string()).collect(),
+    };
+    let reg = registration(
+        "writer",
+        vec![watch(deployment.clone(), Some("shop"))],
+        vec![verbs_of(&[
+            "create",
+            "update",
+            "patch",
+            "patch/scale",
+            "patch/status",
+        ])],
+    );
+    let rights = plugin_rights(&reg).rights;
+    assert_eq!(
+        verbs(&rights, Some("shop"), "apps", "deployments"),
+        ["create", "get", "list", "patch", "update", "watch"]
+    );
+    assert_eq!(
+        verbs(&rights, Some("shop"), "apps", "deployments/scale"),
+        ["patch"]
+    );
+    assert_eq!(
+        verbs(&rights, Some("shop"), "apps", "deployments/status"),
+        ["patch"]
+    );
+}

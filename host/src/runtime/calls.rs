@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::capabilities::{CapabilityError, PluginCluster, Target, check_kind, check_namespace};
-use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef};
+use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
 use crate::metrics::plugin::{MetricError, Update};
 use crate::metrics::{HostCallResult, Limit};
@@ -132,6 +132,37 @@ impl HostState {
         let result = async move { access?.apply(&object, force).await };
         let result = result.await;
         self.counted("apply", result)
+    }
+
+    /// `create`: the stored object's JSON.
+    pub(crate) async fn host_create(&mut self, object: String) -> Result<String, GuestError> {
+        let (access, _) = self.parts();
+        let result = async move { access?.create(&object).await }.await;
+        self.counted("create", result)
+    }
+
+    /// `patch`: the stored object's (or subresource's) JSON.
+    pub(crate) async fn host_patch(
+        &mut self,
+        obj: ObjectRef,
+        kind: PatchKind,
+        patch: String,
+        subresource: Option<String>,
+    ) -> Result<String, GuestError> {
+        let (access, plugin) = self.parts();
+        let result = async move {
+            let target = target("patch", &plugin, obj)?;
+            (access?.patch(&target, kind, &patch, subresource.as_deref())).await
+        };
+        let result = result.await;
+        self.counted("patch", result)
+    }
+
+    /// `update`: the stored object's JSON.
+    pub(crate) async fn host_update(&mut self, object: String) -> Result<String, GuestError> {
+        let (access, _) = self.parts();
+        let result = async move { access?.update(&object).await }.await;
+        self.counted("update", result)
     }
 
     /// `patch-status`.

@@ -21,6 +21,7 @@
 mod fields;
 mod fixtures;
 mod memory;
+mod object_writes;
 mod report;
 mod run;
 mod store;

@@ -35,7 +35,8 @@ pub struct Reconciled {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Write {
-    /// The `cluster` function: `patch-labels`, `apply`, `patch-status`, `delete`.
+    /// The `cluster` function: `patch-labels`, `apply`, `create`, `patch`, `update`,
+    /// `patch-status`, `delete`.
     pub call: String,
     /// The object written (`apps/v1/Deployment shop/web`).
     pub object: String,
@@ -45,9 +46,13 @@ pub struct Write {
     /// Labels removed (`patch-labels`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remove: Option<Vec<String>>,
-    /// The object as the plugin applied it (`apply`).
+    /// The object as the plugin applied, created or updated it (`apply`, `create`,
+    /// `update`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<Value>,
+    /// A `patch`: its kind (`merge`, `json`), subresource if any, and body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Value>,
     /// Whether it forced conflicts (`apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
@@ -77,6 +82,7 @@ impl Write {
             set: None,
             remove: None,
             applied: None,
+            patch: None,
             force: None,
             add: None,
             status: None,

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::fields::{self, FieldPath, Ownership};
+
+mod object_writes;
 use crate::contract::{Cause, DeleteOptions, Propagation};
 
 /// The field manager of everything the fixtures set.
@@ -43,6 +45,12 @@ pub enum StoreError {
     /// and manager of each conflict (the Status causes the API server gives).
     #[error("{0}")]
     ApplyConflict(String, Vec<Cause>),
+    /// An object of that name exists.
+    #[error("already exists")]
+    AlreadyExists,
+    /// The write is not one the API server would accept (a failed JSON patch `test`).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// What one write did to one object, for the watches.
@@ -190,16 +198,8 @@ impl Store {
             }
             object["apiVersion"] = config["apiVersion"].clone();
             object["kind"] = config["kind"].clone();
-            let mut owners = Ownership::default();
-            owners.share(manager, applied.into_iter().map(|(p, _)| p));
-            self.stamp_new(id, &mut object);
-            let stored = Stored { object, owners };
-            let after = stored.object.clone();
-            self.objects.insert(id.clone(), stored);
-            let changed = Changed {
-                before: None,
-                after: Some(after.clone()),
-            };
+            let paths = applied.into_iter().map(|(p, _)| p);
+            let (after, changed) = self.insert_new(id, object, manager, paths);
             return Ok((after, Some(changed)));
         }
         let changed = self.update(id, |stored| {
@@ -291,6 +291,27 @@ impl Store {
             before: Some(before),
             after: Some(stored.object.clone()),
         }))
+    }
+
+    /// Stores a new object whose fields at `paths` `manager` owns; returns it as
+    /// stored and the change.
+    fn insert_new(
+        &mut self,
+        id: &ObjectId,
+        mut object: Value,
+        manager: &str,
+        paths: impl IntoIterator<Item = FieldPath>,
+    ) -> (Value, Changed) {
+        let mut owners = Ownership::default();
+        owners.share(manager, paths);
+        self.stamp_new(id, &mut object);
+        let after = object.clone();
+        self.objects.insert(id.clone(), Stored { object, owners });
+        let changed = Changed {
+            before: None,
+            after: Some(after.clone()),
+        };
+        (after, changed)
     }
 
     /// Sets what the API server sets on a new object (a fixture keeps its own uid,
@@ -475,114 +496,4 @@ fn drop_owner(object: &mut Value, uid: &Value) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn id(kind: &str, name: &str) -> ObjectId {
-        ObjectId {
-            group: "apps".into(),
-            kind: kind.into(),
-            namespace: Some("shop".into()),
-            name: name.into(),
-        }
-    }
-
-    fn deployment(spec: Value) -> Value {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "shop"}, "spec": spec})
-    }
-
-    #[test]
-    fn a_field_an_apply_leaves_out_is_removed_and_generation_counts_spec_changes() {
-        let mut store = Store::default();
-        let web = id("Deployment", "web");
-        let config = deployment(json!({"replicas": 2, "paused": true}));
-        let (created, _) = store.apply(&web, &config, "me", false).expect("created");
-        assert_eq!(created["metadata"]["generation"], 1);
-        let (stored, changed) =
-            (store.apply(&web, &deployment(json!({"replicas": 2})), "me", false)).expect("applied");
-        assert_eq!(stored["spec"], json!({"replicas": 2}));
-        assert_eq!(stored["metadata"]["generation"], 2);
-        assert!(changed.is_some());
-        let labels = [("a".to_string(), "b".to_string())];
-        store
-            .patch_labels(&web, &labels, &[], "me")
-            .expect("labelled");
-        assert_eq!(store.get(&web).expect("ok")["metadata"]["generation"], 2);
-        let again = store
-            .patch_labels(&web, &labels, &[], "me")
-            .expect("labelled");
-        assert!(again.is_none(), "an unchanged object is no change");
-    }
-
-    #[test]
-    fn deleting_an_owner_deletes_its_dependents_or_orphans_them() {
-        let mut store = Store::default();
-        let owner = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "uid": "u-1"}});
-        let dependent = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": "web-1", "ownerReferences": [{"uid": "u-1"}]}});
-        store
-            .insert(id("Deployment", "web"), owner.clone())
-            .expect("ok");
-        store
-            .insert(id("ReplicaSet", "web-1"), dependent.clone())
-            .expect("ok");
-        let changes = (store.delete(
-            &id("Deployment", "web"),
-            &DeleteOptions::unconditional(Propagation::Background),
-        ))
-        .expect("ok");
-        assert_eq!(changes.len(), 2);
-        assert!(store.get(&id("ReplicaSet", "web-1")).is_none());
-
-        store.insert(id("Deployment", "web"), owner).expect("ok");
-        store
-            .insert(id("ReplicaSet", "web-1"), dependent)
-            .expect("ok");
-        (store.delete(
-            &id("Deployment", "web"),
-            &DeleteOptions::unconditional(Propagation::Orphan),
-        ))
-        .expect("ok");
-        let orphan = store.get(&id("ReplicaSet", "web-1")).expect("kept");
-        assert_eq!(orphan["metadata"]["ownerReferences"], json!([]));
-    }
-
-    #[test]
-    fn an_object_with_finalizers_is_only_marked_for_deletion() {
-        let mut store = Store::default();
-        let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "finalizers": ["example.com/cleanup"]}});
-        store.insert(id("Deployment", "web"), object).expect("ok");
-        (store.delete(
-            &id("Deployment", "web"),
-            &DeleteOptions::unconditional(Propagation::Background),
-        ))
-        .expect("ok");
-        let marked = store.get(&id("Deployment", "web")).expect("still there");
-        assert_eq!(marked["metadata"]["deletionTimestamp"], CLOCK);
-        // Removing another finalizer than the last one keeps it; the last one lets it go.
-        let web = id("Deployment", "web");
-        let add = ["example.com/second".to_string()];
-        (store.patch_finalizers(&web, &add, &[])).expect("added");
-        let first = ["example.com/cleanup".to_string()];
-        (store.patch_finalizers(&web, &[], &first)).expect("removed one");
-        let kept = store.get(&web).expect("still held");
-        assert_eq!(
-            kept["metadata"]["finalizers"],
-            json!(["example.com/second"])
-        );
-        let gone = (store.patch_finalizers(&web, &[], &add)).expect("removed the last");
-        assert!(store.get(&web).is_none(), "released");
-        assert!(
-            gone.iter().any(|c| c.after.is_none()),
-            "watchers see the deletion"
-        );
-        let missing = store.delete(
-            &id("Deployment", "gone"),
-            &DeleteOptions::unconditional(Propagation::Background),
-        );
-        assert_eq!(missing.expect_err("refused"), StoreError::NotFound);
-    }
-}
+mod tests;

@@ -15,14 +15,16 @@ use super::report::{Event, Write};
 use super::store::{CLOCK_SINCE_EPOCH, StoreError};
 use crate::budget::PluginBudget;
 use crate::capabilities::{CapabilityError, PluginCluster, Target, applied_target};
-use crate::contract::{DeleteOptions, ErrorCode, EventRecord, GuestError, Propagation, Verb};
+use crate::contract::{
+    DeleteOptions, ErrorCode, EventRecord, GuestError, PatchKind, Propagation, Verb,
+};
 use crate::kube::discovery::display_gvk;
 use crate::kube::finalizers;
 use crate::kube::writes::label_patch;
 
 impl MemoryCluster {
     /// Records `write` with the outcome of `result` and hands the result on.
-    fn recorded<T>(
+    pub(super) fn recorded<T>(
         &self,
         mut write: Write,
         result: Result<T, CapabilityError>,
@@ -34,7 +36,7 @@ impl MemoryCluster {
 
     /// A store error as the plugin sees it, prefixed with the call, worded and with
     /// the HTTP status as the API server gives them.
-    fn failed(op: &str, target: &Target, error: StoreError) -> CapabilityError {
+    pub(super) fn failed(op: &str, target: &Target, error: StoreError) -> CapabilityError {
         let (code, status, message, causes) = match error {
             StoreError::NotFound => (
                 ErrorCode::NotFound,
@@ -46,6 +48,13 @@ impl MemoryCluster {
             StoreError::ApplyConflict(m, causes) => {
                 (ErrorCode::Conflict, 409, format!("{op}: {m}"), causes)
             }
+            StoreError::AlreadyExists => (
+                ErrorCode::AlreadyExists,
+                409,
+                format!("{op}: {} {:?} already exists", target.gvk.kind, target.name),
+                Vec::new(),
+            ),
+            StoreError::Invalid(m) => (ErrorCode::Invalid, 422, format!("{op}: {m}"), vec![]),
         };
         let mut error = GuestError::new(code, message);
         error.status = Some(status);
@@ -100,21 +109,28 @@ impl MemoryCluster {
         let target = Target::checked("apply", plugin, target.gvk, target.namespace, target.name)?;
         let op = format!("apply {target}");
         self.declared.require(Verb::Apply, "apply", &target)?;
-        let namespaced = (self.scopes).namespaced(&target.gvk.group, &target.gvk.kind);
-        if namespaced != target.namespace.is_some() {
-            return Err(CapabilityError::Invalid(format!(
-                "{op}: {} is {}namespaced, so the object must {}have metadata.namespace",
-                display_gvk(&target.gvk),
-                if namespaced { "" } else { "not " },
-                if namespaced { "" } else { "not " },
-            )));
-        }
+        self.check_scope(&op, &target)?;
         let id = self.id(&target);
         let mut world = self.world();
         let (stored, changed) = (world.store.apply(&id, object, plugin, force))
             .map_err(|e| Self::failed(&op, &target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
         Ok(stored.to_string())
+    }
+
+    /// Refuses an object whose namespace does not fit its kind's scope, as the API
+    /// server would.
+    pub(super) fn check_scope(&self, op: &str, target: &Target) -> Result<(), CapabilityError> {
+        let namespaced = (self.scopes).namespaced(&target.gvk.group, &target.gvk.kind);
+        if namespaced == target.namespace.is_some() {
+            return Ok(());
+        }
+        Err(CapabilityError::Invalid(format!(
+            "{op}: {} is {}namespaced, so the object must {}have metadata.namespace",
+            display_gvk(&target.gvk),
+            if namespaced { "" } else { "not " },
+            if namespaced { "" } else { "not " },
+        )))
     }
 
     fn status_now(&self, target: &Target, status: &Value) -> Result<(), CapabilityError> {
@@ -265,6 +281,24 @@ impl PluginCluster for MemoryCluster {
         write.remove = (!remove.is_empty()).then(|| remove.to_vec());
         let result = self.finalizers_now(target, add, remove);
         Box::pin(ready(self.recorded(write, result)))
+    }
+
+    fn create<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ready(self.create_now(object)))
+    }
+
+    fn patch<'a>(
+        &'a self,
+        target: &'a Target,
+        kind: PatchKind,
+        patch: &'a str,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ready(self.patch_now(target, kind, patch, subresource)))
+    }
+
+    fn update<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<String, CapabilityError>> {
+        Box::pin(ready(self.update_now(object)))
     }
 
     fn apply<'a>(

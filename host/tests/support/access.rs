@@ -41,6 +41,8 @@ pub async fn config_map_plugin(
         Verb::Apply,
         Verb::PatchStatus,
         Verb::Delete,
+        Verb::Create,
+        Verb::Update,
     ];
     let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
     let budget = Arc::new(PluginBudget::new(plugin, budget, Default::default()));

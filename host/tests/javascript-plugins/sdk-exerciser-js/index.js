@@ -56,6 +56,11 @@ export const reconciler = exportController({
       observedGeneration: meta.generation,
     });
     cluster.patchStatus(ref, { conditions });
+    // A JSON patch guarded by a test of the generation it read.
+    cluster.patch(ref, [
+      { op: 'test', path: '/metadata/generation', value: meta.generation },
+      { op: 'add', path: '/metadata/labels/wcm.test~1exercised', value: 'yes' },
+    ], { type: 'json' });
     const shared = {
       apiVersion: 'v1', kind: 'ConfigMap',
       metadata: { name: 'shared', namespace: meta.namespace }, data: { owner: meta.name },

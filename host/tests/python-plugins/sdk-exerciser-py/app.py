@@ -65,6 +65,11 @@ class Exerciser(Controller):
                                    "Ready", "True", "Exercised", "settings applied",
                                    meta.get("generation"))
         cluster.patch_status(ref, {"conditions": conditions})
+        # A JSON patch guarded by a test of the generation it read.
+        cluster.patch(ref, [{"op": "test", "path": "/metadata/generation",
+                             "value": meta.get("generation")},
+                            {"op": "add", "path": "/metadata/labels/wcm.test~1exercised",
+                             "value": "yes"}], type="json")
         shared = {"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": {"name": "shared", "namespace": meta["namespace"]},
                   "data": {"owner": meta["name"]}}

@@ -7,6 +7,11 @@
 //!   "external record" it stands for), then releases it;
 //! - `delete-uid: UID`: deletes the ConfigMap only if it still has that uid; a refusal
 //!   is recorded as a `DeleteRefused` Event whose note carries the code and status;
+//! - `create: PREFIX`: creates a ConfigMap named `PREFIX` + a generated suffix (data
+//!   `from: <source>`) once, and notes its name in the annotation `wcm.test/created`
+//!   by a merge patch guarded by the source's resourceVersion;
+//! - `update: please`: updates the ConfigMap read (its resourceVersion) to
+//!   `update: done`;
 //! - otherwise: labels it `wcm.test/seen-by=contract-v0-3`, records a `SeenBy` Event
 //!   with action `Inspect` and, if `related: NAME` is given, that ConfigMap as its
 //!   related object, and logs `inspected` with fields; with `secret: NAME` it reads
@@ -30,12 +35,14 @@ pub struct ContractV03;
 const CLEANUP: &str = "wcm.test/cleanup";
 /// Where the "external records" it cleans up live.
 const RECORDS: &str = "wcm-records";
+/// The annotation naming the ConfigMap it created for a source.
+const CREATED: &str = "wcm.test/created";
 
 impl Controller for ContractV03 {
     fn registration() -> Registration {
         Registration::new("contract-v0-3", "0.3.0")
             .watch(Watch::all::<ConfigMap>().labels("wcm.test/contract"))
-            .permit::<ConfigMap>(&[Verb::Patch, Verb::Delete])
+            .permit::<ConfigMap>(&[Verb::Patch, Verb::Delete, Verb::Create, Verb::Update])
             .permit::<Secret>(&[Verb::Get])
             .counter("inspected", "ConfigMaps inspected", &["namespace"])
             .gauge(
@@ -74,6 +81,15 @@ impl Controller for ContractV03 {
         if let Some(uid) = data.get("delete-uid") {
             return delete_if_still(&target, uid);
         }
+        if let Some(prefix) = data.get("create") {
+            create_once(&cm, prefix)?;
+        }
+        if data.get("update").map(String::as_str) == Some("please") {
+            let mut updated = cm.clone();
+            let data = updated.data.get_or_insert_with(Default::default);
+            data.insert("update".into(), "done".into());
+            cluster::update(&updated)?;
+        }
         cluster::patch_labels(&target, &[("wcm.test/seen-by", "contract-v0-3")], &[])?;
         let related = data
             .get("related")
@@ -94,6 +110,27 @@ impl Controller for ContractV03 {
         );
         Ok(Action::Done)
     }
+}
+
+/// Creates a ConfigMap named from `prefix` for `source` once, remembered in an
+/// annotation of `source` (a merge patch guarded by its resourceVersion).
+fn create_once(source: &ConfigMap, prefix: &str) -> Result<(), Error> {
+    let annotations = source.metadata.annotations.as_ref();
+    if annotations.is_some_and(|a| a.contains_key(CREATED)) {
+        return Ok(());
+    }
+    let mut made = ConfigMap::default();
+    made.metadata.generate_name = Some(prefix.to_string());
+    made.metadata.namespace = source.metadata.namespace.clone();
+    let from = source.metadata.name.clone().unwrap_or_default();
+    made.data = Some([("from".to_string(), from)].into());
+    let made = cluster::create(&made)?;
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": source.metadata.resource_version,
+        "annotations": {CREATED: made.metadata.name},
+    }});
+    cluster::merge_patch(&ObjectRef::of(source), &patch)?;
+    Ok(())
 }
 
 /// The HTTP status of a failed call, `none` when the host refused it itself.
