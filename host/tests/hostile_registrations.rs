@@ -1,6 +1,7 @@
 //! Registrations a host must not run as they are: resync periods of 1 ms and of
 //! `u64::MAX`, a selector that does not parse and too many watches are refused at
-//! load with the reason in the plugin table and the log; a plugin watching a kind the
+//! load with the reason in the plugin table and the log; a field selector the API
+//! server does not support for the kind degrades the plugin with the API's words; a plugin watching a kind the
 //! host may not list is shown `degraded` with the API server's error and starts
 //! working by itself once the right is granted.
 
@@ -36,6 +37,10 @@ async fn registrations_a_host_cannot_serve_are_refused_with_the_reason() -> Resu
             plugin_bytes("hostile-too-many-watches"),
         ),
         ("harmless.wasm", plugin_bytes("hostile-registration")),
+        (
+            "unsupported-field.wasm",
+            plugin_bytes("hostile-unsupported-field"),
+        ),
     ])?;
     let host = HostProcess::start(dir.path(), &[])?;
     for (file, reason) in [
@@ -62,6 +67,14 @@ async fn registrations_a_host_cannot_serve_are_refused_with_the_reason() -> Resu
         host.wait_for_log(&["plugin failed to load", file, &reason], WAIT)
             .await?;
     }
+    // A field selector the API server does not support for the kind loads (it is
+    // well-formed) and is degraded with the API server's words.
+    let degraded = row_in(&host, "unsupported-field.wasm", State::Degraded).await?;
+    let why = degraded.reason.unwrap_or_default();
+    ensure!(
+        why.contains("v1/ConfigMap") && why.contains("spec.nodeName"),
+        "{why}"
+    );
     let harmless = row_in(&host, "harmless.wasm", State::Running).await?;
     let limits = harmless.limits.context("a running row shows its limits")?;
     ensure!(limits.budget.api_qps == 20.0 && limits.budget.api_burst == 30);

@@ -14,6 +14,10 @@
 //!   label names `wcm.test/touched=true` (granted a Role in `wcm-rights-a` only, its
 //!   writes elsewhere must be refused by the API server).
 //!
+//! - `unsupported-field` watches ConfigMaps by a field selector the API server does
+//!   not support for them (`spec.nodeName`): well-formed, so it loads, and the API
+//!   server's refusal of the list shows as the plugin's problem.
+//!
 //! Without a feature it is a harmless ConfigMap watcher.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -45,6 +49,8 @@ const NAME: &str = if cfg!(feature = "resync-1ms") {
     "hostile-secrets-peek"
 } else if cfg!(feature = "namespace-a") {
     "hostile-namespace-a"
+} else if cfg!(feature = "unsupported-field") {
+    "hostile-unsupported-field"
 } else {
     "hostile-none"
 };
@@ -65,6 +71,8 @@ impl Controller for HostileRegistration {
             .permit::<ConfigMap>(&[Verb::Patch])
         } else if cfg!(feature = "bad-selector") {
             reg.watch(Watch::all::<ConfigMap>().labels("app in web"))
+        } else if cfg!(feature = "unsupported-field") {
+            reg.watch(configmaps.clone().fields("spec.nodeName=node-1"))
         } else if cfg!(feature = "too-many-watches") {
             (0..17).fold(reg, |reg, _| reg.watch(configmaps.clone()))
         } else {
