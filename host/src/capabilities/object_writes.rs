@@ -2,6 +2,8 @@
 //! and its target checked before anything is sent, the verb required, the API rate
 //! and leadership admitted, and the stored object read back into the caches.
 
+use std::borrow::Cow;
+
 use kube::api::DynamicObject;
 use serde_json::Value;
 
@@ -9,7 +11,7 @@ use super::writes::failed;
 use super::{CapabilityError, ClusterAccess, Target, applied_target};
 use crate::contract::{PatchKind, Verb};
 use crate::kube::names::shorten;
-use crate::kube::object_writes::{self, SUBRESOURCES};
+use crate::kube::object_writes::{self, PatchBody, SUBRESOURCES};
 
 impl ClusterAccess {
     /// Creates the object `json` (named, or with `metadata.generateName`); returns it
@@ -46,21 +48,14 @@ impl ClusterAccess {
         };
         let verb = patch_verb(&op, subresource)?;
         self.declared.require(verb, "patch", target)?;
-        let value = patch_value(&op, kind, patch)?;
+        let body = patch_value(&op, kind, patch)?;
         self.admit_request(&op).await?;
         let resolved = self.resolve(&op, &target.gvk).await?;
         let at = (target.namespace.as_deref(), target.name.as_str());
         let plugin = &self.declared.plugin;
-        let written = object_writes::patch(
-            &self.client,
-            &resolved,
-            at,
-            plugin,
-            (kind, &value),
-            subresource,
-        )
-        .await
-        .map_err(|e| failed(&op, e))?;
+        let written = object_writes::patch(&self.client, &resolved, at, plugin, body, subresource)
+            .await
+            .map_err(|e| failed(&op, e))?;
         // A scale subresource answers with a Scale, not the object.
         self.answer(&op, target, written, subresource != Some("scale"))
     }
@@ -113,7 +108,6 @@ pub(crate) fn object_target(
     let invalid = |why: String| CapabilityError::Invalid(format!("{call}: the object {why}"));
     let value: Value =
         serde_json::from_str(json).map_err(|e| invalid(format!("is not JSON: {e}")))?;
-    let mut named = value.clone();
     let generated = value
         .pointer("/metadata/generateName")
         .and_then(Value::as_str);
@@ -121,9 +115,15 @@ pub(crate) fn object_target(
         (true, None, Some(prefix)) => Some(prefix.to_string()),
         _ => None,
     };
-    if let Some(prefix) = &prefix {
-        named["metadata"]["name"] = Value::String(format!("{prefix}x"));
-    }
+    // Only a generated name needs a copy with a name in it, to be checked as one.
+    let named = match &prefix {
+        None => Cow::Borrowed(&value),
+        Some(prefix) => {
+            let mut named = value.clone();
+            named["metadata"]["name"] = Value::String(format!("{prefix}x"));
+            Cow::Owned(named)
+        }
+    };
     let target = applied_target(&named).map_err(invalid)?;
     let mut target = Target::checked(call, plugin, target.gvk, target.namespace, target.name)?;
     if let Some(prefix) = prefix {
@@ -167,26 +167,14 @@ fn dynamic(op: &str, value: Value) -> Result<DynamicObject, CapabilityError> {
         .map_err(|e| CapabilityError::Invalid(format!("{op}: not a Kubernetes object: {e}")))
 }
 
-/// A patch as JSON of the right shape: an object for a merge patch, a list of
-/// operations for a JSON patch.
+/// A patch as its kind says it must be shaped, parsed once.
 pub(crate) fn patch_value(
     op: &str,
     kind: PatchKind,
     patch: &str,
-) -> Result<Value, CapabilityError> {
+) -> Result<PatchBody, CapabilityError> {
     let invalid = |why: String| CapabilityError::Invalid(format!("{op}: the patch {why}"));
     let value: Value =
         serde_json::from_str(patch).map_err(|e| invalid(format!("is not JSON: {e}")))?;
-    match (kind, &value) {
-        (PatchKind::Merge, Value::Object(_)) => Ok(value),
-        (PatchKind::Merge, _) => Err(invalid("must be a JSON object (a merge patch)".into())),
-        (PatchKind::Json, Value::Array(_)) => {
-            serde_json::from_value::<json_patch::Patch>(value.clone())
-                .map_err(|e| invalid(format!("is not a JSON patch: {e}")))?;
-            Ok(value)
-        }
-        (PatchKind::Json, _) => Err(invalid(
-            "must be a list of operations (a JSON patch)".into(),
-        )),
-    }
+    PatchBody::parse(kind, value).map_err(invalid)
 }

@@ -56,7 +56,7 @@ pub async fn set_finalizers(
 }
 
 /// Parameters of a merge patch recorded under `field_manager`.
-fn merge_params(field_manager: &str) -> PatchParams {
+pub(super) fn merge_params(field_manager: &str) -> PatchParams {
     PatchParams {
         field_manager: Some(field_manager.to_string()),
         ..Default::default()
@@ -165,9 +165,6 @@ pub enum WriteError {
     /// The API server refused or could not be reached.
     #[error(transparent)]
     Api(#[from] kube::Error),
-    /// The plugin's input is not what the call takes; no API call was made.
-    #[error("{0}")]
-    Invalid(String),
 }
 
 #[cfg(test)]

@@ -61,11 +61,6 @@ impl Watch {
         Value::Object(held).to_string()
     }
 
-    /// `object`, if this watch's cache holds it.
-    fn held<'a>(&self, id: &ObjectId, object: Option<&'a Value>) -> Option<&'a Value> {
-        object.filter(|o| self.holds(id, o))
-    }
-
     /// Whether this watch is of `gvk` and can hold objects of `namespace`.
     fn covers(&self, gvk: &GroupVersionKind, namespace: Option<&str>) -> bool {
         self.gvk.group == gvk.group
@@ -135,16 +130,18 @@ impl MemoryCluster {
         let changes = std::mem::take(&mut self.world().changes);
         let mut keys = Vec::new();
         for (id, changed) in &changes {
+            // As the cache holds them: converted once, whichever watches hold them.
+            let before = changed.before.as_ref().map(|o| (o, cached(o)));
+            let after = changed.after.as_ref().map(|o| (o, cached(o)));
             for watch in &self.watches {
-                let change = match (
-                    watch.held(id, changed.before.as_ref()),
-                    watch.held(id, changed.after.as_ref()),
-                ) {
-                    (old, Some(new)) => Change::Applied {
-                        new: cached(new),
-                        old: old.map(cached),
-                    },
-                    (Some(old), None) => Change::Deleted(cached(old)),
+                let held = |side: &Option<(&Value, Arc<CachedObject>)>| {
+                    (side.as_ref())
+                        .filter(|(o, _)| watch.holds(id, o))
+                        .map(|(_, c)| c.clone())
+                };
+                let change = match (held(&before), held(&after)) {
+                    (old, Some(new)) => Change::Applied { new, old },
+                    (Some(old), None) => Change::Deleted(old),
                     (None, None) => continue,
                 };
                 if predicates::passes(&watch.predicates, &change) {

@@ -5,11 +5,12 @@ use serde_json::{Value, json};
 
 use super::memory::MemoryCluster;
 use super::report::Write;
-use super::store::StoreError;
+use super::store::{StoreError, apply_patch};
 use crate::capabilities::{
     CapabilityError, Target, object_target, patch_value, patch_verb, require_version,
 };
 use crate::contract::{PatchKind, Verb};
+use crate::kube::object_writes::PatchBody;
 
 /// An object's Scale, as the scale subresource shows it.
 fn scale_of(object: &Value) -> Value {
@@ -65,18 +66,14 @@ impl MemoryCluster {
         subresource: Option<&str>,
     ) -> Result<String, CapabilityError> {
         let op = format!("patch {target}");
-        let value = patch_value(&op, kind, patch)?;
+        let body = patch_value(&op, kind, patch)?;
         let mut write = Write::new("patch", target);
-        let kind_name = match kind {
-            PatchKind::Merge => "merge",
-            PatchKind::Json => "json",
-        };
-        let mut described = json!({"type": kind_name, "body": value});
+        let mut described = json!({"type": body.kind_name(), "body": body.to_value()});
         if let Some(sub) = subresource {
             described["subresource"] = json!(sub);
         }
         write.patch = Some(described);
-        let result = self.patched(&op, target, (kind, &value), subresource);
+        let result = self.patched(&op, target, &body, subresource);
         self.recorded(write, result)
     }
 
@@ -84,18 +81,18 @@ impl MemoryCluster {
         &self,
         op: &str,
         target: &Target,
-        (kind, value): (PatchKind, &Value),
+        body: &PatchBody,
         subresource: Option<&str>,
     ) -> Result<String, CapabilityError> {
         self.declared
             .require(patch_verb(op, subresource)?, "patch", target)?;
         if subresource == Some("scale") {
-            return self.scaled(op, target, (kind, value));
+            return self.scaled(op, target, body);
         }
         let id = self.id(target);
         let mut world = self.world();
         let plugin = &self.declared.plugin;
-        let (stored, changed) = (world.store.patch(&id, (kind, value), subresource, plugin))
+        let (stored, changed) = (world.store.patch(&id, body, subresource, plugin))
             .map_err(|e| Self::failed(op, target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
         Ok(stored.to_string())
@@ -108,28 +105,18 @@ impl MemoryCluster {
         &self,
         op: &str,
         target: &Target,
-        (kind, value): (PatchKind, &Value),
+        body: &PatchBody,
     ) -> Result<String, CapabilityError> {
         let id = self.id(target);
         let mut world = self.world();
         let current = (world.store.get(&id).cloned())
             .ok_or_else(|| Self::failed(op, target, StoreError::NotFound))?;
         let mut scale = scale_of(&current);
-        match kind {
-            PatchKind::Merge => json_patch::merge(&mut scale, value),
-            PatchKind::Json => {
-                let ops: json_patch::Patch = serde_json::from_value(value.clone())
-                    .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
-                json_patch::patch(&mut scale, &ops)
-                    .map_err(|e| Self::failed(op, target, StoreError::Invalid(e.to_string())))?;
-            }
-        }
+        apply_patch(body, &mut scale).map_err(|e| Self::failed(op, target, e))?;
         let replicas = json!({"spec": {"replicas": scale.pointer("/spec/replicas")}});
+        let replicas = PatchBody::Merge(replicas);
         let plugin = &self.declared.plugin;
-        let (stored, changed) =
-            (world
-                .store
-                .patch(&id, (PatchKind::Merge, &replicas), None, plugin))
+        let (stored, changed) = (world.store.patch(&id, &replicas, None, plugin))
             .map_err(|e| Self::failed(op, target, e))?;
         world.changes.extend(changed.map(|c| (id, c)));
         Ok(scale_of(&stored).to_string())

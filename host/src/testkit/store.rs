@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use super::fields::{self, FieldPath, Ownership};
 
 mod object_writes;
+
 use crate::contract::{Cause, DeleteOptions, Propagation};
+pub use object_writes::apply_patch;
 
 /// The field manager of everything the fixtures set.
 pub const FIXTURE_MANAGER: &str = "fixtures";

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::{Changed, ObjectId, Store, StoreError, Stored, fields};
-use crate::contract::PatchKind;
+use crate::kube::object_writes::PatchBody;
 
 /// The characters of a generated name's suffix (the API server's alphabet).
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -51,24 +51,16 @@ impl Store {
     pub fn patch(
         &mut self,
         id: &ObjectId,
-        (kind, patch): (PatchKind, &Value),
+        body: &PatchBody,
         subresource: Option<&str>,
         manager: &str,
     ) -> Result<(Value, Option<Changed>), StoreError> {
         let changed = self.update(id, |stored| {
-            let mut patched = stored.object.clone();
-            match kind {
-                PatchKind::Merge => {
-                    check_version(&stored.object, patch)?;
-                    json_patch::merge(&mut patched, patch);
-                }
-                PatchKind::Json => {
-                    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-                    json_patch::patch(&mut patched, &ops)
-                        .map_err(|e| StoreError::Invalid(e.to_string()))?;
-                }
+            if let PatchBody::Merge(patch) = body {
+                check_version(&stored.object, patch)?;
             }
+            let mut patched = stored.object.clone();
+            apply_patch(body, &mut patched)?;
             keep_apart(&stored.object, &mut patched, subresource);
             take_changed(stored, patched, manager);
             Ok(())
@@ -103,6 +95,18 @@ impl Store {
         })?;
         Ok((self.objects[id].object.clone(), changed))
     }
+}
+
+/// Applies `body` to `value` as the API server would; a failed JSON patch operation
+/// (a `test` that does not hold) is `Invalid` and `value` is left as it was.
+pub fn apply_patch(body: &PatchBody, value: &mut Value) -> Result<(), StoreError> {
+    match body {
+        PatchBody::Merge(patch) => json_patch::merge(value, patch),
+        PatchBody::Json(ops) => {
+            json_patch::patch(value, ops).map_err(|e| StoreError::Invalid(e.to_string()))?
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a write naming a resourceVersion the object is no longer at, worded as the
@@ -141,15 +145,16 @@ fn keep_apart(current: &Value, written: &mut Value, subresource: Option<&str>) {
 
 /// Stores `written`, the fields it changed owned by `manager`.
 fn take_changed(stored: &mut Stored, written: Value, manager: &str) {
-    let before: Vec<_> = fields::leaves(&stored.object);
-    for (path, value) in fields::leaves(&written) {
-        if !before.iter().any(|(p, v)| *p == path && *v == value) {
-            stored.owners.take(manager, path);
+    let before = fields::leaves(&stored.object);
+    let after = fields::leaves(&written);
+    for (path, _) in &before {
+        if after.iter().all(|(p, _)| p != path) {
+            stored.owners.release(path);
         }
     }
-    for (path, _) in before {
-        if fields::leaves(&written).iter().all(|(p, _)| *p != path) {
-            stored.owners.release(&path);
+    for (path, value) in after {
+        if !before.iter().any(|(p, v)| *p == path && *v == value) {
+            stored.owners.take(manager, path);
         }
     }
     stored.object = written;
