@@ -9,10 +9,12 @@
 //! Each test then takes a [`TestNamespace`]: its own namespace, an admin client, and a
 //! label for the cluster-scoped objects it creates, all deleted when it is dropped.
 
+mod diagnose;
 mod namespace;
 mod poll;
 mod private;
 
+pub use diagnose::describe_pods;
 pub use namespace::TestNamespace;
 pub use poll::poll_until;
 pub use private::PrivateControlPlane;
@@ -159,6 +161,12 @@ impl ControlPlane {
     /// Path of the admin kubeconfig, for child processes (`KUBECONFIG=...`).
     pub fn admin_kubeconfig(&self) -> &Path {
         &self.admin_kubeconfig
+    }
+
+    /// The directory of the control plane's state: certificates, kubeconfigs, data and
+    /// each component's log under `logs/`.
+    pub fn state_dir(&self) -> &Path {
+        self.admin_kubeconfig.parent().unwrap_or(Path::new("."))
     }
 
     /// The API server's audit log: one JSON line per write (user agent, verb, object,

@@ -76,6 +76,12 @@ impl TestNamespace {
         self.client.clone()
     }
 
+    /// What is known of this namespace's Pods and the node ([`crate::describe_pods`]),
+    /// for a test's error when they did not get where it waited for them.
+    pub async fn describe_pods(&self) -> String {
+        crate::describe_pods(&self.client, &self.name).await
+    }
+
     /// Labels to put on cluster-scoped objects this test creates, so cleanup finds them.
     pub fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([(TEST_LABEL.to_string(), self.name.clone())])

@@ -169,7 +169,10 @@ async fn runs_a_webapp(client: &Client) -> Result<()> {
         (ready && status["readyReplicas"] == 2).then_some(())
     })
     .await;
-    ready.context("the WebApp never became Ready with 2 replicas")?;
+    if ready.is_none() {
+        let pods = ns.describe_pods().await;
+        bail!("the WebApp never became Ready with 2 replicas:\n{pods}");
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
     let serving = pods.list(&ListParams::default()).await?.items;
     ensure!(serving.len() == 2, "{} web Pods", serving.len());

@@ -167,14 +167,19 @@ async fn the_image_runs_on_the_node_as_a_restricted_non_root_pod() -> Result<()>
         },
     }))?;
     pods.create(&PostParams::default(), &pod).await?;
-    let phase = poll_until(Duration::from_secs(90), || async {
+    let finished = poll_until(Duration::from_secs(180), || async {
         let phase = pods.get("host-version").await.ok()?.status?.phase?;
         ["Succeeded", "Failed"]
             .contains(&phase.as_str())
             .then_some(phase)
     })
-    .await
-    .context("the Pod did not finish within 90 s")?;
+    .await;
+    let Some(phase) = finished else {
+        bail!(
+            "the Pod did not finish within 180 s:\n{}",
+            ns.describe_pods().await
+        );
+    };
     let logs = pods.logs("host-version", &LogParams::default()).await?;
     if phase != "Succeeded" {
         bail!("the host's Pod {phase}: {logs}");

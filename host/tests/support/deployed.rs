@@ -93,7 +93,8 @@ pub fn holds(pod: &Pod, holder: &str) -> bool {
     !name.is_empty() && holder.starts_with(&format!("{name}_"))
 }
 
-/// The Lease and the last log lines of every host Pod, for a failure message.
+/// The Lease, the last log lines of every host Pod and what is known of the Pods and
+/// the node ([`wcm_control_plane::describe_pods`]), for a failure message.
 pub async fn diagnosis(client: &Client) -> String {
     let lease = lease(client).await.map(|l| l.spec);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -109,5 +110,6 @@ pub async fn diagnosis(client: &Client) -> String {
         let phase = pod.status.and_then(|s| s.phase);
         said.push(format!("{name} ({phase:?}): {tail:#?}"));
     }
+    said.push(wcm_control_plane::describe_pods(client, NAMESPACE).await);
     said.join("\n")
 }
