@@ -140,22 +140,94 @@ func putOption(b []byte, s *string) {
 	putString(b[4:], *s)
 }
 
-func u32(b []byte) uint32       { return binary.LittleEndian.Uint32(b) }
-func putU32(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }
-func putU64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, v) }
-
-// readError reads the contract's `error` variant (12 bytes: case, then a string).
-func readError(b []byte) error {
-	return &Error{Case: ErrorCase(b[0]), Message: readString(b[4:])}
+// readOption reads an option<string> (tag, then the string at 4).
+func readOption(b []byte) *string {
+	if b[0] == 0 {
+		return nil
+	}
+	s := readString(b[4:])
+	return &s
 }
 
-// putError writes err as the contract's `error` variant; any error that is not an
-// *Error is the `other` case.
-func putError(b []byte, err error) {
-	e, ok := err.(*Error)
-	if !ok {
-		e = &Error{Case: Other, Message: err.Error()}
+// putList writes at b the pointer and length of a new list of n elements of size
+// bytes, each laid out by put.
+func putList(b []byte, n int, size, align uint32, put func(elem []byte, i int)) {
+	elems := alloc(size*uint32(n), align)
+	for i := 0; i < n; i++ {
+		put(elems[size*uint32(i):], i)
 	}
+	putU32(b[0:], address(elems, align))
+	putU32(b[4:], uint32(n))
+}
+
+// putStrings writes a list<string>.
+func putStrings(b []byte, list []string) {
+	putList(b, len(list), 8, 4, func(e []byte, i int) { putString(e, list[i]) })
+}
+
+// readStrings reads a list<string> whose pointer and length are at b[0:8].
+func readStrings(b []byte) []string {
+	n := u32(b[4:])
+	items := memory(u32(b[0:]), 8*n)
+	out := make([]string, 0, n)
+	for i := uint32(0); i < n; i++ {
+		out = append(out, readString(items[8*i:]))
+	}
+	return out
+}
+
+func u32(b []byte) uint32       { return binary.LittleEndian.Uint32(b) }
+func putU32(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }
+func u64(b []byte) uint64       { return binary.LittleEndian.Uint64(b) }
+func putU64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, v) }
+
+// The contract's `error` record (40 bytes, align 8): code at 0, message at 4, status
+// (option<u16>) at 12, retry-after-ms (option<u64>) at 16, causes at 32; a `cause`
+// is 36 bytes: field, reason, message, then manager (option<string>) at 24.
+const (
+	errorSize = 40
+	causeSize = 36
+)
+
+// readError reads the contract's `error`.
+func readError(b []byte) error {
+	e := &Error{Case: ErrorCase(b[0]), Message: readString(b[4:])}
+	if b[12] == 1 {
+		status := binary.LittleEndian.Uint16(b[14:])
+		e.Status = &status
+	}
+	if b[16] == 1 {
+		retry := u64(b[24:])
+		e.RetryAfterMs = &retry
+	}
+	n := u32(b[36:])
+	causes := memory(u32(b[32:]), causeSize*n)
+	for i := uint32(0); i < n; i++ {
+		c := causes[causeSize*i:]
+		e.Causes = append(e.Causes, Cause{readString(c[0:]), readString(c[8:]), readString(c[16:]), readOption(c[24:])})
+	}
+	return e
+}
+
+// putError writes err as the contract's `error`; an error that is not an *Error is
+// the `other` case.
+func putError(b []byte, err error) {
+	e := asError(err)
 	b[0] = byte(e.Case)
 	putString(b[4:], e.Message)
+	if e.Status != nil {
+		b[12] = 1
+		binary.LittleEndian.PutUint16(b[14:], *e.Status)
+	}
+	if e.RetryAfterMs != nil {
+		b[16] = 1
+		putU64(b[24:], *e.RetryAfterMs)
+	}
+	putList(b[32:], len(e.Causes), causeSize, 4, func(c []byte, i int) {
+		cause := e.Causes[i]
+		putString(c[0:], cause.Field)
+		putString(c[8:], cause.Reason)
+		putString(c[16:], cause.Message)
+		putOption(c[24:], cause.Manager)
+	})
 }

@@ -4,6 +4,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -12,38 +13,33 @@ var plugin Controller
 // Export makes c the plugin; call it from an init function of package main.
 func Export(c Controller) { plugin = c }
 
-//go:wasmexport wcm:controller/reconciler@0.2.0#register
+//go:wasmexport wcm:controller/reconciler@0.3.0#register
 func exportRegister() unsafe.Pointer {
 	kept = kept[:0]
 	if plugin == nil {
 		panic("controller.Export was not called from an init function")
 	}
-	reg := alloc(56, 8)
+	reg := alloc(64, 8)
 	writeRegistration(reg, plugin.Registration())
 	return unsafe.Pointer(&reg[0])
 }
 
-// writeRegistration lays out the `registration` record (56 bytes, align 8).
+// writeRegistration lays out the `registration` record (64 bytes, align 8).
 func writeRegistration(b []byte, r Registration) {
 	putString(b[0:], r.Name)
 	putString(b[8:], r.Version)
-	watches := alloc(uint32(76*len(r.Watches)), 4)
-	for i, w := range r.Watches {
-		writeWatch(watches[76*i:], w)
-	}
-	putU32(b[16:], address(watches, 4))
-	putU32(b[20:], uint32(len(r.Watches)))
-	permissions := alloc(uint32(32*len(r.Permissions)), 4)
-	for i, p := range r.Permissions {
-		writePermission(permissions[32*i:], p)
-	}
-	putU32(b[24:], address(permissions, 4))
-	putU32(b[28:], uint32(len(r.Permissions)))
+	putList(b[16:], len(r.Watches), 96, 4, func(e []byte, i int) { writeWatch(e, r.Watches[i]) })
+	putList(b[24:], len(r.Permissions), 32, 4, func(e []byte, i int) {
+		writeGvk(e[0:], r.Permissions[i].Kind)
+		verbs := r.Permissions[i].Verbs
+		putList(e[24:], len(verbs), 8, 4, func(v []byte, j int) { putString(v, string(verbs[j])) })
+	})
 	putU32(b[32:], r.MaxConcurrentReconciles)
 	if r.ResyncPeriodMs != nil {
 		b[40] = 1
 		putU64(b[48:], *r.ResyncPeriodMs)
 	}
+	putList(b[56:], len(r.Metrics), 36, 4, func(e []byte, i int) { writeMetric(e, r.Metrics[i]) })
 }
 
 func writeGvk(b []byte, g Gvk) {
@@ -52,32 +48,35 @@ func writeGvk(b []byte, g Gvk) {
 	putString(b[16:], g.Kind)
 }
 
-// writeWatch lays out a `watch` record (76 bytes, align 4).
+// writeWatch lays out a `watch` record (96 bytes, align 4).
 func writeWatch(b []byte, w Watch) {
 	writeGvk(b[0:], w.Kind)
-	putOption(b[24:], w.Namespace)
-	putOption(b[36:], w.LabelSelector)
-	b[48] = w.mapsTo.tag
+	putStrings(b[24:], w.Namespaces)
+	putOption(b[32:], w.LabelSelector)
+	putOption(b[44:], w.FieldSelector)
+	if w.MetadataOnly {
+		b[56] = 1
+	}
+	putList(b[60:], len(w.Predicates), 8, 4, func(p []byte, i int) { putString(p, string(w.Predicates[i])) })
+	b[68] = w.mapsTo.tag
 	switch w.mapsTo.tag {
 	case 1:
-		writeGvk(b[52:], w.mapsTo.owner)
+		writeGvk(b[72:], w.mapsTo.owner)
 	case 2:
-		putString(b[52:], w.mapsTo.fixed)
+		putString(b[72:], w.mapsTo.fixed)
 	}
 }
 
-// writePermission lays out a `permission` record (32 bytes, align 4).
-func writePermission(b []byte, p Permission) {
-	writeGvk(b[0:], p.Kind)
-	verbs := alloc(uint32(len(p.Verbs)), 1)
-	for i, v := range p.Verbs {
-		verbs[i] = byte(v)
-	}
-	putU32(b[24:], address(verbs, 1))
-	putU32(b[28:], uint32(len(p.Verbs)))
+// writeMetric lays out a `metric` record (36 bytes, align 4; buckets are f64s).
+func writeMetric(b []byte, m Metric) {
+	putString(b[0:], m.Name)
+	putString(b[8:], m.Help)
+	b[16] = byte(m.Kind)
+	putStrings(b[20:], m.Labels)
+	putList(b[28:], len(m.Buckets), 8, 8, func(f []byte, i int) { putU64(f, math.Float64bits(m.Buckets[i])) })
 }
 
-//go:wasmexport wcm:controller/reconciler@0.2.0#reconcile
+//go:wasmexport wcm:controller/reconciler@0.3.0#reconcile
 func exportReconcile(kindTag, g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen uint32) unsafe.Pointer {
 	kept = kept[:0]
 	req := Request{Name: string(memory(name, namen))}
@@ -90,14 +89,18 @@ func exportReconcile(kindTag, g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen u
 		req.Namespace = &namespace
 	}
 	action, err := reconcileSafely(req)
-	ret := alloc(24, 8)
+	// result<action, failure>: 56 bytes, the payload at 8; a failure's error at 16.
+	ret := alloc(56, 8)
 	if err != nil {
 		ret[0] = 1
-		putError(ret[8:], err)
-	} else if action.requeueAfterMs != nil {
-		ret[8] = 1
-		putU64(ret[16:], *action.requeueAfterMs)
+		if asError(err).Terminal {
+			ret[8] = 1
+		}
+		putError(ret[16:], err)
+		return unsafe.Pointer(&ret[0])
 	}
+	ret[8] = action.tag
+	putU64(ret[16:], action.requeueAfterMs)
 	return unsafe.Pointer(&ret[0])
 }
 

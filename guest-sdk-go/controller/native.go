@@ -2,8 +2,8 @@
 
 // Outside a plugin (a native `go test` of a plugin's own functions) the cluster is not
 // there: the cluster calls fail as unavailable and say how to test the plugin whole,
-// and log lines go to standard error, so a plugin package builds and its pure logic
-// can be unit-tested with the usual `go test`.
+// log lines go to standard error and there are no settings, so a plugin package
+// builds and its pure logic can be unit-tested with the usual `go test`.
 
 package controller
 
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 )
 
 var plugin Controller
@@ -29,23 +30,17 @@ func notInPlugin() error {
 // GetJSON fails outside a plugin.
 func GetJSON(ObjectRef) (string, error) { return "", notInPlugin() }
 
-// Get fails outside a plugin.
-func Get[T any](ObjectRef) (T, error) {
-	var zero T
-	return zero, notInPlugin()
-}
-
 // ListJSON fails outside a plugin.
 func ListJSON(Gvk, *string, *string) ([]string, error) { return nil, notInPlugin() }
-
-// List fails outside a plugin.
-func List[T any](Gvk, *string, *string) ([]T, error) { return nil, notInPlugin() }
 
 // PatchLabels fails outside a plugin.
 func PatchLabels(ObjectRef, map[string]string, []string) error { return notInPlugin() }
 
-// RecordEvent fails outside a plugin.
-func RecordEvent(ObjectRef, EventType, string, string) error { return notInPlugin() }
+// PatchFinalizers fails outside a plugin.
+func PatchFinalizers(ObjectRef, []string, []string) error { return notInPlugin() }
+
+// Record fails outside a plugin.
+func Record(Event) error { return notInPlugin() }
 
 // ApplyJSON fails outside a plugin.
 func ApplyJSON(string, bool) (string, error) { return "", notInPlugin() }
@@ -53,21 +48,32 @@ func ApplyJSON(string, bool) (string, error) { return "", notInPlugin() }
 // PatchStatus fails outside a plugin.
 func PatchStatus(ObjectRef, string) error { return notInPlugin() }
 
-// Delete fails outside a plugin.
-func Delete(ObjectRef, Propagation) error { return notInPlugin() }
+// CreateJSON fails outside a plugin.
+func CreateJSON(string) (string, error) { return "", notInPlugin() }
 
-func logAt(level string, format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s %s\n", level, fmt.Sprintf(format, args...))
+// UpdateJSON fails outside a plugin.
+func UpdateJSON(string) (string, error) { return "", notInPlugin() }
+
+// PatchRaw fails outside a plugin.
+func PatchRaw(ObjectRef, PatchType, string, string) (string, error) { return "", notInPlugin() }
+
+// DeleteIf fails outside a plugin.
+func DeleteIf(ObjectRef, DeleteOptions) error { return notInPlugin() }
+
+// SettingsJSON: a plugin has no settings outside the host.
+func SettingsJSON() (string, bool) { return "", false }
+
+// updateMetric fails outside a plugin.
+func updateMetric(uint8, string, []string, float64) error { return notInPlugin() }
+
+var levelNames = [...]string{"TRACE", "DEBUG", "INFO", "WARN", "ERROR"}
+
+// writeLog writes to standard error outside a plugin.
+func writeLog(level uint32, message string, fields [][2]string) {
+	var line strings.Builder
+	fmt.Fprintf(&line, "%s %s", levelNames[level], message)
+	for _, f := range fields {
+		fmt.Fprintf(&line, " %s=%q", f[0], f[1])
+	}
+	fmt.Fprintln(os.Stderr, line.String())
 }
-
-// Debugf logs at debug level (to standard error outside a plugin).
-func Debugf(format string, args ...any) { logAt("DEBUG", format, args...) }
-
-// Infof logs at info level (to standard error outside a plugin).
-func Infof(format string, args ...any) { logAt("INFO", format, args...) }
-
-// Warnf logs at warn level (to standard error outside a plugin).
-func Warnf(format string, args ...any) { logAt("WARN", format, args...) }
-
-// Errorf logs at error level (to standard error outside a plugin).
-func Errorf(format string, args ...any) { logAt("ERROR", format, args...) }

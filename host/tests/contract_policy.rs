@@ -17,13 +17,20 @@ use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
 const CURRENT: &str = include_str!("../../wit/controller.wit");
 const PREVIOUS: &str = include_str!("../../wit/compat/v0.2/controller.wit");
 
-/// A component of the `controller` world of `wit`, every function a stub.
-fn component(wit: &str) -> Result<Vec<u8>> {
+/// A core module of the `controller` world of `wit` in the canonical ABI, every
+/// function a stub, and the world it implements.
+fn core_module(wit: &str) -> Result<(Vec<u8>, Resolve, wit_parser::WorldId)> {
     let mut resolve = Resolve::default();
     let package = resolve.push_str("controller.wit", wit)?;
     let world = resolve.select_world(&[package], Some("controller"))?;
     let abi = ManglingAndAbi::Legacy(LiftLowerAbi::Sync);
-    let mut module = wit_component::dummy_module(&resolve, world, abi);
+    let module = wit_component::dummy_module(&resolve, world, abi);
+    Ok((module, resolve, world))
+}
+
+/// A component of the `controller` world of `wit`, every function a stub.
+fn component(wit: &str) -> Result<Vec<u8>> {
+    let (mut module, resolve, world) = core_module(wit)?;
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)?;
     ComponentEncoder::default()
         .module(&module)?
@@ -42,9 +49,12 @@ fn versioned(wit: &str, from: &str, to: &str) -> String {
 }
 
 async fn load(wit: &str) -> Result<Result<ContractVersion, LoadError>> {
+    load_component(component(wit)?).await
+}
+
+async fn load_component(bytes: Vec<u8>) -> Result<Result<ContractVersion, LoadError>> {
     let runtime = Runtime::new(Limits::default(), None).map_err(|e| anyhow::anyhow!("{e}"))?;
     let runtime = Arc::new(runtime);
-    let bytes = component(wit)?;
     let file = PluginFile {
         hash: format!("test-{}", bytes.len()),
         bytes,
@@ -99,6 +109,23 @@ async fn an_unserved_minor_version_is_refused_naming_the_served_ones() -> Result
             text.contains(&format!("wcm:controller/reconciler@{version}")),
             "{text}"
         );
+    }
+    Ok(())
+}
+
+/// `componentize` (the Go SDK's path) makes a module a component of the version whose
+/// reconciler it exports: a plugin built with an earlier Go SDK stays on 0.2 and
+/// keeps loading; one built with the current SDK is 0.3.
+#[tokio::test]
+async fn componentize_embeds_the_contract_version_a_module_exports() -> Result<()> {
+    for (wit, version) in [
+        (CURRENT, ContractVersion::V0_3),
+        (PREVIOUS, ContractVersion::V0_2),
+    ] {
+        let (module, _, _) = core_module(wit)?;
+        let bytes = wcm_host::componentize::componentize(&module)?;
+        let loaded = load_component(bytes).await?;
+        assert_eq!(loaded.ok(), Some(version));
     }
     Ok(())
 }

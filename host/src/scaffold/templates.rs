@@ -17,9 +17,6 @@ pub enum Language {
 }
 
 const CONTRACT: &str = include_str!("../../../wit/controller.wit");
-/// The previous contract, which the Go SDK implements (by hand, on the canonical ABI)
-/// until it moves to 0.3; the host serves both.
-const CONTRACT_V0_2: &str = include_str!("../../../wit/compat/v0.2/controller.wit");
 const WORKSPACE: &str = include_str!("../../../Cargo.toml");
 const TOOLS: &str = include_str!("../../../scripts/tools.env");
 
@@ -105,24 +102,48 @@ const GO: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk-go/controller/abi.go"),
     ),
     (
+        "sdk/controller/api.go",
+        include_str!("../../../guest-sdk-go/controller/api.go"),
+    ),
+    (
         "sdk/controller/cluster.go",
         include_str!("../../../guest-sdk-go/controller/cluster.go"),
+    ),
+    (
+        "sdk/controller/errors.go",
+        include_str!("../../../guest-sdk-go/controller/errors.go"),
     ),
     (
         "sdk/controller/exports.go",
         include_str!("../../../guest-sdk-go/controller/exports.go"),
     ),
     (
+        "sdk/controller/host.go",
+        include_str!("../../../guest-sdk-go/controller/host.go"),
+    ),
+    (
         "sdk/controller/log.go",
         include_str!("../../../guest-sdk-go/controller/log.go"),
+    ),
+    (
+        "sdk/controller/metrics.go",
+        include_str!("../../../guest-sdk-go/controller/metrics.go"),
     ),
     (
         "sdk/controller/native.go",
         include_str!("../../../guest-sdk-go/controller/native.go"),
     ),
     (
+        "sdk/controller/registration.go",
+        include_str!("../../../guest-sdk-go/controller/registration.go"),
+    ),
+    (
         "sdk/controller/types.go",
         include_str!("../../../guest-sdk-go/controller/types.go"),
+    ),
+    (
+        "sdk/controller/writes.go",
+        include_str!("../../../guest-sdk-go/controller/writes.go"),
     ),
 ];
 
@@ -236,11 +257,7 @@ pub fn files(name: &str, language: Language) -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = (COMMON.iter().chain(language.own_files()))
         .map(|(path, text)| (path.to_string(), fill(text)))
         .collect();
-    let contract = match language {
-        Language::Go => CONTRACT_V0_2,
-        _ => CONTRACT,
-    };
-    files.push(("wit/controller.wit".into(), contract.into()));
+    files.push(("wit/controller.wit".into(), CONTRACT.into()));
     files
 }
 

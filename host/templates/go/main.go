@@ -52,7 +52,7 @@ func (plugin) Reconcile(req ctl.Request) (ctl.Action, error) {
 	if err := ctl.RecordEvent(ref, ctl.Normal, "KeysCounted", note); err != nil {
 		return ctl.Done(), err
 	}
-	ctl.Infof("%s: %s", req.Name, note)
+	ctl.Infow("keys counted", "configmap", req.Name, "keys", wanted)
 	return ctl.Done(), nil
 }
 

@@ -71,7 +71,7 @@ func reload(d deployment) error {
 	ref := ctl.Ref(ctl.ConfigMap, meta.Namespace, meta.Labels[reloadOn])
 	cm, err := ctl.Get[configMap](ref)
 	if ctl.IsNotFound(err) {
-		ctl.Warnf("%s/%s: ConfigMap %s not found", meta.Namespace, meta.Name, ref.Name)
+		ctl.Warnw("ConfigMap not found", "deployment", meta.Namespace+"/"+meta.Name, "configmap", ref.Name)
 		return nil
 	}
 	if err != nil {

@@ -199,7 +199,10 @@ impl PluginMetrics {
     }
 
     /// Every sample of `metrics` as `/metrics` shows it (`name{labels} value`),
-    /// without the descriptors: what the test kit reports.
+    /// without the descriptors: what the test kit reports. Series are sorted by
+    /// metric and labels (a family keeps them in hash order, which would make a
+    /// reviewed report differ from run to run); a histogram's lines stay together in
+    /// the encoder's order.
     pub fn samples(metrics: &Arc<PluginMetrics>) -> Vec<String> {
         let exported = PluginMetricsRegistry::default();
         exported.insert(metrics.clone());
@@ -208,10 +211,12 @@ impl PluginMetrics {
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
-        (text.lines())
+        let mut lines: Vec<String> = (text.lines())
             .filter(|l| !l.starts_with('#'))
             .map(str::to_string)
-            .collect()
+            .collect();
+        lines.sort_by_cached_key(|line| series_key(line));
+        lines
     }
 
     /// Writes every declared metric with its series.
@@ -232,6 +237,19 @@ impl PluginMetrics {
         }
         Ok(())
     }
+}
+
+/// What identifies a sample line's series: its metric (without a histogram's
+/// `_bucket`, `_sum`, `_count`) and its labels without `le`.
+fn series_key(line: &str) -> (String, String) {
+    let (name, rest) = line.split_once('{').unwrap_or((line, ""));
+    let metric = ["_bucket", "_sum", "_count"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name);
+    let labels = rest.split_once('}').map_or("", |(labels, _)| labels);
+    let without_le = labels.split(',').filter(|l| !l.starts_with("le=\""));
+    (metric.to_string(), without_le.collect::<Vec<_>>().join(","))
 }
 
 fn series_of(m: &MetricDeclaration) -> Series {

@@ -147,3 +147,37 @@ fn series_past_the_plugins_bound_are_refused_and_old_ones_still_update() {
         .update(Update::Add, "widgets", &state("a"), 1.0)
         .expect("an old series");
 }
+
+#[test]
+fn the_test_kits_samples_are_in_the_same_order_whatever_order_series_were_made_in() {
+    let orders = [["b", "c", "a", "d"], ["d", "a", "c", "b"]];
+    let samples = orders.map(|order| {
+        let metrics = Arc::new(web_app(100));
+        for state in order {
+            let labels = [state.to_string()];
+            metrics
+                .update(Update::Add, "widgets", &labels, 1.0)
+                .expect("counted");
+        }
+        metrics
+            .update(Update::Observe, "sync_seconds", &[], 0.5)
+            .expect("observed");
+        PluginMetrics::samples(&metrics)
+    });
+    assert_eq!(samples[0], samples[1]);
+    let states: Vec<&str> = (samples[0].iter())
+        .filter_map(|l| l.split("state=\"").nth(1))
+        .map(|l| &l[..1])
+        .collect();
+    assert_eq!(states, ["a", "b", "c", "d"]);
+    let histogram: Vec<&str> = (samples[0].iter())
+        .filter(|l| l.contains("sync_seconds"))
+        .map(|l| l.split(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(histogram.len(), 5, "{histogram:?}");
+    assert!(
+        histogram[0].ends_with("_sum{plugin=\"web-app\"}"),
+        "{histogram:?}"
+    );
+    assert!(histogram[4].contains("le=\"+Inf\""), "{histogram:?}");
+}

@@ -1,0 +1,56 @@
+//go:build wasip1
+
+package controller
+
+import "unsafe"
+
+//go:wasmimport wcm:controller/log@0.3.0 log
+func hostLog(level, message, messagen, fields, fieldsn uint32)
+
+//go:wasmimport wcm:controller/metrics@0.3.0 add
+func hostMetricAdd(name, namen, labels, labelsn uint32, value float64, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/metrics@0.3.0 set
+func hostMetricSet(name, namen, labels, labelsn uint32, value float64, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/metrics@0.3.0 observe
+func hostMetricObserve(name, namen, labels, labelsn uint32, value float64, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/config@0.3.0 settings
+func hostSettings(ret unsafe.Pointer)
+
+// writeLog sends one line with its fields (a list<tuple<string, string>>).
+func writeLog(level uint32, message string, fields [][2]string) {
+	m, mn := flatString(message)
+	list := make([]byte, 8)
+	putList(list, len(fields), 16, 4, func(e []byte, i int) {
+		putString(e[0:], fields[i][0])
+		putString(e[8:], fields[i][1])
+	})
+	hostLog(level, m, mn, u32(list), u32(list[4:]))
+}
+
+// updateMetric calls the metrics import op names.
+func updateMetric(op uint8, name string, labels []string, value float64) error {
+	n, nn := flatString(name)
+	list := make([]byte, 8)
+	putStrings(list, labels)
+	ret := resultArea()
+	call := [...]func(uint32, uint32, uint32, uint32, float64, unsafe.Pointer){
+		hostMetricAdd, hostMetricSet, hostMetricObserve,
+	}[op]
+	call(n, nn, u32(list), u32(list[4:]), value, unsafe.Pointer(&ret[0]))
+	return unitResult(ret)
+}
+
+// SettingsJSON is the plugin's settings from the operator as JSON, and whether there
+// are any (the host turns a YAML file into JSON).
+func SettingsJSON() (string, bool) {
+	// option<string>: 12 bytes, the tag at 0, the string at 4.
+	ret := alloc(12, 4)
+	hostSettings(unsafe.Pointer(&ret[0]))
+	if ret[0] == 0 {
+		return "", false
+	}
+	return readString(ret[4:]), true
+}

@@ -1,0 +1,145 @@
+//go:build wasip1
+
+package controller
+
+import "unsafe"
+
+//go:wasmimport wcm:controller/cluster@0.3.0 patch-labels
+func hostPatchLabels(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, set, setn, remove, removen uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 patch-finalizers
+func hostPatchFinalizers(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, add, addn, remove, removen uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 record-event
+func hostRecordEvent(params, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 apply
+func hostApply(object, objectn, force uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 patch-status
+func hostPatchStatus(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, status, statusn uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 create
+func hostCreate(object, objectn uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 patch
+func hostPatch(params, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 update
+func hostUpdate(object, objectn uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.0 delete
+func hostDelete(params, ret unsafe.Pointer)
+
+// PatchLabels sets the labels of set and removes those of remove, as the plugin's
+// field manager; needs VerbPatch.
+func PatchLabels(ref ObjectRef, set map[string]string, remove []string) error {
+	keys := sortedKeys(set)
+	pairs := make([]byte, 8)
+	putList(pairs, len(keys), 16, 4, func(e []byte, i int) {
+		putString(e[0:], keys[i])
+		putString(e[8:], set[keys[i]])
+	})
+	removed := make([]byte, 8)
+	putStrings(removed, remove)
+	f, ret := flatten(ref), resultArea()
+	hostPatchLabels(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
+		u32(pairs), u32(pairs[4:]), u32(removed), u32(removed[4:]), unsafe.Pointer(&ret[0]))
+	return unitResult(ret)
+}
+
+// PatchFinalizers adds and removes finalizers, leaving other controllers' alone (the
+// host guards the write with the object's resourceVersion and tries again on a
+// conflict); needs VerbPatch.
+func PatchFinalizers(ref ObjectRef, add, remove []string) error {
+	added, removed := make([]byte, 8), make([]byte, 8)
+	putStrings(added, add)
+	putStrings(removed, remove)
+	f, ret := flatten(ref), resultArea()
+	hostPatchFinalizers(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
+		u32(added), u32(added[4:]), u32(removed), u32(removed[4:]), unsafe.Pointer(&ret[0]))
+	return unitResult(ret)
+}
+
+// Record records e (an `event` record: 120 bytes, passed in memory).
+func Record(e Event) error {
+	params, ret := alloc(120, 4), resultArea()
+	putRef(params[0:], e.Regarding)
+	if e.Related != nil {
+		params[44] = 1
+		putRef(params[48:], *e.Related)
+	}
+	params[92] = byte(e.Type)
+	putString(params[96:], e.Reason)
+	putString(params[104:], e.Action)
+	putString(params[112:], e.Note)
+	hostRecordEvent(unsafe.Pointer(&params[0]), unsafe.Pointer(&ret[0]))
+	return unitResult(ret)
+}
+
+// ApplyJSON server-side applies object (JSON with apiVersion, kind and metadata) as
+// the plugin's field manager; returns the stored object.
+func ApplyJSON(object string, force bool) (string, error) {
+	p, n := flatString(object)
+	forced := uint32(0)
+	if force {
+		forced = 1
+	}
+	ret := resultArea()
+	hostApply(p, n, forced, unsafe.Pointer(&ret[0]))
+	return stringResult(ret)
+}
+
+// PatchStatus merges status (JSON) into ref's status subresource.
+func PatchStatus(ref ObjectRef, status string) error {
+	s, sn := flatString(status)
+	f, ret := flatten(ref), resultArea()
+	hostPatchStatus(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen, s, sn, unsafe.Pointer(&ret[0]))
+	return unitResult(ret)
+}
+
+// CreateJSON creates object (named, or with metadata.generateName); returns the
+// stored object; AlreadyExists if the name is taken. Needs VerbCreate.
+func CreateJSON(object string) (string, error) {
+	p, n := flatString(object)
+	ret := resultArea()
+	hostCreate(p, n, unsafe.Pointer(&ret[0]))
+	return stringResult(ret)
+}
+
+// UpdateJSON replaces an object read earlier (it carries metadata.resourceVersion);
+// Conflict if it changed since. Needs VerbUpdate.
+func UpdateJSON(object string) (string, error) {
+	p, n := flatString(object)
+	ret := resultArea()
+	hostUpdate(p, n, unsafe.Pointer(&ret[0]))
+	return stringResult(ret)
+}
+
+// PatchRaw patches ref (subresource "" for the object, or "status" or "scale") with
+// patch, a merge patch or a JSON patch as text; returns what is stored. Needs
+// VerbPatch, VerbPatchStatus or VerbPatchScale.
+func PatchRaw(ref ObjectRef, kind PatchType, patch string, subresource string) (string, error) {
+	// The parameters (68 bytes): obj at 0, kind at 44, patch at 48, subresource at 56.
+	params, ret := alloc(68, 4), resultArea()
+	putRef(params[0:], ref)
+	params[44] = byte(kind)
+	putString(params[48:], patch)
+	if subresource != "" {
+		putOption(params[56:], &subresource)
+	}
+	hostPatch(unsafe.Pointer(&params[0]), unsafe.Pointer(&ret[0]))
+	return stringResult(ret)
+}
+
+// DeleteIf deletes ref with options (the parameters, 72 bytes: obj at 0, options at
+// 44: propagation, then uid and resource-version options at 48 and 60).
+func DeleteIf(ref ObjectRef, options DeleteOptions) error {
+	params, ret := alloc(72, 4), resultArea()
+	putRef(params[0:], ref)
+	params[44] = byte(options.Propagation)
+	putOption(params[48:], options.UID)
+	putOption(params[60:], options.ResourceVersion)
+	hostDelete(unsafe.Pointer(&params[0]), unsafe.Pointer(&ret[0]))
+	return unitResult(ret)
+}
