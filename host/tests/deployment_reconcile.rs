@@ -14,27 +14,26 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::objects::events_about;
-use support::webapp::{CRD_NAME, install_crd, webapp_resource};
+use support::webapp::{
+    CONVERGE, CRD_NAME, create_webapp, deployment_where, install_crd, ready_condition,
+    release_webapps, status_where, webapp_resource, webapps,
+};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use tokio::sync::Mutex;
 use wcm_control_plane::TestNamespace;
 
 const PLUGIN: &str = "deployment-reconcile";
-const CONVERGE: Duration = Duration::from_secs(60);
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
-
-fn webapps(ns: &TestNamespace) -> Api<DynamicObject> {
-    Api::namespaced_with(ns.client(), ns.name(), &webapp_resource())
-}
 
 /// Removes the CRD (and every WebApp) and waits until it is gone.
 async fn remove_crd(client: &Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    release_webapps(client).await?;
     if crds.get_opt(CRD_NAME).await?.is_some() {
         crds.delete(CRD_NAME, &DeleteParams::default()).await?;
     }
@@ -60,16 +59,6 @@ async fn remove_crd(client: &Client) -> Result<()> {
         };
     }
     Ok(())
-}
-
-async fn create_webapp(ns: &TestNamespace, name: &str, spec: Value) -> Result<DynamicObject> {
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "demo.wasm-controller-manager.io/v1alpha1",
-        "kind": "WebApp",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))?;
-    Ok(webapps(ns).create(&PostParams::default(), &object).await?)
 }
 
 async fn patch_spec(ns: &TestNamespace, name: &str, spec: Value) -> Result<()> {
@@ -100,47 +89,6 @@ fn host_with(others: &[&str]) -> Result<(HostProcess, tempfile::TempDir)> {
     let dir = plugins_dir(&files)?;
     let host = HostProcess::start(dir.path(), &["--missing-kind-retry=500ms"])?;
     Ok((host, dir))
-}
-
-/// Waits until `check` accepts the Deployment named `name` and returns it.
-async fn deployment_where(
-    ns: &TestNamespace,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Deployment) -> bool,
-) -> Result<Deployment> {
-    let api: Api<Deployment> = Api::namespaced(ns.client(), ns.name());
-    let found = eventually(CONVERGE, || async {
-        let d = api.get_opt(name).await.ok()??;
-        check(&d).then_some(d)
-    })
-    .await;
-    let last = api.get_opt(name).await?;
-    found.with_context(|| format!("no Deployment {name} with {what}; last seen: {last:?}"))
-}
-
-/// Waits until the WebApp's status satisfies `check` and returns the status.
-async fn status_where(
-    ns: &TestNamespace,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Result<Value> {
-    let found = eventually(CONVERGE, || async {
-        let app = webapps(ns).get(name).await.ok()?;
-        let status = app.data.get("status")?.clone();
-        check(&status).then_some(status)
-    })
-    .await;
-    let last = webapps(ns).get(name).await?.data.get("status").cloned();
-    found.with_context(|| format!("WebApp {name} status never had {what}; last: {last:?}"))
-}
-
-fn ready_condition(status: &Value) -> Option<&Value> {
-    status["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")
 }
 
 fn replicas(d: &Deployment) -> Option<i32> {

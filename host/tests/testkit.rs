@@ -103,12 +103,21 @@ const REVIEWED: [(&str, &[&str], &str); 11] = [
     ),
 ];
 
+/// The operator's settings a reviewed run gives a plugin (`--settings`).
+const SETTINGS: [(&str, &str); 1] = [(
+    "deployment-reconcile",
+    "plugins/deployment-reconcile/testdata/settings.yaml",
+)];
+
 #[test]
 fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
     for (plugin, fixtures, expected) in REVIEWED {
         let mut args = vec![plugin_file(plugin)];
         args.extend(fixtures.iter().map(|f| repo(f)));
         args.extend([PathBuf::from("--expect"), repo(expected)]);
+        if let Some((_, settings)) = SETTINGS.iter().find(|(p, _)| *p == plugin) {
+            args.extend([PathBuf::from("--settings"), repo(settings)]);
+        }
         let out = test_command(&args)?;
         ensure!(
             out.status.success(),

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvFromSource, EnvVar, PodSpec, PodTemplateSpec, SecretEnvSource,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use wasm_controller_sdk::{Error, owner};
 
@@ -13,10 +15,16 @@ use crate::webapp::{self, WebApp};
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "deployment-reconcile");
 /// The label that ties a Deployment's Pods to their WebApp.
 pub const NAME_LABEL: &str = "app.kubernetes.io/name";
+/// The Pod template annotation holding the resourceVersion of the WebApp's Secret: a
+/// rotated Secret changes it, and the Deployment controller rolls the Pods, which read
+/// the Secret's keys only when they start.
+pub const SECRET_VERSION: &str = "demo.wasm-controller-manager.io/secret-version";
 
-/// The Deployment for `app` (same name and namespace), owned by it as its controller.
-/// Only what is set here is applied, so only these fields are owned by the controller.
-pub fn deployment(app: &WebApp) -> Result<Deployment, Error> {
+/// The Deployment for `app` (same name and namespace), owned by it as its controller;
+/// `secret_version` is the resourceVersion of the Secret `spec.secretName` names, read
+/// just before. Only what is set here is applied, so only these fields are owned by
+/// the controller.
+pub fn deployment(app: &WebApp, secret_version: Option<&str>) -> Result<Deployment, Error> {
     let name = app.metadata.name.clone().unwrap_or_default();
     let selector = BTreeMap::from([(NAME_LABEL.to_string(), name.clone())]);
     let mut labels = selector.clone();
@@ -39,6 +47,8 @@ pub fn deployment(app: &WebApp) -> Result<Deployment, Error> {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(selector),
+                    annotations: secret_version
+                        .map(|v| BTreeMap::from([(SECRET_VERSION.to_string(), v.to_string())])),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod_spec(app)),
@@ -69,6 +79,15 @@ fn pod_spec(app: &WebApp) -> PodSpec {
                 ..ContainerPort::default()
             }]),
             env: (!env.is_empty()).then_some(env),
+            env_from: app.spec.secret_name.as_ref().map(|name| {
+                vec![EnvFromSource {
+                    secret_ref: Some(SecretEnvSource {
+                        name: name.clone(),
+                        optional: Some(false),
+                    }),
+                    ..EnvFromSource::default()
+                }]
+            }),
             ..Container::default()
         }],
         ..PodSpec::default()
@@ -96,6 +115,7 @@ mod tests {
                     name: "MODE".into(),
                     value: Some("prod".into()),
                 }],
+                secret_name: None,
             },
             status: None,
         }
@@ -103,7 +123,7 @@ mod tests {
 
     #[test]
     fn the_deployment_mirrors_the_spec_and_is_owned_by_the_webapp() {
-        let d = deployment(&app()).expect("built");
+        let d = deployment(&app(), None).expect("built");
         assert_eq!(d.metadata.name.as_deref(), Some("shop"));
         assert_eq!(d.metadata.namespace.as_deref(), Some("demo"));
         let owner = &d.metadata.owner_references.as_ref().expect("owner")[0];
@@ -130,8 +150,34 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_becomes_the_environment_and_its_version_rolls_the_pods() {
+        let mut app = app();
+        app.spec.secret_name = Some("shop-credentials".into());
+        let d = deployment(&app, Some("4711")).expect("built");
+        let template = d.spec.expect("spec").template;
+        let annotations = template.metadata.and_then(|m| m.annotations);
+        let version = annotations.as_ref().and_then(|a| a.get(SECRET_VERSION));
+        assert_eq!(version.map(String::as_str), Some("4711"));
+        let container = &template.spec.expect("pod spec").containers[0];
+        let from = container.env_from.as_ref().expect("envFrom");
+        let secret = from[0].secret_ref.as_ref().expect("a Secret");
+        assert_eq!(secret.name, "shop-credentials");
+    }
+
+    #[test]
+    fn without_a_secret_there_is_no_annotation_and_no_env_from() {
+        let d = deployment(&app(), None).expect("built");
+        let template = d.spec.expect("spec").template;
+        assert_eq!(template.metadata.and_then(|m| m.annotations), None);
+        assert_eq!(
+            template.spec.expect("pod spec").containers[0].env_from,
+            None
+        );
+    }
+
+    #[test]
     fn the_applied_json_names_its_kind_and_no_status() {
-        let json = serde_json::to_value(deployment(&app()).expect("built")).expect("json");
+        let json = serde_json::to_value(deployment(&app(), None).expect("built")).expect("json");
         assert_eq!(json["apiVersion"], "apps/v1");
         assert_eq!(json["kind"], "Deployment");
         assert!(

@@ -47,11 +47,22 @@ pub fn from_deployment(app: &WebApp, deployment: &Deployment, now: Time) -> WebA
 /// Status for a WebApp whose spec cannot be applied; replica counts are kept as
 /// last reported (the Deployment, if any, is left as it was).
 pub fn invalid(app: &WebApp, problems: &[String], now: Time) -> WebAppStatus {
-    let previous = app.status.clone().unwrap_or_default();
     let message = format!("invalid spec: {}", problems.join("; "));
+    not_applied(app, "InvalidSpec", &message, now)
+}
+
+/// The status of a WebApp whose Secret does not exist (yet): not applied, and why.
+pub fn secret_missing(app: &WebApp, secret: &str, now: Time) -> WebAppStatus {
+    let message = format!("waiting for the Secret {secret}");
+    not_applied(app, "SecretMissing", &message, now)
+}
+
+/// `Ready=False` for `reason`, the counts of the last Deployment seen kept.
+fn not_applied(app: &WebApp, reason: &str, message: &str, now: Time) -> WebAppStatus {
+    let previous = app.status.clone().unwrap_or_default();
     WebAppStatus {
         observed_generation: app.metadata.generation,
-        conditions: vec![condition(app, "False", "InvalidSpec", &message, now)],
+        conditions: vec![condition(app, "False", reason, message, now)],
         ..previous
     }
 }
@@ -100,6 +111,7 @@ mod tests {
                 replicas,
                 port: 80,
                 env: vec![],
+                secret_name: None,
             },
             status,
         }

@@ -38,6 +38,10 @@ pub struct WebAppSpec {
     /// Environment variables of the container.
     #[serde(default)]
     pub env: Vec<EnvVar>,
+    /// The Secret (same namespace) whose keys become the container's environment; the
+    /// WebApp is not applied until it exists.
+    #[serde(default)]
+    pub secret_name: Option<String>,
 }
 
 fn one() -> i64 {
@@ -94,12 +98,25 @@ pub fn problems(spec: &WebAppSpec) -> Vec<String> {
     if !(1..=65535).contains(&spec.port) {
         found.push(format!("spec.port is {}; it must be 1 to 65535", spec.port));
     }
+    if spec.secret_name.as_deref().is_some_and(|n| !is_dns_name(n)) {
+        found.push("spec.secretName is not a DNS-1123 name".to_string());
+    }
     for var in &spec.env {
         if var.name.is_empty() {
             found.push("spec.env has a variable without a name".to_string());
         }
     }
     found
+}
+
+/// Whether `name` is a DNS-1123 subdomain, as Secret names are.
+fn is_dns_name(name: &str) -> bool {
+    let fits = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    (1..=253).contains(&name.len())
+        && name.chars().all(fits)
+        && ends(name.chars().next())
+        && ends(name.chars().last())
 }
 
 #[cfg(test)]
@@ -112,6 +129,7 @@ mod tests {
             replicas,
             port: 8080,
             env: vec![],
+            secret_name: None,
         }
     }
 
@@ -143,5 +161,20 @@ mod tests {
         }))
         .expect("decodes");
         assert_eq!((app.spec.replicas, app.spec.port), (1, 8080));
+        assert_eq!(app.spec.secret_name, None);
+    }
+
+    #[test]
+    fn a_secret_name_must_be_a_dns_name() {
+        for (name, good) in [
+            ("db-credentials", true),
+            ("a.b", true),
+            ("Db", false),
+            ("-x", false),
+        ] {
+            let mut s = spec("nginx", 1);
+            s.secret_name = Some(name.into());
+            assert_eq!(problems(&s).is_empty(), good, "{name}");
+        }
     }
 }
