@@ -37,12 +37,13 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 -p wasm-controller-sdk $(PLUGIN_PACKAGES) -- -D warnings
-	test -z "$$(gofmt -l guest-sdk-go plugins/go host/tests/go-plugins)" || { gofmt -l guest-sdk-go plugins/go host/tests/go-plugins; exit 1; }
+	test -z "$$(gofmt -l guest-sdk-go plugins/go host/tests/go-plugins peers)" || { gofmt -l guest-sdk-go plugins/go host/tests/go-plugins peers; exit 1; }
 	cd guest-sdk-go && go vet ./... && GOOS=wasip1 GOARCH=wasm go vet ./...
 	for d in plugins/go/*/ host/tests/go-plugins/*/; do (cd "$$d" && GOOS=wasip1 GOARCH=wasm go vet ./...); done
 
-## bench: reconcile cost (Wasm vs native), queue throughput, cache memory (release build)
+## bench: reconcile cost (Wasm vs native), queue throughput, cache memory, the host against native peers (release build)
 bench: setup plugins
+	scripts/build-peers.sh
 	control-plane/scripts/up.sh >/dev/null
 	$(CARGO) bench -p wasm-controller-manager
 
