@@ -9,6 +9,8 @@
 //! quiet period. What is reported is decided by looking at the file then, not by the
 //! event kinds: present means "changed" (create, write, rename into place), absent
 //! means "removed" (delete, rename away), which covers every sequence of events.
+//! A rename is atomic: a file renamed into place (`mv`, the documented way to drop a
+//! plugin in) is complete, so it is reported at once, without the quiet period.
 //!
 //! A ConfigMap volume holds `x.wasm -> ..data/x.wasm` symlinks; an update writes a new
 //! hidden directory and swaps the `..data` link, so no event names `x.wasm`. Any event
@@ -24,6 +26,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use notify::event::ModifyKind;
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -87,8 +90,8 @@ pub fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// What a raw event asks for.
 #[derive(Debug)]
 enum Touched {
-    /// A plugin file was touched.
-    Plugin(PathBuf),
+    /// A plugin file was touched; `renamed` when by a rename, which leaves it whole.
+    Plugin { path: PathBuf, renamed: bool },
     /// Something else in the directory changed: look at every plugin again.
     Other,
 }
@@ -136,8 +139,9 @@ fn watch(
             // plugin it loads, which must not count as a change.
             Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
             Ok(event) => event.paths.into_iter().for_each(|p| {
+                let renamed = matches!(event.kind, EventKind::Modify(ModifyKind::Name(_)));
                 let touched = match plugin_touched_by(&p) {
-                    Some(plugin) => Touched::Plugin(plugin),
+                    Some(path) => Touched::Plugin { path, renamed },
                     None => Touched::Other,
                 };
                 let _ = raw.send(touched);
@@ -182,8 +186,9 @@ impl WatchState {
             };
             tokio::select! {
                 touched = raw.recv() => match touched {
-                    Some(Touched::Plugin(path)) => {
-                        pending.insert(path, Instant::now() + quiet);
+                    Some(Touched::Plugin { path, renamed }) => {
+                        let wait = if renamed { Duration::ZERO } else { quiet };
+                        pending.insert(path, Instant::now() + wait);
                     }
                     Some(Touched::Other) => self.rescan(&mut pending, quiet),
                     None => return,
@@ -328,6 +333,19 @@ mod tests {
         assert_eq!(next(&mut w).await, FileChange::Changed(path.clone()));
         std::fs::remove_file(&path).expect("delete");
         assert_eq!(next(&mut w).await, FileChange::Removed(path));
+    }
+
+    #[tokio::test]
+    async fn a_file_renamed_into_place_is_reported_without_the_quiet_period() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let quiet = Duration::from_secs(30);
+        let mut w = DirWatcher::start(dir.path(), quiet).expect("watch");
+        let tmp = dir.path().join(".p.wasm.tmp");
+        let path = dir.path().join("p.wasm");
+        std::fs::write(&tmp, b"whole").expect("write");
+        std::fs::rename(&tmp, &path).expect("rename in");
+        let change = tokio::time::timeout(quiet / 3, w.next()).await;
+        assert_eq!(change.ok().flatten(), Some(FileChange::Changed(path)));
     }
 
     /// Writes the ConfigMap-volume layout the kubelet keeps: a timestamped hidden

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
@@ -185,13 +186,14 @@ impl Observer {
     }
 }
 
-/// Tries every jittered retry period until this candidate holds the Lease; returns
-/// when the winning write was sent.
+/// Tries every jittered retry period, and at once whenever the Lease is released,
+/// until this candidate holds the Lease; returns when the winning write was sent.
 async fn acquire(
     elector: &mut Elector,
     config: &ElectionConfig,
     observer: &mut Observer,
 ) -> Instant {
+    let mut releases = std::pin::pin!(elector.releases());
     loop {
         let sent = Instant::now();
         let attempt = elector.try_acquire_or_renew().await;
@@ -204,7 +206,10 @@ async fn acquire(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot reach the lease; retrying"),
         }
-        tokio::time::sleep(jittered(config.retry_period)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(jittered(config.retry_period)) => {}
+            Some(()) = releases.next() => tracing::debug!("the lease is free; trying now"),
+        }
     }
 }
 

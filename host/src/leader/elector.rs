@@ -4,11 +4,13 @@
 //! candidates race for an expired Lease the API server accepts exactly one update and
 //! answers the other with a conflict, which here means "someone else won".
 
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
 
 use super::config::ElectionConfig;
@@ -77,8 +79,28 @@ impl Elector {
         }
     }
 
+    /// Each time a watch of the Lease sees it free (released by its holder, never
+    /// held, or deleted), so a standby can try at once instead of at its next retry
+    /// period. An expired but unreleased Lease is not "free" here: a crashed
+    /// holder's Lease is still taken only after it expires, by the retry loop.
+    pub fn releases(&self) -> impl Stream<Item = ()> + Send + 'static {
+        let name = format!("metadata.name={}", self.config.lease_name);
+        let changes = watcher(self.api.clone(), watcher::Config::default().fields(&name));
+        changes.default_backoff().filter_map(|event| async move {
+            match event {
+                Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))
+                    if to_record(&lease).holder.is_empty() =>
+                {
+                    Some(())
+                }
+                Ok(watcher::Event::Delete(_)) => Some(()),
+                _ => None,
+            }
+        })
+    }
+
     /// Hands the Lease back if this candidate holds it, so a standby takes over at
-    /// its next attempt.
+    /// once (it watches for the release) or at its next attempt.
     pub async fn release(&mut self) -> Result<(), kube::Error> {
         let Some(lease) = self.api.get_opt(&self.config.lease_name).await? else {
             return Ok(());

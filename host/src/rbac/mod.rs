@@ -40,7 +40,8 @@ pub fn host_rights(plugins: &[PluginRights], naming: &Naming) -> Rights {
     let reviews = Target::new(None, "authorization.k8s.io", "subjectaccessreviews");
     rights.insert(reviews, ["create"].into());
     let leases = Target::new(home, "coordination.k8s.io", "leases");
-    rights.insert(leases, ["create", "get", "update"].into());
+    // list and watch: a standby watches its Lease to take it as soon as it is released.
+    rights.insert(leases, ["create", "get", "list", "update", "watch"].into());
     rights
 }
 

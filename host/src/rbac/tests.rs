@@ -234,7 +234,7 @@ fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
     );
     assert_eq!(
         verbs(&host, Some("wcm-system"), "coordination.k8s.io", "leases"),
-        ["create", "get", "update"]
+        ["create", "get", "list", "update", "watch"]
     );
     assert!(
         verbs(&host, None, "", "nodes").iter().all(|v| v != "patch"),
