@@ -113,6 +113,7 @@ fn main() -> Result<()> {
             );
         }
     }
+    grant_plugin(plane, plugins.path())?;
     runtime.block_on(mark_existing_pods(&client))?;
     println!("peers: {rounds} rounds per burst, client rate {PEER_QPS}/s for every controller");
     for burst in bursts {
@@ -127,6 +128,36 @@ fn main() -> Result<()> {
         report(burst, &samples);
     }
     Ok(())
+}
+
+/// Applies the RBAC `wasm-controller-manager rbac` prints for the plugin (it acts as
+/// its own ServiceAccount, as deployed), in the namespace it names.
+fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
+    let kubectl = |args: &[&str], input: Option<&[u8]>| -> Result<()> {
+        let mut child = Command::new(ControlPlane::kubectl())
+            .args(args)
+            .env("KUBECONFIG", plane.admin_kubeconfig())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+            std::io::Write::write_all(&mut stdin, bytes)?;
+        }
+        child.wait()?;
+        Ok(())
+    };
+    kubectl(&["create", "namespace", "wcm-system"], None)?; // or it exists already
+    let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .arg("rbac")
+        .arg(plugins)
+        .output()?;
+    anyhow::ensure!(
+        rbac.status.success(),
+        "rbac: {}",
+        String::from_utf8_lossy(&rbac.stderr)
+    );
+    kubectl(&["apply", "-f", "-"], Some(&rbac.stdout))
 }
 
 /// Marks the cluster's Pods counted, so every controller's work is the burst alone.

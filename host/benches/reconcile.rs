@@ -1,6 +1,7 @@
 //! Cost of one reconcile through the whole path — queue → fresh instance → reconcile
 //! with one cached `get` → return — against the same logic as a native Rust closure,
-//! with wasmtime's pooling allocator on and off. Run with `make bench`.
+//! with wasmtime's pooling allocator on (handing memory back, or keeping some of it
+//! resident between instances) and off. Run with `make bench`.
 //!
 //! Reports medians (and p90) of per-reconcile wall time over many iterations, and the
 //! ratio to the native baseline measured in the same process on the same machine.
@@ -49,8 +50,19 @@ async fn main() -> Result<()> {
     })
     .await?;
     report("native closure", &native, None);
-    for pooling in [true, false] {
-        let code = load(pooling).await?;
+    let variants = [
+        ("wasm, pooling allocator", true, 0),
+        ("wasm, pooling, 64 KiB kept resident", true, 64 << 10),
+        ("wasm, pooling, 1 MiB kept resident", true, 1 << 20),
+        ("wasm, on-demand allocator", false, 0),
+    ];
+    for (name, pooling, keep_resident) in variants {
+        let limits = Limits {
+            pooling,
+            pool_keep_resident_bytes: keep_resident,
+            ..Limits::default()
+        };
+        let code = load(limits).await?;
         let wasm = measure(&key, |k| {
             let (code, access) = (code.clone(), access.clone());
             async move {
@@ -61,11 +73,6 @@ async fn main() -> Result<()> {
             }
         })
         .await?;
-        let name = if pooling {
-            "wasm, pooling allocator"
-        } else {
-            "wasm, on-demand allocator"
-        };
         report(name, &wasm, Some(&native));
     }
     Ok(())
@@ -108,17 +115,8 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
     Ok((Arc::new(access), key))
 }
 
-async fn load(pooling: bool) -> Result<PluginCode> {
-    let runtime = Arc::new(
-        Runtime::new(
-            Limits {
-                pooling,
-                ..Limits::default()
-            },
-            None,
-        )
-        .map_err(|e| anyhow::anyhow!("{e}"))?,
-    );
+async fn load(limits: Limits) -> Result<PluginCode> {
+    let runtime = Arc::new(Runtime::new(limits, None).map_err(|e| anyhow::anyhow!("{e}"))?);
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/bench-get.wasm");
     let loaded = runtime
         .load(&file)

@@ -145,6 +145,10 @@ pub struct RunArgs {
     /// Allocate instances on demand instead of from wasmtime's pooling allocator.
     #[arg(long)]
     pub no_pooling: bool,
+    /// KiB of each pooled instance's memory and table kept resident (reset in place)
+    /// when a reconcile ends, sparing the next instance in the slot its page faults.
+    #[arg(long, default_value_t = wcm_host::config::DEFAULT_KEEP_RESIDENT >> 10)]
+    pub pool_keep_resident_kib: usize,
     /// Delay before the first retry of a failed key; doubles with each failure.
     #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
     pub retry_base_delay: Duration,

@@ -6,6 +6,9 @@ use std::time::Duration;
 use crate::budget::BudgetSettings;
 use crate::queue::Backoff;
 
+/// The default of [`Limits::pool_keep_resident_bytes`] (see docs/benchmarks.md).
+pub const DEFAULT_KEEP_RESIDENT: usize = 0;
+
 /// Limits applied to every plugin instance.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -17,6 +20,11 @@ pub struct Limits {
     pub max_concurrent_reconciles: u32,
     /// Use wasmtime's pooling allocator (pre-reserved, reused instance slots).
     pub pooling: bool,
+    /// Bytes of each pooled linear memory and table kept resident when its instance
+    /// ends, reset with `memset` rather than handed back to the kernel; the next
+    /// instance in the slot then takes no page faults on them (0: wasmtime's default,
+    /// hand everything back).
+    pub pool_keep_resident_bytes: usize,
 }
 
 impl Default for Limits {
@@ -26,6 +34,7 @@ impl Default for Limits {
             max_memory_bytes: 64 << 20,
             max_concurrent_reconciles: 4,
             pooling: true,
+            pool_keep_resident_bytes: DEFAULT_KEEP_RESIDENT,
         }
     }
 }

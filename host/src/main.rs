@@ -227,6 +227,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         max_memory_bytes: args.max_memory_mib << 20,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
         pooling: !args.no_pooling,
+        pool_keep_resident_bytes: args.pool_keep_resident_kib << 10,
     };
     config.retry = Backoff {
         base: args.retry_base_delay,

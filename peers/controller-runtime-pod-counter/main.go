@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -55,6 +56,7 @@ func main() {
 	qps := flag.Float64("qps", 20, "client requests per second (controller-runtime's default)")
 	burst := flag.Int("burst", 30, "client burst")
 	flag.Parse()
+	ctrl.SetLogger(zap.New())
 	if err := run(float32(*qps), *burst); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -126,7 +128,8 @@ func (c *counter) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 // mark records the Pod's Counted Event, then labels it counted.
 func (c *counter) mark(ctx context.Context, pod *metav1.PartialObjectMetadata, total int) error {
 	event := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
+		// Named as client-go's recorders name Events: the object and a timestamp.
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, time.Now().UnixNano()), Namespace: pod.Namespace},
 		EventTime:  metav1.NowMicro(),
 		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name,
 			Namespace: pod.Namespace, UID: pod.UID},

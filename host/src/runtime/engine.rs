@@ -30,6 +30,8 @@ pub fn build_engine(limits: &Limits) -> wasmtime::Result<Engine> {
         pool.total_tables(POOLED_INSTANCES * 4);
         pool.total_stacks(POOLED_INSTANCES);
         pool.max_memory_size(limits.max_memory_bytes);
+        pool.linear_memory_keep_resident(limits.pool_keep_resident_bytes);
+        pool.table_keep_resident(limits.pool_keep_resident_bytes);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     Engine::new(&config)
