@@ -25,9 +25,11 @@ const SETTLE: &str = "200ms";
 #[derive(Debug, Default, Clone, Copy)]
 struct Phases {
     settle: f64,
+    read: f64,
     compile: f64,
     link: f64,
     register: f64,
+    review: f64,
     to_first_reconcile: f64,
     total: f64,
 }
@@ -59,19 +61,24 @@ async fn main() -> Result<()> {
             ],
         ),
     ] {
-        let mut rounds = Vec::new();
+        let (mut firsts, mut agains) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             let (plane, bytes, flags) = (plane.clone(), bytes.clone(), flags.clone());
-            let round = tokio::task::spawn_blocking(move || one_load(&plane, &bytes, &flags));
-            rounds.push(round.await??);
+            let round = tokio::task::spawn_blocking(move || two_loads(&plane, &bytes, &flags));
+            let (first, again) = round.await??;
+            firsts.push(first);
+            agains.push(again);
         }
-        report(name, &rounds);
+        report(&format!("{name}, new host"), &firsts);
+        report(&format!("{name}, running host"), &agains);
     }
     Ok(())
 }
 
-/// Starts a host on an empty directory, drops the plugin in, and times the phases.
-fn one_load(plane: &ControlPlane, bytes: &[u8], flags: &[String]) -> Result<Phases> {
+/// Starts a host on an empty directory, drops the plugin in and times the phases;
+/// then removes it and drops it in again, timing the load into a host that runs
+/// already (its kinds discovered, its clients connected): the usual hot reload.
+fn two_loads(plane: &ControlPlane, bytes: &[u8], flags: &[String]) -> Result<(Phases, Phases)> {
     let dir = tempfile::tempdir()?;
     let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
         .args([
@@ -90,24 +97,38 @@ fn one_load(plane: &ControlPlane, bytes: &[u8], flags: &[String]) -> Result<Phas
         .stderr(Stdio::piped())
         .spawn()?;
     let lines = log_lines(&mut child)?;
-    wait_for(&lines, &["manager started"])?;
-    let staged = dir.path().join(".pod-counter.wasm");
-    std::fs::write(&staged, bytes)?;
-    std::fs::rename(&staged, dir.path().join("pod-counter.wasm"))?;
-    let appeared = SystemTime::now();
-    let loaded = wait_for(&lines, &["plugin loaded"])?;
-    let reconciled = wait_for(&lines, &["reconciled", "pod-counter"])?;
+    let measured = (|| {
+        wait_for(&lines, &["manager started"])?;
+        let first = drop_in(dir.path(), bytes, &lines)?;
+        std::fs::remove_file(dir.path().join("pod-counter.wasm"))?;
+        wait_for(&lines, &["plugin removed"])?;
+        let again = drop_in(dir.path(), bytes, &lines)?;
+        Ok((first, again))
+    })();
     let _ = child.kill();
     let _ = child.wait();
+    measured
+}
+
+/// Renames the plugin into `dir` and times its load and first reconcile.
+fn drop_in(dir: &Path, bytes: &[u8], lines: &mpsc::Receiver<String>) -> Result<Phases> {
+    let staged = dir.join(".pod-counter.wasm");
+    std::fs::write(&staged, bytes)?;
+    std::fs::rename(&staged, dir.join("pod-counter.wasm"))?;
+    let appeared = SystemTime::now();
+    let loaded = wait_for(lines, &["plugin loaded"])?;
+    let reconciled = wait_for(lines, &["reconciled", "pod-counter"])?;
     let field = |name: &str| duration_field(&loaded, name);
     let (loaded_at, reconciled_at) = (timestamp(&loaded)?, timestamp(&reconciled)?);
     let load_total = field("total")?;
     let since = |t: SystemTime| t.duration_since(appeared).unwrap_or_default().as_secs_f64();
     Ok(Phases {
         settle: since(loaded_at) - load_total,
+        read: field("read")?,
         compile: field("compile")?,
         link: field("link")?,
         register: field("register")?,
+        review: field("review")?,
         to_first_reconcile: reconciled_at
             .duration_since(loaded_at)
             .unwrap_or_default()
@@ -176,12 +197,15 @@ fn report(name: &str, rounds: &[Phases]) {
         v[v.len() / 2] * 1e3
     };
     println!(
-        "{name:16} settle {:>6.0} ms  compile {:>7.1} ms  link {:>5.1} ms  register {:>5.1} ms  \
-         start→first reconcile {:>6.1} ms  file→first reconcile {:>7.0} ms  (medians of {}, settle {SETTLE})",
+        "{name:30} settle {:>4.0} ms  read {:>5.1} ms  compile {:>6.1} ms  link {:>4.1} ms  \
+         register {:>4.1} ms  review {:>5.1} ms  start→first reconcile {:>5.1} ms  \
+         file→first reconcile {:>5.0} ms  (medians of {}, --file-settle {SETTLE})",
         median(|p| p.settle),
+        median(|p| p.read),
         median(|p| p.compile),
         median(|p| p.link),
         median(|p| p.register),
+        median(|p| p.review),
         median(|p| p.to_first_reconcile),
         median(|p| p.total),
         rounds.len()

@@ -153,7 +153,7 @@ fn report(name: &str, sorted: &[Duration], baseline: Option<&[Duration]>) {
     let median = at(0.5, sorted);
     let ratio = baseline.map(|b| median.as_secs_f64() / at(0.5, b).as_secs_f64());
     println!(
-        "{name:28} median {:>9.1} µs   p90 {:>9.1} µs{}",
+        "{name:38} median {:>9.1} µs   p90 {:>9.1} µs{}",
         median.as_secs_f64() * 1e6,
         at(0.9, sorted).as_secs_f64() * 1e6,
         ratio

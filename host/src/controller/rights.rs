@@ -63,17 +63,25 @@ impl DeclaredRights {
         registration: &Registration,
         resolver: &KindResolver,
     ) -> Result<DeclaredRights, DiscoveryError> {
+        // Every kind at once: on a fresh host each is a discovery request.
+        let watched: Vec<GroupVersionKind> = (registration.watches.iter())
+            .map(|w| from_wit_gvk(&w.kind))
+            .collect();
+        let declared: Vec<GroupVersionKind> = (registration.permissions.iter())
+            .map(|p| from_wit_gvk(&p.kind))
+            .filter(|gvk| !watched.contains(gvk))
+            .collect();
+        let (watched_kinds, declared_kinds) = tokio::join!(
+            futures::future::join_all(watched.iter().map(|gvk| resolver.resolve(gvk))),
+            futures::future::join_all(declared.iter().map(|gvk| resolver.resolve(gvk))),
+        );
         let mut kinds: HashMap<GroupVersionKind, RbacKind> = HashMap::new();
-        for watch in &registration.watches {
-            let gvk = from_wit_gvk(&watch.kind);
-            let resolved = resolver.resolve(&gvk).await?;
-            kinds.insert(gvk, rbac_kind_of(&resolved));
+        for (gvk, resolved) in watched.into_iter().zip(watched_kinds) {
+            kinds.insert(gvk, rbac_kind_of(&resolved?));
         }
-        for permission in &registration.permissions {
-            let gvk = from_wit_gvk(&permission.kind);
-            if !kinds.contains_key(&gvk)
-                && let Ok(resolved) = resolver.resolve(&gvk).await
-            {
+        // A declared kind the API server does not serve is named as RBAC would name it.
+        for (gvk, resolved) in declared.into_iter().zip(declared_kinds) {
+            if let Ok(resolved) = resolved {
                 kinds.insert(gvk, rbac_kind_of(&resolved));
             }
         }
