@@ -2,8 +2,9 @@
 //! and with controller-runtime (`peers/`), one after the other against the same local
 //! control plane: for bursts of Pods, the time from the burst's first create to the
 //! correct count label, the time to the last `Counted` Event, the controller process's
-//! CPU seconds over the burst and its peak RSS; medians of rounds, and ratios to the
-//! fastest native peer. Every controller gets the same client rate (`PEER_QPS`), so
+//! CPU seconds over the burst, its peak RSS, and its API writes and lists per Pod
+//! (from the API server's `apiserver_request_total`); medians of rounds, and ratios to
+//! the fastest native peer. Every controller gets the same client rate (`PEER_QPS`), so
 //! the comparison is of the controllers, not of their default rate limits.
 //!
 //! `make bench` builds the peers (`scripts/build-peers.sh`) and starts the control
@@ -46,6 +47,58 @@ struct Sample {
     last_event: f64,
     cpu: f64,
     rss_mib: f64,
+    /// The controller's writes per Pod of the burst (the API server's audit log).
+    writes_per_pod: f64,
+    /// The lists per Pod of the burst (the API server's metrics).
+    lists_per_pod: f64,
+}
+
+/// Lists the API server has answered so far, not counting the bench's own Event
+/// lists. Watches are left out: the API server counts a watch when it ends.
+async fn api_lists(client: &Client) -> Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let mut lists = 0.0;
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let has = |label: &str| line.contains(label);
+        if has("verb=\"LIST\"") && !has("resource=\"events\"") {
+            lists += line.rsplit(' ').next().unwrap_or("0").parse::<f64>()?;
+        }
+    }
+    Ok(lists)
+}
+
+/// The controller's writes in the audit log after byte `from`: every write but the
+/// control plane's own (the scheduler's status patches and Events, the controller
+/// manager's) and the bench's (Pod creates, namespaces). The audit policy logs every
+/// write with its user agent.
+fn controller_writes(audit: &Path, from: u64) -> Result<f64> {
+    let text = std::fs::read(audit)?;
+    let start = usize::try_from(from).unwrap_or(usize::MAX).min(text.len());
+    let mut writes = 0.0;
+    for line in text[start..]
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+    {
+        let entry: serde_json::Value = serde_json::from_slice(line)?;
+        let agent = entry["userAgent"].as_str().unwrap_or_default();
+        let resource = entry["objectRef"]["resource"].as_str().unwrap_or_default();
+        let control_plane = [
+            "kube-scheduler",
+            "kube-controller-manager",
+            "kube-apiserver",
+        ]
+        .iter()
+        .any(|c| agent.starts_with(c));
+        let bench = resource == "namespaces" || (resource == "pods" && entry["verb"] == "create");
+        if !control_plane && !bench {
+            writes += 1.0;
+        }
+    }
+    Ok(writes)
 }
 
 fn repo(path: &str) -> PathBuf {
@@ -201,7 +254,8 @@ async fn measure(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    let result = measure_running(client, &mut child, n, baseline).await;
+    let audit = plane.audit_log();
+    let result = measure_running(client, &mut child, &audit, n, baseline).await;
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     let _ = child.wait();
     result
@@ -210,6 +264,7 @@ async fn measure(
 async fn measure_running(
     client: &Client,
     child: &mut Child,
+    audit: &Path,
     n: usize,
     baseline: usize,
 ) -> Result<Sample> {
@@ -222,6 +277,8 @@ async fn measure_running(
     let ns = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
     namespaces.create(&PostParams::default(), &ns).await?;
     let cpu_before = cpu_seconds(pid)?;
+    let lists_before = api_lists(client).await?;
+    let audit_from = std::fs::metadata(audit)?.len();
     let start = Instant::now();
     create_pods(client, &namespace, n).await?;
     until(|| label_is(client, baseline + n))
@@ -234,25 +291,24 @@ async fn measure_running(
     let last_event = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu_before;
     let rss_mib = peak_rss_mib(pid)?;
-    namespaces
-        .delete(&namespace, &DeleteParams::default())
-        .await?;
-    until(|| async {
-        namespaces
-            .get_opt(&namespace)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .context("the bench namespace was not deleted")?;
+    let lists_per_pod = (api_lists(client).await? - lists_before) / n as f64;
+    let writes_per_pod = controller_writes(audit, audit_from)? / n as f64;
+    delete_namespace(&namespaces, &namespace).await?;
     Ok(Sample {
         converge,
         last_event,
         cpu,
         rss_mib,
+        writes_per_pod,
+        lists_per_pod,
     })
+}
+
+/// Deletes the burst's namespace and waits until it is gone with its Pods.
+async fn delete_namespace(namespaces: &Api<Namespace>, name: &str) -> Result<()> {
+    namespaces.delete(name, &DeleteParams::default()).await?;
+    let gone = until(|| async { namespaces.get_opt(name).await.ok()?.is_none().then_some(()) });
+    gone.await.context("the bench namespace was not deleted")
 }
 
 fn rand_suffix() -> u32 {
@@ -341,20 +397,20 @@ type Column = (&'static str, fn(&Sample) -> f64);
 fn report(burst: usize, samples: &[Vec<Sample>]) {
     let peers = peers();
     let metric = |i: usize, f: fn(&Sample) -> f64| median(samples[i].iter().map(f).collect());
-    let columns: [Column; 4] = [
+    let columns: [Column; 6] = [
         ("converge s", |s| s.converge),
         ("last Event s", |s| s.last_event),
         ("CPU s", |s| s.cpu),
         ("peak RSS MiB", |s| s.rss_mib),
+        ("writes/Pod", |s| s.writes_per_pod),
+        ("lists/Pod", |s| s.lists_per_pod),
     ];
     println!(
         "\n{burst} Pods (medians of {} rounds; ×: to the fastest native peer)",
         samples[0].len()
     );
-    println!(
-        "{:40} {:>18} {:>18} {:>18} {:>18}",
-        "controller", columns[0].0, columns[1].0, columns[2].0, columns[3].0
-    );
+    let titles: Vec<String> = columns.iter().map(|(t, _)| format!("{t:>18}")).collect();
+    println!("{:40} {}", "controller", titles.join(" "));
     for (i, peer) in peers.iter().enumerate() {
         let cells: Vec<String> = columns
             .iter()
@@ -364,12 +420,9 @@ fn report(burst: usize, samples: &[Vec<Sample>]) {
                     .filter(|j| peers[*j].native)
                     .map(|j| metric(j, *f))
                     .fold(f64::MAX, f64::min);
-                format!("{value:9.2} ({:4.2}×)", value / best)
+                format!("{:>18}", format!("{value:9.2} ({:4.2}×)", value / best))
             })
             .collect();
-        println!(
-            "{:40} {:>18} {:>18} {:>18} {:>18}",
-            peer.name, cells[0], cells[1], cells[2], cells[3]
-        );
+        println!("{:40} {}", peer.name, cells.join(" "));
     }
 }
