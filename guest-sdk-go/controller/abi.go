@@ -149,20 +149,42 @@ func readOption(b []byte) *string {
 	return &s
 }
 
-// putList writes at b the pointer and length of a new list of n elements of size
-// bytes, each laid out by put.
-func putList(b []byte, n int, size, align uint32, put func(elem []byte, i int)) {
+// newList lays out a new list of n elements of size bytes, each by put, and returns
+// its pointer and length: the list's two flat parameters.
+func newList(n int, size, align uint32, put func(elem []byte, i int)) (uint32, uint32) {
 	elems := alloc(size*uint32(n), align)
 	for i := 0; i < n; i++ {
 		put(elems[size*uint32(i):], i)
 	}
-	putU32(b[0:], address(elems, align))
-	putU32(b[4:], uint32(n))
+	return address(elems, align), uint32(n)
 }
 
-// putStrings writes a list<string>.
-func putStrings(b []byte, list []string) {
-	putList(b, len(list), 8, 4, func(e []byte, i int) { putString(e, list[i]) })
+// putList writes at b the pointer and length of a new list (see newList).
+func putList(b []byte, n int, size, align uint32, put func(elem []byte, i int)) {
+	p, length := newList(n, size, align, put)
+	putU32(b[0:], p)
+	putU32(b[4:], length)
+}
+
+// flatStrings is a list<string> as two flat parameters; any string type (verbs,
+// predicates) is laid out as its text.
+func flatStrings[S ~string](list []S) (uint32, uint32) {
+	return newList(len(list), 8, 4, func(e []byte, i int) { putString(e, string(list[i])) })
+}
+
+// putStrings writes a list<string> at b.
+func putStrings[S ~string](b []byte, list []S) {
+	p, n := flatStrings(list)
+	putU32(b[0:], p)
+	putU32(b[4:], n)
+}
+
+// flatPairs is a list<tuple<string, string>> as two flat parameters.
+func flatPairs(pairs [][2]string) (uint32, uint32) {
+	return newList(len(pairs), 16, 4, func(e []byte, i int) {
+		putString(e[0:], pairs[i][0])
+		putString(e[8:], pairs[i][1])
+	})
 }
 
 // readStrings reads a list<string> whose pointer and length are at b[0:8].

@@ -31,8 +31,7 @@ func writeRegistration(b []byte, r Registration) {
 	putList(b[16:], len(r.Watches), 96, 4, func(e []byte, i int) { writeWatch(e, r.Watches[i]) })
 	putList(b[24:], len(r.Permissions), 32, 4, func(e []byte, i int) {
 		writeGvk(e[0:], r.Permissions[i].Kind)
-		verbs := r.Permissions[i].Verbs
-		putList(e[24:], len(verbs), 8, 4, func(v []byte, j int) { putString(v, string(verbs[j])) })
+		putStrings(e[24:], r.Permissions[i].Verbs)
 	})
 	putU32(b[32:], r.MaxConcurrentReconciles)
 	if r.ResyncPeriodMs != nil {
@@ -57,7 +56,7 @@ func writeWatch(b []byte, w Watch) {
 	if w.MetadataOnly {
 		b[56] = 1
 	}
-	putList(b[60:], len(w.Predicates), 8, 4, func(p []byte, i int) { putString(p, string(w.Predicates[i])) })
+	putStrings(b[60:], w.Predicates)
 	b[68] = w.mapsTo.tag
 	switch w.mapsTo.tag {
 	case 1:

@@ -22,24 +22,19 @@ func hostSettings(ret unsafe.Pointer)
 // writeLog sends one line with its fields (a list<tuple<string, string>>).
 func writeLog(level uint32, message string, fields [][2]string) {
 	m, mn := flatString(message)
-	list := make([]byte, 8)
-	putList(list, len(fields), 16, 4, func(e []byte, i int) {
-		putString(e[0:], fields[i][0])
-		putString(e[8:], fields[i][1])
-	})
-	hostLog(level, m, mn, u32(list), u32(list[4:]))
+	f, fn := flatPairs(fields)
+	hostLog(level, m, mn, f, fn)
 }
 
 // updateMetric calls the metrics import op names.
 func updateMetric(op uint8, name string, labels []string, value float64) error {
 	n, nn := flatString(name)
-	list := make([]byte, 8)
-	putStrings(list, labels)
+	l, ln := flatStrings(labels)
 	ret := resultArea()
 	call := [...]func(uint32, uint32, uint32, uint32, float64, unsafe.Pointer){
 		hostMetricAdd, hostMetricSet, hostMetricObserve,
 	}[op]
-	call(n, nn, u32(list), u32(list[4:]), value, unsafe.Pointer(&ret[0]))
+	call(n, nn, l, ln, value, unsafe.Pointer(&ret[0]))
 	return unitResult(ret)
 }
 

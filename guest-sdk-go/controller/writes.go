@@ -34,17 +34,15 @@ func hostDelete(params, ret unsafe.Pointer)
 // PatchLabels sets the labels of set and removes those of remove, as the plugin's
 // field manager; needs VerbPatch.
 func PatchLabels(ref ObjectRef, set map[string]string, remove []string) error {
-	keys := sortedKeys(set)
-	pairs := make([]byte, 8)
-	putList(pairs, len(keys), 16, 4, func(e []byte, i int) {
-		putString(e[0:], keys[i])
-		putString(e[8:], set[keys[i]])
-	})
-	removed := make([]byte, 8)
-	putStrings(removed, remove)
+	pairs := make([][2]string, 0, len(set))
+	for _, key := range sortedKeys(set) {
+		pairs = append(pairs, [2]string{key, set[key]})
+	}
+	s, sn := flatPairs(pairs)
+	r, rn := flatStrings(remove)
 	f, ret := flatten(ref), resultArea()
 	hostPatchLabels(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
-		u32(pairs), u32(pairs[4:]), u32(removed), u32(removed[4:]), unsafe.Pointer(&ret[0]))
+		s, sn, r, rn, unsafe.Pointer(&ret[0]))
 	return unitResult(ret)
 }
 
@@ -52,12 +50,11 @@ func PatchLabels(ref ObjectRef, set map[string]string, remove []string) error {
 // host guards the write with the object's resourceVersion and tries again on a
 // conflict); needs VerbPatch.
 func PatchFinalizers(ref ObjectRef, add, remove []string) error {
-	added, removed := make([]byte, 8), make([]byte, 8)
-	putStrings(added, add)
-	putStrings(removed, remove)
+	a, an := flatStrings(add)
+	r, rn := flatStrings(remove)
 	f, ret := flatten(ref), resultArea()
 	hostPatchFinalizers(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
-		u32(added), u32(added[4:]), u32(removed), u32(removed[4:]), unsafe.Pointer(&ret[0]))
+		a, an, r, rn, unsafe.Pointer(&ret[0]))
 	return unitResult(ret)
 }
 
