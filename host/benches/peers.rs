@@ -316,6 +316,9 @@ fn rand_suffix() -> u32 {
     nanos.map(|d| d.subsec_nanos()).unwrap_or_default()
 }
 
+/// Polls `probe` until it answers or [`LIMIT`] passes: every [`POLL`], finer than
+/// `wcm_control_plane::poll_until`'s 200 ms because the time it returns at is what the
+/// bench reports.
 async fn until<F, Fut, T>(mut probe: F) -> Option<T>
 where
     F: FnMut() -> Fut,

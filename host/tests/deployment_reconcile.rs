@@ -22,7 +22,7 @@ use support::webapp::{
     CONVERGE, CRD_NAME, create_webapp, deployment_where, install_crd, ready_condition,
     release_webapps, status_where, webapp_resource, webapps,
 };
-use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use support::{HostProcess, eventually, gone, plugin_bytes, plugins_dir};
 use tokio::sync::Mutex;
 use wcm_control_plane::TestNamespace;
 
@@ -37,11 +37,8 @@ async fn remove_crd(client: &Client) -> Result<()> {
     if crds.get_opt(CRD_NAME).await?.is_some() {
         crds.delete(CRD_NAME, &DeleteParams::default()).await?;
     }
-    let gone = eventually(CONVERGE, || async {
-        crds.get_opt(CRD_NAME).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    gone.context("the WebApp CRD was not removed")?;
+    let removed = gone(&crds, CRD_NAME, CONVERGE).await;
+    removed.context("the WebApp CRD was not removed")?;
     // Discovery follows the CRD's removal asynchronously: wait until the group
     // version is consistently not served.
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &webapp_resource());
@@ -217,15 +214,7 @@ async fn deleting_a_webapp_garbage_collects_its_deployment() -> Result<()> {
         .delete("blog", &DeleteParams::background())
         .await?;
     let deployments: Api<Deployment> = Api::namespaced(ns.client(), ns.name());
-    let collected = eventually(CONVERGE, || async {
-        deployments
-            .get_opt("blog")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let collected = gone(&deployments, "blog", CONVERGE).await;
     collected.context("the Deployment outlived its WebApp")
 }
 

@@ -24,7 +24,7 @@ use support::objects::events_about;
 use support::webapp::{
     CONVERGE, create_webapp, deployment_where, install_crd, ready_condition, status_where, webapps,
 };
-use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use support::{HostProcess, eventually, gone, plugin_bytes, plugins_dir};
 use tokio::sync::Mutex;
 use wcm_control_plane::TestNamespace;
 
@@ -205,14 +205,6 @@ async fn only_spec_changes_and_deletions_wake_a_webapp() -> Result<()> {
     webapps(&ns)
         .delete("quiet", &DeleteParams::background())
         .await?;
-    let gone = eventually(CONVERGE, || async {
-        webapps(&ns)
-            .get_opt("quiet")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    gone.context("the WebApp was not released")
+    let released = gone(&webapps(&ns), "quiet", CONVERGE).await;
+    released.context("the WebApp was not released")
 }

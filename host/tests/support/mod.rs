@@ -345,6 +345,18 @@ pub async fn http_status(addr: &str, path: &str) -> Result<(u16, String)> {
     Ok((code.parse()?, body.to_string()))
 }
 
+/// Waits until the object `name` of `api` no longer exists; `None` if it still does
+/// after `timeout`.
+pub async fn gone<K>(api: &kube::Api<K>, name: &str, timeout: Duration) -> Option<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(timeout, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+}
+
 /// Polls `probe` every 200 ms until it returns `Some`, or `timeout` passes.
 pub async fn eventually<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
 where

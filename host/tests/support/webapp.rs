@@ -39,11 +39,8 @@ pub async fn install_crd(client: &Client) -> Result<()> {
         && old.metadata.deletion_timestamp.is_some()
     {
         release_webapps(client).await?;
-        let gone = eventually(CONVERGE, || async {
-            crds.get_opt(CRD_NAME).await.ok()?.is_none().then_some(())
-        });
-        gone.await
-            .context("the terminating WebApp CRD did not go")?;
+        let removed = super::gone(&crds, CRD_NAME, CONVERGE).await;
+        removed.context("the terminating WebApp CRD did not go")?;
     }
     let params = PatchParams::apply("wcm-tests").force();
     crds.patch(CRD_NAME, &params, &Patch::Apply(&crd)).await?;
