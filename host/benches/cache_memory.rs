@@ -1,7 +1,8 @@
-//! Memory per cached Pod: 10,000 Pods of ~8 KB of JSON each go through the informer
-//! cache's conversion and are held in an [`ObjectCache`]; the heap growth is compared
-//! with the raw JSON size of the same Pods and with holding the decoded objects the
-//! way a kube-runtime reflector store does. Run with `make bench`; no cluster needed.
+//! Memory per cached Pod at 10,000 and 50,000 Pods of ~8 KB of JSON each: the
+//! informer cache's conversion held in an [`ObjectCache`], for a full watch and for a
+//! metadata-only one, against the raw JSON size of the same Pods and against holding
+//! the decoded objects (or decoded metadata) the way a kube-runtime reflector store
+//! does. Run with `make bench`; no cluster needed.
 //!
 //! Heap growth is read from a counting global allocator, so the figure is exact for
 //! this process and independent of how the allocator returns pages to the system.
@@ -10,51 +11,87 @@ use std::alloc::System;
 use std::sync::Arc;
 
 use cap::Cap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
+use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 use wcm_host::kube::cache::{CachedObject, ObjectCache};
+use wcm_host::kube::informer::metadata_of;
 
 #[global_allocator]
 static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
 
-const PODS: usize = 10_000;
+const SIZES: [usize; 2] = [10_000, 50_000];
 
 fn main() -> anyhow::Result<()> {
-    let raw: Vec<String> = (0..PODS).map(|i| pod(i).to_string()).collect();
-    let raw_bytes: usize = raw.iter().map(String::len).sum();
-    let per_raw = raw_bytes as f64 / PODS as f64;
-
-    let before = ALLOCATOR.allocated();
-    let cache = ObjectCache::default();
-    for text in &raw {
-        let obj: DynamicObject = serde_json::from_str(text)?;
-        cache.apply(Arc::new(CachedObject::from_dynamic(obj)?));
+    for pods in SIZES {
+        measure(pods)?;
     }
-    let cached = ALLOCATOR.allocated() - before;
-    drop(cache);
+    Ok(())
+}
 
+/// Heap growth while `hold` builds what it returns; the value is dropped after.
+fn growth<T>(hold: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<usize> {
     let before = ALLOCATOR.allocated();
-    let store: Vec<Arc<DynamicObject>> = raw
-        .iter()
-        .map(|t| serde_json::from_str(t).map(Arc::new))
-        .collect::<Result<_, _>>()?;
-    let decoded = ALLOCATOR.allocated() - before;
-    drop(store);
+    let held = hold()?;
+    let grown = ALLOCATOR.allocated().saturating_sub(before);
+    drop(held);
+    Ok(grown)
+}
+
+fn measure(pods: usize) -> anyhow::Result<()> {
+    let raw: Vec<String> = (0..pods).map(|i| pod(i).to_string()).collect();
+    let raw_bytes: usize = raw.iter().map(String::len).sum();
+    let per_raw = raw_bytes as f64 / pods as f64;
+    let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+    let cache_of = |metadata_only: bool| {
+        growth(|| {
+            let cache = ObjectCache::default();
+            for text in &raw {
+                let mut obj: DynamicObject = serde_json::from_str(text)?;
+                if metadata_only {
+                    obj = metadata_of(obj, &gvk);
+                }
+                cache.apply(Arc::new(CachedObject::from_dynamic(obj)?));
+            }
+            Ok(cache)
+        })
+    };
+    let full = cache_of(false)?;
+    let metadata = cache_of(true)?;
+    let decoded = growth(|| {
+        raw.iter()
+            .map(|t| serde_json::from_str::<DynamicObject>(t).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Into::into)
+    })?;
+    let decoded_meta = growth(|| {
+        raw.iter()
+            .map(|t| {
+                let v: Value = serde_json::from_str(t)?;
+                Ok(Arc::new(serde_json::from_value::<ObjectMeta>(
+                    v["metadata"].clone(),
+                )?))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })?;
 
     println!(
-        "{PODS} Pods, raw JSON {per_raw:.0} B per Pod ({:.1} MiB)",
+        "{pods} Pods, raw JSON {per_raw:.0} B per Pod ({:.1} MiB)",
         mib(raw_bytes)
     );
     let line = |name: &str, bytes: usize| {
-        let per = bytes as f64 / PODS as f64;
+        let per = bytes as f64 / pods as f64;
         println!(
-            "{name:38} {per:>8.0} B per Pod   {:>6.1} MiB   {:.2}× raw JSON",
+            "  {name:46} {per:>8.0} B per Pod   {:>7.1} MiB   {:.2}× raw JSON",
             mib(bytes),
             per / per_raw
         );
     };
-    line("informer cache (no managedFields)", cached);
+    line("host cache, full watch (no managedFields)", full);
     line("decoded objects (reflector store)", decoded);
+    line("host cache, metadata-only watch", metadata);
+    line("decoded metadata (metadata reflector store)", decoded_meta);
     Ok(())
 }
 

@@ -1,7 +1,10 @@
-//! Cost of one reconcile through the whole path — queue → fresh instance → reconcile
-//! with one cached `get` → return — against the same logic as a native Rust closure,
-//! with wasmtime's pooling allocator on (handing memory back, or keeping some of it
-//! resident between instances) and off. Run with `make bench`.
+//! Cost of one reconcile through the whole path — queue → instance → reconcile with one
+//! cached `get` of a ConfigMap, parsed → return — against the same logic as a native
+//! Rust closure: the Rust plugin with wasmtime's pooling allocator on (handing memory
+//! back, or keeping some of it resident between instances) and off; then the same
+//! plugin written in Rust, Go, Python and JavaScript, each in a fresh instance per
+//! reconcile (the default) and in one reused instance (the operator's opt-in,
+//! `reuse-instance-calls`). Run with `make bench`.
 //!
 //! Reports medians (and p90) of per-reconcile wall time over many iterations, and the
 //! ratio to the native baseline measured in the same process on the same machine.
@@ -24,10 +27,22 @@ use wcm_host::keys::ReconcileKey;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
 use wcm_host::queue::{Backoff, WorkQueue};
-use wcm_host::runtime::{PluginCode, Runtime};
+use wcm_host::runtime::{PluginCode, ReusePolicy, ReusedInstance, Runtime};
 
 const ITERATIONS: usize = 3000;
 const WARMUP: usize = 200;
+/// The same plugin in each language: language, component in `target/test-plugins`.
+const LANGUAGES: [(&str, &str); 4] = [
+    ("Rust", "bench-get"),
+    ("Go", "bench-get-go"),
+    ("Python", "bench-get-python"),
+    ("JavaScript", "bench-get-javascript"),
+];
+/// Reuse without retirement by count or growth: the steady state of a reused instance.
+const REUSE: ReusePolicy = ReusePolicy {
+    max_calls: u32::MAX,
+    max_growth_bytes: usize::MAX,
+};
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -62,7 +77,7 @@ async fn main() -> Result<()> {
             pool_keep_resident_bytes: keep_resident,
             ..Limits::default()
         };
-        let code = load(limits).await?;
+        let code = load(limits, "bench-get").await?;
         let wasm = measure(&key, |k| {
             let (code, access) = (code.clone(), access.clone());
             async move {
@@ -75,6 +90,45 @@ async fn main() -> Result<()> {
         .await?;
         report(name, &wasm, Some(&native));
     }
+    println!("the same reconcile by language, fresh instance vs one reused instance:");
+    for (language, plugin) in LANGUAGES {
+        let code = load(Limits::default(), plugin).await?;
+        let fresh = measure(&key, |k| {
+            let (code, access) = (code.clone(), access.clone());
+            async move {
+                code.reconcile(access, &k)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(())
+            }
+        })
+        .await?;
+        report(
+            &format!("{language}, fresh instance"),
+            &fresh,
+            Some(&native),
+        );
+        let instance = Arc::new(tokio::sync::Mutex::new(
+            code.reusable(access.clone(), REUSE),
+        ));
+        let reused = measure(&key, |k| reconcile_in(instance.clone(), k)).await?;
+        report(
+            &format!("{language}, reused instance"),
+            &reused,
+            Some(&native),
+        );
+    }
+    Ok(())
+}
+
+/// One reconcile in the shared reused instance.
+async fn reconcile_in(
+    instance: Arc<tokio::sync::Mutex<ReusedInstance>>,
+    key: ReconcileKey,
+) -> Result<()> {
+    let (result, retired) = instance.lock().await.reconcile(&key).await;
+    result.map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(retired.is_none(), "the instance was retired: {retired:?}");
     Ok(())
 }
 
@@ -115,9 +169,10 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
     Ok((Arc::new(access), key))
 }
 
-async fn load(limits: Limits) -> Result<PluginCode> {
+async fn load(limits: Limits, plugin: &str) -> Result<PluginCode> {
     let runtime = Arc::new(Runtime::new(limits, None).map_err(|e| anyhow::anyhow!("{e}"))?);
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/bench-get.wasm");
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/test-plugins/{plugin}.wasm"));
     let loaded = runtime
         .load(&file)
         .await
@@ -153,7 +208,7 @@ fn report(name: &str, sorted: &[Duration], baseline: Option<&[Duration]>) {
     let median = at(0.5, sorted);
     let ratio = baseline.map(|b| median.as_secs_f64() / at(0.5, b).as_secs_f64());
     println!(
-        "{name:38} median {:>9.1} µs   p90 {:>9.1} µs{}",
+        "{name:40} median {:>9.1} µs   p90 {:>9.1} µs{}",
         median.as_secs_f64() * 1e6,
         at(0.9, sorted).as_secs_f64() * 1e6,
         ratio

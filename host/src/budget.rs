@@ -36,6 +36,19 @@ pub struct Budget {
     /// Most series across the plugin's own metrics.
     #[serde(default = "default_metric_series")]
     pub max_metric_series: usize,
+    /// Reconciles one instance serves before it is replaced; 0, the default, gives
+    /// every reconcile a fresh instance (docs/isolation.md: the trade-off).
+    #[serde(default)]
+    pub reuse_instance_calls: u32,
+    /// Growth of a reused instance's linear memory since its first reconcile that
+    /// retires it, in bytes.
+    #[serde(default = "default_reuse_growth")]
+    pub reuse_instance_growth_bytes: usize,
+}
+
+/// The default bound on a reused instance's memory growth: 8 MiB.
+fn default_reuse_growth() -> usize {
+    8 << 20
 }
 
 /// The default bound on a plugin's metric series.
@@ -54,7 +67,20 @@ impl Default for Budget {
             log_lines_per_second: LINES_PER_SECOND,
             log_burst: LINES_BURST,
             max_metric_series: default_metric_series(),
+            reuse_instance_calls: 0,
+            reuse_instance_growth_bytes: default_reuse_growth(),
         }
+    }
+}
+
+impl Budget {
+    /// When a worker's instance is retired, if the operator opted the plugin into
+    /// reusing instances.
+    pub fn reuse_policy(&self) -> Option<crate::runtime::ReusePolicy> {
+        (self.reuse_instance_calls > 0).then_some(crate::runtime::ReusePolicy {
+            max_calls: self.reuse_instance_calls,
+            max_growth_bytes: self.reuse_instance_growth_bytes,
+        })
     }
 }
 
@@ -88,7 +114,8 @@ impl BudgetSettings {
 
     /// Applies one `NAME:KEY=VALUE[,KEY=VALUE...]` override on top of the defaults
     /// (call after the defaults are final). Keys: `api-qps`, `api-burst`,
-    /// `max-result-mib`, `max-watches`, `max-metric-series`, `log-rate`, `log-burst`.
+    /// `max-result-mib`, `max-watches`, `max-metric-series`, `log-rate`, `log-burst`,
+    /// `reuse-instance-calls`, `reuse-instance-growth-mib`.
     pub fn add_override(&mut self, given: &str) -> Result<(), OverrideError> {
         let err = |reason: String| OverrideError {
             given: given.to_string(),
@@ -126,6 +153,13 @@ fn set(budget: &mut Budget, key: &str, value: &str) -> Result<(), String> {
         "max-metric-series" => budget.max_metric_series = value.parse().map_err(|e| bad(&e))?,
         "log-rate" => budget.log_lines_per_second = positive(value.parse().map_err(|e| bad(&e))?)?,
         "log-burst" => budget.log_burst = value.parse().map_err(|e| bad(&e))?,
+        "reuse-instance-calls" => {
+            budget.reuse_instance_calls = value.parse().map_err(|e| bad(&e))?
+        }
+        "reuse-instance-growth-mib" => {
+            let mib: usize = value.parse().map_err(|e| bad(&e))?;
+            budget.reuse_instance_growth_bytes = mib.checked_shl(20).ok_or("too large")?;
+        }
         other => return Err(format!("unknown key {other:?}")),
     }
     Ok(())

@@ -221,9 +221,20 @@ pub struct BudgetArgs {
     /// make one more is refused and counted.
     #[arg(long, default_value_t = Budget::default().max_metric_series)]
     pub max_metric_series_per_plugin: usize,
+    /// Reconciles one plugin instance serves before it is replaced; 0 gives every
+    /// reconcile a fresh instance. Reuse is faster but lets one reconcile's leftovers
+    /// reach the next of the same plugin (docs/isolation.md); opt single plugins in
+    /// with `--plugin-override NAME:reuse-instance-calls=N`.
+    #[arg(long, default_value_t = Budget::default().reuse_instance_calls)]
+    pub reuse_instance_calls: u32,
+    /// Growth of a reused instance's memory since its first reconcile that retires
+    /// it, in MiB.
+    #[arg(long, default_value_t = Budget::default().reuse_instance_growth_bytes >> 20)]
+    pub reuse_instance_growth_mib: usize,
     /// Other budgets for one plugin: `NAME:KEY=VALUE[,KEY=VALUE...]` with keys
     /// api-qps, api-burst, max-result-mib, max-watches, max-metric-series, log-rate,
-    /// log-burst. Repeat for more plugins.
+    /// log-burst, reuse-instance-calls, reuse-instance-growth-mib. Repeat for more
+    /// plugins.
     #[arg(long, value_name = "NAME:KEY=VALUE,...")]
     pub plugin_override: Vec<String>,
 }
@@ -240,6 +251,8 @@ impl BudgetArgs {
                 log_lines_per_second: self.plugin_log_rate,
                 log_burst: self.plugin_log_burst,
                 max_metric_series: self.max_metric_series_per_plugin,
+                reuse_instance_calls: self.reuse_instance_calls,
+                reuse_instance_growth_bytes: self.reuse_instance_growth_mib.saturating_mul(1 << 20),
             },
             overrides: Default::default(),
         };

@@ -29,14 +29,20 @@ macro_rules! shared_conversions {
             Ok(registration(reg))
         }
 
-        /// Calls `reconcile` in a fresh instance; the result in this version's types.
-        async fn call_reconcile(
+        /// A new instance of the plugin in `store`.
+        pub(super) async fn instantiate(
             pre: &ControllerPre<HostState>,
+            store: &mut wasmtime::Store<HostState>,
+        ) -> Result<Controller, super::CallFailure> {
+            (pre.instantiate_async(&mut *store).await).map_err(super::CallFailure::Instantiate)
+        }
+
+        /// Calls `reconcile` in `controller`; the result in this version's types.
+        async fn call_reconcile(
+            controller: &Controller,
             store: &mut wasmtime::Store<HostState>,
             request: &c::Request,
         ) -> Result<Result<wit::Action, ReconcileError>, super::CallFailure> {
-            let controller = (pre.instantiate_async(&mut *store).await)
-                .map_err(super::CallFailure::Instantiate)?;
             (controller.wcm_controller_reconciler())
                 .call_reconcile(store, &wit_request(request))
                 .await
@@ -250,15 +256,48 @@ impl ContractPre {
         }
     }
 
+    /// A new instance of the plugin in `store`, for one call or several.
+    pub async fn instantiate(
+        &self,
+        store: &mut Store<HostState>,
+    ) -> Result<ContractInstance, CallFailure> {
+        Ok(match self {
+            ContractPre::V0_2(pre) => ContractInstance::V0_2(v0_2::instantiate(pre, store).await?),
+            ContractPre::V0_3(pre) => ContractInstance::V0_3(v0_3::instantiate(pre, store).await?),
+        })
+    }
+
     /// Instantiates the plugin in `store` and calls `reconcile` with `request`.
     pub async fn reconcile(
         &self,
         store: &mut Store<HostState>,
         request: &Request,
     ) -> Result<Result<Action, Failure>, CallFailure> {
+        self.instantiate(store)
+            .await?
+            .reconcile(store, request)
+            .await
+    }
+}
+
+/// An instance of a plugin, bound to the contract version it was built against.
+pub enum ContractInstance {
+    /// A 0.2 plugin.
+    V0_2(v0_2::Controller),
+    /// A 0.3 plugin.
+    V0_3(v0_3::Controller),
+}
+
+impl ContractInstance {
+    /// Calls `reconcile` with `request` in this instance (which lives in `store`).
+    pub async fn reconcile(
+        &self,
+        store: &mut Store<HostState>,
+        request: &Request,
+    ) -> Result<Result<Action, Failure>, CallFailure> {
         match self {
-            ContractPre::V0_2(pre) => v0_2::reconcile(pre, store, request).await,
-            ContractPre::V0_3(pre) => v0_3::reconcile(pre, store, request).await,
+            ContractInstance::V0_2(c) => v0_2::reconcile(c, store, request).await,
+            ContractInstance::V0_3(c) => v0_3::reconcile(c, store, request).await,
         }
     }
 }

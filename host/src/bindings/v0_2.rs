@@ -38,13 +38,13 @@ type ReconcileError = Error;
 
 shared_conversions!();
 
-/// Calls `reconcile` in a fresh instance; a returned error is always retried.
+/// Calls `reconcile` in `controller`; a returned error is always retried.
 pub(super) async fn reconcile(
-    pre: &ControllerPre<HostState>,
+    controller: &Controller,
     store: &mut Store<HostState>,
     request: &c::Request,
 ) -> Result<Result<c::Action, c::Failure>, CallFailure> {
-    let result = call_reconcile(pre, store, request).await?;
+    let result = call_reconcile(controller, store, request).await?;
     Ok(match result {
         Ok(wit::Action::Done) => Ok(c::Action::Done),
         Ok(wit::Action::RequeueAfter(ms)) => Ok(c::Action::RequeueAfter(ms)),

@@ -321,6 +321,7 @@ impl PluginController {
                 metrics: metrics.clone(),
                 labels,
                 leader: self.ctx.leader.clone(),
+                reused: None,
             };
             let task = tokio::spawn(worker.run());
             match self.workers.get_mut(index) {

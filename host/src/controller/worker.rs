@@ -1,6 +1,7 @@
 //! The workers of one plugin: each takes keys from the plugin's queue and reconciles
 //! them with the version of the plugin that is current when the key is taken, so an
-//! upgrade swaps the code between two keys and never inside one.
+//! upgrade swaps the code between two keys and never inside one. A worker of a plugin
+//! the operator opted into instance reuse keeps its instance between keys.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use crate::leader::LeaderGate;
 use crate::metrics::{FailureCause, Limit};
 use crate::metrics::{Metrics, PluginLabels, ReconcileResult};
 use crate::queue::WorkQueue;
-use crate::runtime::{CallError, PluginCode};
+use crate::runtime::{CallError, PluginCode, Recycle, ReusedInstance};
 
 use super::health::CrashLoop;
 
@@ -50,6 +51,9 @@ pub struct Worker {
     pub active: Gauge,
     /// Open while this replica leads; keys are taken only then.
     pub leader: LeaderGate,
+    /// The instance this worker keeps between keys, and the version it runs; only
+    /// for a plugin whose budget reuses instances.
+    pub reused: Option<(Arc<Version>, ReusedInstance)>,
 }
 
 impl Worker {
@@ -109,19 +113,22 @@ impl Worker {
         }
     }
 
-    async fn sync_and_reconcile(&self, version: &Version, key: &ReconcileKey) {
+    async fn sync_and_reconcile(&mut self, version: &Arc<Version>, key: &ReconcileKey) {
         for informer in &version.informers {
             informer.wait_synced().await;
         }
         self.reconcile(version, key).await;
     }
 
-    async fn reconcile(&self, version: &Version, key: &ReconcileKey) {
-        let plugin = self.labels.plugin.as_str();
+    async fn reconcile(&mut self, version: &Arc<Version>, key: &ReconcileKey) {
         let started = Instant::now();
         self.active.inc();
-        let called = version.code.reconcile(version.access.clone(), key).await;
+        let called = match version.access.budget().budget.reuse_policy() {
+            None => version.code.reconcile(version.access.clone(), key).await,
+            Some(_) => self.reconcile_reusing(version, key).await,
+        };
         self.active.dec();
+        let plugin = self.labels.plugin.as_str();
         let outcome = match called {
             Ok(action) => {
                 version.crashes.succeeded();
@@ -160,6 +167,38 @@ impl Worker {
             }
         };
         self.metrics.reconciled(plugin, outcome, started.elapsed());
+    }
+
+    /// Reconciles `key` in the worker's kept instance, made anew when there is none or
+    /// it runs another version. An instance retired by its policy is dropped; one
+    /// whose call is cancelled (leadership lost) is dropped with the call.
+    async fn reconcile_reusing(
+        &mut self,
+        version: &Arc<Version>,
+        key: &ReconcileKey,
+    ) -> Result<Action, CallError> {
+        let plugin = self.labels.plugin.as_str();
+        let mut instance = match self.reused.take() {
+            Some((v, instance)) if Arc::ptr_eq(&v, version) => instance,
+            kept => {
+                if kept.is_some() {
+                    self.metrics.instance_recycled(plugin, Recycle::upgrade);
+                }
+                let policy = version.access.budget().budget.reuse_policy();
+                let policy = policy.expect("called only for a plugin that reuses instances");
+                version.code.reusable(version.access.clone(), policy)
+            }
+        };
+        let (called, recycle) = instance.reconcile(key).await;
+        match recycle {
+            Some(reason) => {
+                tracing::debug!(plugin, key = %key, ?reason, calls = instance.calls(),
+                    "reused instance retired");
+                self.metrics.instance_recycled(plugin, reason);
+            }
+            None => self.reused = Some((version.clone(), instance)),
+        }
+        called
     }
 
     /// Counts a trap, timeout or memory overrun towards crash-looping and its limit;

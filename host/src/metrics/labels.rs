@@ -139,6 +139,39 @@ impl FailureCause {
     ];
 }
 
+/// Why a reused plugin instance was retired (`--plugin-override NAME:reuse-instance-calls=N`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower-case on the wire
+pub enum Recycle {
+    /// It served its number of reconciles.
+    calls,
+    /// Its linear memory grew past the bound since its first reconcile.
+    memory,
+    /// A call trapped, timed out or hit a limit: its state is unknown.
+    failure,
+    /// A new version of the plugin replaced the one it runs.
+    upgrade,
+}
+
+impl Recycle {
+    /// Every reason, for removing a plugin's series.
+    pub const ALL: [Recycle; 4] = [
+        Recycle::calls,
+        Recycle::memory,
+        Recycle::failure,
+        Recycle::upgrade,
+    ];
+}
+
+/// Labels of the recycled-instance counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RecycleLabels {
+    /// The plugin's registered name.
+    pub plugin: String,
+    /// Why its instance was retired.
+    pub reason: Recycle,
+}
+
 /// The WIT functions of `cluster`, as `wcm_host_calls_total` names them.
 pub const HOST_FUNCTIONS: [&str; 12] = [
     "get",

@@ -15,7 +15,7 @@ use labels::REVIEW_RESULTS;
 pub use labels::{
     AccessReviewLabels, FailureCause, FailureLabels, HOST_FUNCTIONS, HostCallLabels,
     HostCallResult, InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels,
-    PLUGIN_STATES, PluginLabels, StateLabels,
+    PLUGIN_STATES, PluginLabels, Recycle, RecycleLabels, StateLabels,
 };
 pub use standard::{QueueMetrics, ReconcileResult, Standard};
 
@@ -69,6 +69,8 @@ pub struct Metrics {
     pub host_calls: Family<HostCallLabels, Counter>,
     /// Failed calls into plugins by cause.
     pub call_failures: Family<FailureLabels, Counter>,
+    /// Reused instances retired, by reason.
+    pub instance_recycles: Family<RecycleLabels, Counter>,
     /// Time of each step of loading a plugin file.
     pub load_seconds: Family<LoadStepLabels, Histogram, fn() -> Histogram>,
     /// The running plugins' own metrics (`wcm_plugin_<plugin>_<name>`).
@@ -155,6 +157,9 @@ impl Metrics {
         let call_failures = Family::default();
         let help = "Calls into plugins that failed, by cause";
         registry.register("plugin_call_failures", help, call_failures.clone());
+        let instance_recycles = Family::default();
+        let help = "Reused plugin instances retired, by reason (calls, memory, failure, upgrade)";
+        registry.register("plugin_instance_recycles", help, instance_recycles.clone());
         let load_seconds: Family<LoadStepLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(load_buckets);
         let help = "Time of each step of loading a plugin file (read, compile, link, register)";
@@ -163,6 +168,7 @@ impl Metrics {
             registry: root,
             host_calls,
             call_failures,
+            instance_recycles,
             load_seconds,
             plugin_api_requests,
             plugin_api_wait,
@@ -219,6 +225,15 @@ impl Metrics {
             cause,
         };
         self.call_failures.get_or_create(&labels).inc();
+    }
+
+    /// Counts a reused instance of `plugin` retired for `reason`.
+    pub fn instance_recycled(&self, plugin: &str, reason: Recycle) {
+        let labels = RecycleLabels {
+            plugin: plugin.to_string(),
+            reason,
+        };
+        self.instance_recycles.get_or_create(&labels).inc();
     }
 
     /// Sets `leader_election_master_status{name=lease}`.
@@ -285,6 +300,12 @@ impl Metrics {
             self.call_failures.remove(&FailureLabels {
                 plugin: plugin.to_string(),
                 cause,
+            });
+        }
+        for reason in Recycle::ALL {
+            self.instance_recycles.remove(&RecycleLabels {
+                plugin: plugin.to_string(),
+                reason,
             });
         }
         self.plugin_api_requests.remove(&labels);

@@ -5,7 +5,9 @@ pub mod artifacts;
 mod calls;
 mod compiler;
 mod engine;
+mod limiter;
 mod plugin;
+mod reuse;
 pub mod settings;
 mod state;
 mod stderr;
@@ -13,6 +15,7 @@ mod stderr;
 pub use artifacts::Origin;
 pub use engine::{EPOCH_TICK, EpochTicker, build_engine};
 pub use plugin::{CallError, LoadError, PluginCode};
+pub use reuse::{Recycle, ReusePolicy, ReusedInstance};
 pub use state::HostState;
 
 use std::path::Path;

@@ -119,9 +119,15 @@ impl PluginCode {
     /// once the call's deadline has passed. Without the yield a guest that never
     /// calls the host would hold a runtime worker thread until its deadline, and a
     /// few of them would stall informers, `/healthz` and every other plugin.
-    fn store(&self, state: HostState) -> Store<HostState> {
+    pub(super) fn store(&self, state: HostState) -> Store<HostState> {
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);
+        self.arm(&mut store);
+        store
+    }
+
+    /// Starts the deadline of one call in `store`: from now, a reconcile timeout.
+    pub(super) fn arm(&self, store: &mut Store<HostState>) {
         let timeout = self.runtime.limits().reconcile_timeout;
         let deadline = Instant::now() + timeout;
         store.set_epoch_deadline(1);
@@ -132,7 +138,21 @@ impl PluginCode {
             let turn = Box::pin(tokio::task::yield_now());
             Ok(UpdateDeadline::YieldCustom(YIELD_EVERY_TICKS, turn))
         });
-        store
+    }
+
+    /// The operator's settings this version runs with.
+    pub(super) fn settings(&self) -> Option<Arc<str>> {
+        self.settings.clone()
+    }
+
+    /// The pre-linked component, for instances that outlive one call.
+    pub(super) fn pre(&self) -> &ContractPre {
+        &self.pre
+    }
+
+    /// The host's limits on calls into plugins.
+    pub(super) fn limits(&self) -> &crate::config::Limits {
+        self.runtime.limits()
     }
 
     /// Asks a fresh instance for its registration. `label` names the plugin in logs.
@@ -172,7 +192,7 @@ impl PluginCode {
     }
 
     /// Sorts a failed call by where it failed.
-    fn failed(&self, e: CallFailure) -> CallError {
+    pub(super) fn failed(&self, e: CallFailure) -> CallError {
         match e {
             CallFailure::Instantiate(e) => CallError::Instantiate(chain(&e)),
             CallFailure::Call(e) => self.classify(e),
@@ -182,7 +202,7 @@ impl PluginCode {
     /// Bounds a whole call, host calls included, by the deadline. Epoch interruption
     /// stops guest code that never yields; this timer stops a call waiting in a host
     /// import. The margin lets the epoch trap win when both would fire.
-    async fn bounded<T>(
+    pub(super) async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, CallError>>,
     ) -> Result<T, CallError> {
@@ -219,7 +239,7 @@ impl PluginCode {
 
 /// The error a guest returned, its message and causes cut to a log line's size: the
 /// text is the plugin's and ends up in the host's log.
-fn capped(failure: Failure) -> Failure {
+pub(super) fn capped(failure: Failure) -> Failure {
     Failure {
         error: failure.error.capped(crate::logs::MAX_LINE_BYTES),
         terminal: failure.terminal,
@@ -227,7 +247,7 @@ fn capped(failure: Failure) -> Failure {
 }
 
 /// Adds the guest's last stderr line (its panic message) to a trap.
-fn with_stderr(error: CallError, state: &HostState) -> CallError {
+pub(super) fn with_stderr(error: CallError, state: &HostState) -> CallError {
     match (error, state.stderr_tail()) {
         (CallError::Trap(msg), Some(line)) => {
             CallError::Trap(format!("{msg}; guest stderr: {line}"))

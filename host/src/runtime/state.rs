@@ -1,13 +1,15 @@
 //! Per-instance host state: the WASI context, the memory limiter and the plugin's
-//! view of the cluster. One is made for every `register` or `reconcile` call.
+//! view of the cluster. One is made for every `register` or `reconcile` call, or for
+//! every instance of a plugin whose instances are reused.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use wasmtime::StoreLimitsBuilder;
 use wasmtime::component::ResourceTable;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::limiter::InstanceLimits;
 use super::stderr::GuestStderr;
 use crate::capabilities::{CapabilityError, PluginCluster};
 use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
@@ -29,7 +31,7 @@ pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     /// Caps linear memory growth; checked by wasmtime on every grow.
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: InstanceLimits,
     /// The plugin's name, for log lines.
     pub(crate) plugin: Arc<str>,
     /// The key being reconciled, for log lines; none during `register`.
@@ -104,14 +106,16 @@ impl HostState {
         HostState {
             wasi: wasi.build(),
             table,
-            limits: StoreLimitsBuilder::new()
-                .memory_size(max_memory_bytes)
-                .table_elements(MAX_TABLE_ELEMENTS)
-                .instances(MAX_INSTANCES)
-                .tables(MAX_INSTANCES)
-                .memories(MAX_INSTANCES)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: InstanceLimits::new(
+                StoreLimitsBuilder::new()
+                    .memory_size(max_memory_bytes)
+                    .table_elements(MAX_TABLE_ELEMENTS)
+                    .instances(MAX_INSTANCES)
+                    .tables(MAX_INSTANCES)
+                    .memories(MAX_INSTANCES)
+                    .trap_on_grow_failure(true)
+                    .build(),
+            ),
             plugin,
             key,
             stderr,
@@ -119,6 +123,13 @@ impl HostState {
             logs,
             settings: None,
         }
+    }
+
+    /// Starts the next reconcile in a reused instance: its key, and a stderr capture
+    /// of its own (a trap's message is the last call's).
+    pub(crate) fn begin_call(&mut self, key: String) {
+        self.key = Some(key);
+        self.stderr.clear();
     }
 
     /// The end of what the guest wrote to stderr (a panic message, usually), on one

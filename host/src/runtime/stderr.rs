@@ -67,6 +67,11 @@ impl GuestStderr {
         out
     }
 
+    /// Forgets everything written so far.
+    pub fn clear(&self) {
+        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Kept::default();
+    }
+
     /// Bytes written but kept neither at the start nor at the end.
     pub fn dropped(&self) -> u64 {
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).dropped

@@ -25,7 +25,8 @@ mod stream;
 use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
 use super::field_selector::FieldSelector;
 use crate::metrics::{InformerLabels, Metrics};
-use stream::{api, metadata_of, run_watch};
+pub use stream::metadata_of;
+use stream::{api, run_watch};
 
 /// What one informer watches; two plugins asking for the same scope share one watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

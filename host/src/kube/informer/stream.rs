@@ -29,7 +29,7 @@ where
 
 /// An object as a metadata-only informer holds it: `apiVersion` and `kind` of the
 /// watched kind (as controller-runtime's metadata cache has them) and its metadata.
-pub(super) fn metadata_of(obj: DynamicObject, gvk: &GroupVersionKind) -> DynamicObject {
+pub fn metadata_of(obj: DynamicObject, gvk: &GroupVersionKind) -> DynamicObject {
     DynamicObject {
         types: Some(kube::api::TypeMeta {
             api_version: gvk.api_version(),

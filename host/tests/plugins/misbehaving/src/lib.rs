@@ -24,10 +24,16 @@
 //! - `long-error` fails with a 10 MB error message;
 //! - `writes` patches its own labels 30 times in one reconcile (the test sets a low
 //!   API rate), then acts as `ok` (once: a handled ConfigMap is left alone);
+//! - `instance-calls` counts the reconciles its instance has served (a global) and
+//!   appends that number to its own label `wcm.test/history` (`1.2.3...`), which wakes
+//!   it again, until the history has 6 entries; with `leak-kib` it first leaks that
+//!   much memory, with `trap-at: N` it panics on its instance's N-th call instead —
+//!   so a test sees when the host reuses and when it replaces an instance;
 //! - `ok` labels the ConfigMap `wcm.test/handled=true` so a test can see the plugin
 //!   works for that key.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::{
@@ -88,6 +94,7 @@ impl Controller for Misbehaving {
                 handled(&target)
             }
             Some("bad-names") => bad_names(&cm, &target),
+            Some("instance-calls") => instance_calls(&cm, &target),
             Some("events") => events(&target),
             Some("requeue") => Ok(Action::RequeueAfter(0)),
             Some("bump") => {
@@ -115,6 +122,36 @@ impl Controller for Misbehaving {
             _ => handled(&target),
         }
     }
+}
+
+/// Reconciles this instance has served (fresh instances start at 0).
+static INSTANCE_CALLS: AtomicU32 = AtomicU32::new(0);
+/// Entries in `wcm.test/history` after which `instance-calls` stops.
+const HISTORY_ENTRIES: usize = 6;
+
+fn instance_calls(cm: &ConfigMap, target: &ObjectRef) -> Result<Action, Failure> {
+    let labels = cm.metadata.labels.clone().unwrap_or_default();
+    let history = labels.get("wcm.test/history").cloned().unwrap_or_default();
+    if history.split('.').filter(|e| !e.is_empty()).count() >= HISTORY_ENTRIES {
+        return Ok(Action::Done); // finished: not counted, so a later host starts clean
+    }
+    let call = INSTANCE_CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+    let data = cm.data.clone().unwrap_or_default();
+    if let Some(kib) = data.get("leak-kib").and_then(|k| k.parse::<usize>().ok()) {
+        std::mem::forget(black_box(vec![1u8; kib << 10]));
+    }
+    if data
+        .get("trap-at")
+        .is_some_and(|at| *at == call.to_string())
+    {
+        panic!("deliberate panic on call {call} of this instance");
+    }
+    let history = match history.is_empty() {
+        true => call.to_string(),
+        false => format!("{history}.{call}"),
+    };
+    cluster::patch_labels(target, &[("wcm.test/history", history.as_str())], &[])?;
+    Ok(Action::Done)
 }
 
 fn handled(target: &ObjectRef) -> Result<Action, Failure> {

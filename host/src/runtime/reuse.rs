@@ -1,0 +1,117 @@
+//! Instances kept across reconciles, for plugins the operator opts in
+//! (`--plugin-override NAME:reuse-instance-calls=N`): one worker reconciles key after
+//! key in one instance instead of a fresh one per key, and retires it after a
+//! failure, after N calls, or once its memory has grown too far.
+//!
+//! The trade-off (docs/isolation.md): what one reconcile leaves in the instance's
+//! memory — globals, caches, leaks, a corrupted heap — is seen by the next reconciles
+//! of the same worker. Other plugins and other versions never share an instance.
+
+use std::sync::Arc;
+
+use wasmtime::Store;
+
+use super::plugin::{capped, with_stderr};
+use super::{CallError, HostState, PluginCode};
+use crate::bindings::ContractInstance;
+use crate::capabilities::PluginCluster;
+use crate::contract::Action;
+use crate::keys::ReconcileKey;
+pub use crate::metrics::Recycle;
+
+/// When a reused instance is retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReusePolicy {
+    /// Reconciles one instance serves at most.
+    pub max_calls: u32,
+    /// Growth of its linear memory, since the end of its first reconcile, that
+    /// retires it.
+    pub max_growth_bytes: usize,
+}
+
+/// One instance of a plugin version serving reconcile after reconcile.
+pub struct ReusedInstance {
+    code: PluginCode,
+    store: Store<HostState>,
+    /// Made by the first reconcile, inside its deadline (start functions run then).
+    instance: Option<ContractInstance>,
+    policy: ReusePolicy,
+    calls: u32,
+    /// Linear memory after the first reconcile.
+    baseline: Option<usize>,
+}
+
+impl PluginCode {
+    /// An instance of this code that reconciles with `access` until `policy` retires it.
+    pub fn reusable(&self, access: Arc<dyn PluginCluster>, policy: ReusePolicy) -> ReusedInstance {
+        let limits = self.limits();
+        let state = HostState::for_reconcile(access, String::new(), limits.max_memory_bytes)
+            .with_settings(self.settings());
+        ReusedInstance {
+            store: self.store(state),
+            code: self.clone(),
+            instance: None,
+            policy,
+            calls: 0,
+            baseline: None,
+        }
+    }
+}
+
+impl ReusedInstance {
+    /// Reconciles `key` in this instance, under the same deadline and limits as a
+    /// fresh one. Returns the outcome and, when this instance must serve no further
+    /// call, why.
+    pub async fn reconcile(
+        &mut self,
+        key: &ReconcileKey,
+    ) -> (Result<Action, CallError>, Option<Recycle>) {
+        let ReusedInstance {
+            code,
+            store,
+            instance,
+            ..
+        } = self;
+        code.arm(store);
+        store.data_mut().begin_call(key.to_string());
+        let request = key.to_request();
+        let result = code
+            .bounded(async {
+                if instance.is_none() {
+                    let made = code.pre().instantiate(store).await;
+                    *instance = Some(made.map_err(|e| code.failed(e))?);
+                }
+                let Some(instance) = instance.as_ref() else {
+                    unreachable!("instantiated above")
+                };
+                let outcome = instance.reconcile(store, &request).await;
+                let outcome = outcome.map_err(|e| code.failed(e))?;
+                outcome.map_err(|f| CallError::Guest(capped(f)))
+            })
+            .await;
+        let result = result.map_err(|e| with_stderr(e, store.data()));
+        self.calls += 1;
+        let recycle = self.retire_after(&result);
+        (result, recycle)
+    }
+
+    /// Reconciles this instance has served.
+    pub fn calls(&self) -> u32 {
+        self.calls
+    }
+
+    /// Why this instance must not serve another call, if it must not: a trap,
+    /// timeout or limit leaves it in an unknown state (an error the plugin returned
+    /// does not); then its call count and its memory growth.
+    fn retire_after(&mut self, result: &Result<Action, CallError>) -> Option<Recycle> {
+        if matches!(result, Err(e) if !matches!(e, CallError::Guest(_))) {
+            return Some(Recycle::failure);
+        }
+        if self.calls >= self.policy.max_calls {
+            return Some(Recycle::calls);
+        }
+        let memory = self.store.data().limits.memory_bytes();
+        let baseline = *self.baseline.get_or_insert(memory);
+        (memory.saturating_sub(baseline) > self.policy.max_growth_bytes).then_some(Recycle::memory)
+    }
+}
