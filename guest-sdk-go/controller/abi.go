@@ -25,7 +25,9 @@ var kept [][]byte
 // (clocks) from inside that callback, which the Component Model forbids: the
 // instance would trap ("cannot leave component instance") on a large answer, such
 // as a list of thousands of objects. Each reconcile runs in a fresh instance, so
-// its garbage goes with it; Collect frees memory in a long one.
+// its garbage goes with it; Collect frees memory in a long one. In an instance the
+// operator lets the host reuse, garbage piles up until the host's growth bound
+// (reuse-instance-growth-mib) replaces the instance.
 func init() { debug.SetGCPercent(-1) }
 
 // adapterArena is where the WASI adapter keeps its state and stack (64 KiB each). `wasm-controller-manager

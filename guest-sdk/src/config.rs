@@ -22,3 +22,17 @@ pub fn settings<T: DeserializeOwned>() -> Result<Option<T>, Error> {
         .map(Some)
         .map_err(|e| Error::invalid(format!("the plugin's settings: {e}")))
 }
+
+/// The name to register under: the settings' `name` if the operator set one, else
+/// `default`. It lets one component run more than once in a host, each copy under its
+/// own name with its own settings file (`a.wasm` + `a.settings.yaml`, `b.wasm` +
+/// `b.settings.yaml`); the host refuses two files registering the same name.
+pub fn name_or(default: &str) -> String {
+    let settings: Option<serde_json::Value> =
+        settings_json().and_then(|j| serde_json::from_str(&j).ok());
+    let name = settings
+        .as_ref()
+        .and_then(|s| s.get("name"))
+        .and_then(|n| n.as_str());
+    name.unwrap_or(default).to_string()
+}

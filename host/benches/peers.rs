@@ -12,26 +12,22 @@
 //! (default 3) choose the work. The Pods stay Pending (the only node is tainted), so
 //! no kubelet work is measured.
 
+mod pod_counting;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use pod_counting::*;
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, NODE_NAME};
 
-const COUNT: &str = "pod-counter.example.com/count";
-const COUNTED: &str = "pod-counter.example.com/counted";
 /// The client rate every controller gets (requests per second and burst).
 const PEER_QPS: u32 = 1000;
-/// Pods created at once by the burst.
-const CREATORS: usize = 64;
-const POLL: Duration = Duration::from_millis(100);
-const LIMIT: Duration = Duration::from_secs(600);
 
 /// One controller under test and how to start it.
 struct Peer {
@@ -183,53 +179,6 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// Applies the RBAC `wasm-controller-manager rbac` prints for the plugin (it acts as
-/// its own ServiceAccount, as deployed), in the namespace it names.
-fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
-    let kubectl = |args: &[&str], input: Option<&[u8]>| -> Result<()> {
-        let mut child = Command::new(ControlPlane::kubectl())
-            .args(args)
-            .env("KUBECONFIG", plane.admin_kubeconfig())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-            std::io::Write::write_all(&mut stdin, bytes)?;
-        }
-        child.wait()?;
-        Ok(())
-    };
-    kubectl(&["create", "namespace", "wcm-system"], None)?; // or it exists already
-    let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .arg("rbac")
-        .arg(plugins)
-        .output()?;
-    anyhow::ensure!(
-        rbac.status.success(),
-        "rbac: {}",
-        String::from_utf8_lossy(&rbac.stderr)
-    );
-    kubectl(&["apply", "-f", "-"], Some(&rbac.stdout))
-}
-
-/// Marks the cluster's Pods counted, so every controller's work is the burst alone.
-async fn mark_existing_pods(client: &Client) -> Result<()> {
-    let pods: Api<Pod> = Api::all(client.clone());
-    let unmarked = ListParams::default().labels(&format!("!{COUNTED}"));
-    let patch = json!({"metadata": {"labels": {COUNTED: "true"}}});
-    for pod in pods.list_metadata(&unmarked).await?.items {
-        let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
-            continue;
-        };
-        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        let _ = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
-    }
-    Ok(())
-}
-
 /// One controller, one burst: start it, wait until it has synced, create the Pods,
 /// wait for the count and the last Event, read its CPU and RSS, stop it, clean up.
 async fn measure(
@@ -302,96 +251,6 @@ async fn measure_running(
         writes_per_pod,
         lists_per_pod,
     })
-}
-
-/// Deletes the burst's namespace and waits until it is gone with its Pods.
-async fn delete_namespace(namespaces: &Api<Namespace>, name: &str) -> Result<()> {
-    namespaces.delete(name, &DeleteParams::default()).await?;
-    let gone = until(|| async { namespaces.get_opt(name).await.ok()?.is_none().then_some(()) });
-    gone.await.context("the bench namespace was not deleted")
-}
-
-fn rand_suffix() -> u32 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    nanos.map(|d| d.subsec_nanos()).unwrap_or_default()
-}
-
-/// Polls `probe` until it answers or [`LIMIT`] passes: every [`POLL`], finer than
-/// `wcm_control_plane::poll_until`'s 200 ms because the time it returns at is what the
-/// bench reports.
-async fn until<F, Fut, T>(mut probe: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + LIMIT;
-    while Instant::now() < deadline {
-        if let Some(v) = probe().await {
-            return Some(v);
-        }
-        tokio::time::sleep(POLL).await;
-    }
-    None
-}
-
-async fn label_is(client: &Client, count: usize) -> Option<()> {
-    let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
-    (node.metadata.labels?.get(COUNT)? == &count.to_string()).then_some(())
-}
-
-async fn counted_events(client: &Client, namespace: &str, n: usize) -> Option<()> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let counted = ListParams::default().fields("reason=Counted");
-    (events.list_metadata(&counted).await.ok()?.items.len() >= n).then_some(())
-}
-
-async fn create_pods(client: &Client, namespace: &str, n: usize) -> Result<()> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let pods = pods.clone();
-            async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("p-{i}")},
-                    "spec": {"containers": [{"name": "c", "image": "wcm.local/pause:1"}]},
-                }))?;
-                pods.create(&PostParams::default(), &pod).await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(CREATORS)
-        .try_collect::<()>()
-        .await
-}
-
-/// User plus system CPU seconds of a process (`/proc/<pid>/stat`, clock ticks of
-/// 1/100 s, Linux's USER_HZ).
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after_name = stat.rsplit_once(')').context("stat")?.1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks / 100.0)
-}
-
-/// Peak resident memory (`VmHWM`) in MiB.
-fn peak_rss_mib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .context("VmHWM")?;
-    let kib: f64 = line
-        .split_whitespace()
-        .nth(1)
-        .context("VmHWM value")?
-        .parse()?;
-    Ok(kib / 1024.0)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// A column of the report: its title and what it reads of a sample.

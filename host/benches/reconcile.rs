@@ -38,10 +38,12 @@ const LANGUAGES: [(&str, &str); 4] = [
     ("Python", "bench-get-python"),
     ("JavaScript", "bench-get-javascript"),
 ];
-/// Reuse without retirement by count or growth: the steady state of a reused instance.
+/// Reuse as an operator would set it: 1,000 calls, and the default growth bound
+/// (8 MiB), which retires a Go instance whose garbage (Go's collector is off in a
+/// plugin) has piled up; a retired instance is replaced by the next call.
 const REUSE: ReusePolicy = ReusePolicy {
-    max_calls: u32::MAX,
-    max_growth_bytes: usize::MAX,
+    max_calls: 1000,
+    max_growth_bytes: 8 << 20,
 };
 
 #[tokio::main]
@@ -108,27 +110,43 @@ async fn main() -> Result<()> {
             &fresh,
             Some(&native),
         );
-        let instance = Arc::new(tokio::sync::Mutex::new(
-            code.reusable(access.clone(), REUSE),
-        ));
-        let reused = measure(&key, |k| reconcile_in(instance.clone(), k)).await?;
-        report(
-            &format!("{language}, reused instance"),
-            &reused,
-            Some(&native),
+        let slot = Arc::new(tokio::sync::Mutex::new(Reuse::default()));
+        let reused = measure(&key, |k| reconcile_in(&code, &access, slot.clone(), k)).await?;
+        let retired = slot.lock().await.retired;
+        let name = format!("{language}, reused instance");
+        report(&name, &reused, Some(&native));
+        println!(
+            "{:40} {retired} instances retired in {} reconciles",
+            "",
+            WARMUP + ITERATIONS
         );
     }
     Ok(())
 }
 
-/// One reconcile in the shared reused instance.
+/// The instance one worker keeps, and how many it replaced.
+#[derive(Default)]
+struct Reuse {
+    instance: Option<ReusedInstance>,
+    retired: usize,
+}
+
+/// One reconcile in the kept instance, made anew as the worker would make it.
 async fn reconcile_in(
-    instance: Arc<tokio::sync::Mutex<ReusedInstance>>,
+    code: &PluginCode,
+    access: &Arc<ClusterAccess>,
+    slot: Arc<tokio::sync::Mutex<Reuse>>,
     key: ReconcileKey,
 ) -> Result<()> {
-    let (result, retired) = instance.lock().await.reconcile(&key).await;
+    let mut slot = slot.lock().await;
+    let mut instance =
+        (slot.instance.take()).unwrap_or_else(|| code.reusable(access.clone(), REUSE));
+    let (result, retired) = instance.reconcile(&key).await;
+    match retired {
+        Some(_) => slot.retired += 1,
+        None => slot.instance = Some(instance),
+    }
     result.map_err(|e| anyhow::anyhow!("{e}"))?;
-    anyhow::ensure!(retired.is_none(), "the instance was retired: {retired:?}");
     Ok(())
 }
 

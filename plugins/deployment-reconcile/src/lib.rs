@@ -44,7 +44,9 @@ pub struct DeploymentReconcile;
 impl Controller for DeploymentReconcile {
     fn registration() -> Registration {
         let managed = format!("{}={}", desired::MANAGED_BY.0, desired::MANAGED_BY.1);
-        Registration::new("deployment-reconcile", env!("CARGO_PKG_VERSION"))
+        // An operator may run copies under other names (settings `name: ...`).
+        let name = config::name_or("deployment-reconcile");
+        Registration::new(&name, env!("CARGO_PKG_VERSION"))
             .watch(
                 Watch::kind(webapp::kind())
                     .when(Predicate::GenerationChanged)

@@ -21,6 +21,9 @@ pub const FINALIZER: &str = "demo.wasm-controller-manager.io/registry";
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
+    /// The name this copy registers under (read by `config::name_or`).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Where records are kept; none: no records, no finalizer.
     #[serde(default)]
     pub registry_namespace: Option<String>,

@@ -16,7 +16,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use wasm_controller_sdk::{
     Action, Controller, Error, EventType, Failure, ObjectRef, Predicate, Registration, Request,
-    Verb, Watch, cluster, export_controller, log,
+    Verb, Watch, cluster, config, export_controller, log,
 };
 
 /// The label holding the count on control-plane Nodes.
@@ -53,7 +53,8 @@ pub struct PodCounter;
 
 impl Controller for PodCounter {
     fn registration() -> Registration {
-        let registration = Registration::new("pod-counter", VERSION)
+        // An operator may run copies under other names (settings `name: ...`).
+        let registration = Registration::new(&config::name_or("pod-counter"), VERSION)
             // Names and labels are all it reads: the caches hold metadata only, and
             // status updates (most of a Pod's updates) do not wake the count.
             .watch(
