@@ -75,15 +75,16 @@ fn main() -> Result<()> {
         let copies = tempfile::tempdir()?;
         write_plugins(copies.path(), &pod_counters(n))?;
         grant_plugin(plane, copies.path())?;
-        let host = runtime.block_on(measure(&client, plane, vec![host(copies.path())], burst))?;
+        let copies_host = vec![host(copies.path())];
+        let in_host = runtime.block_on(measure(&client, plane, copies_host, burst))?;
         let natives = (0..n).map(|_| native(&peer)).collect();
-        let native = runtime.block_on(measure(&client, plane, natives, burst))?;
+        let natives = runtime.block_on(measure(&client, plane, natives, burst))?;
         let mixed_dir = tempfile::tempdir()?;
         write_plugins(mixed_dir.path(), &mixed(n))?;
         grant_plugin(plane, mixed_dir.path())?;
-        let mixed =
-            runtime.block_on(measure(&client, plane, vec![host(mixed_dir.path())], burst))?;
-        rows.push((n, [host, native, mixed]));
+        let mixed_host = vec![host(mixed_dir.path())];
+        let mixed = runtime.block_on(measure(&client, plane, mixed_host, burst))?;
+        rows.push((n, [in_host, natives, mixed]));
     }
     report(&rows);
     Ok(())

@@ -42,6 +42,9 @@ pub enum Origin {
     Compiled,
     /// Read from the cache.
     Cached,
+    /// Already loaded for another file with the same bytes (a copy of a plugin under
+    /// another name): its compiled code is shared, not loaded again.
+    Shared,
 }
 
 /// The SHA-256 of `bytes`, lower-case hex: a plugin's identity in logs and status.

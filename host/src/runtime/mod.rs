@@ -18,8 +18,9 @@ pub use plugin::{CallError, LoadError, PluginCode};
 pub use reuse::{Recycle, ReusePolicy, ReusedInstance};
 pub use state::HostState;
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use artifacts::{ArtifactCache, content_hash};
@@ -38,6 +39,13 @@ pub struct Runtime {
     limits: Limits,
     cache: Option<ArtifactCache>,
     turns: CompileTurns,
+    /// The pre-linked code of every file loaded and still in use, by content hash:
+    /// copies of one component (the same plugin under several names) share it, so
+    /// each copy costs its instances and caches, not another copy of the code.
+    loaded: Mutex<HashMap<String, Weak<ContractPre>>>,
+    /// One turn per content hash being loaded, so copies loaded at once (a host
+    /// starting with several) wait for the first instead of each loading the code.
+    loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     _ticker: EpochTicker,
 }
 
@@ -101,6 +109,8 @@ impl Runtime {
             linker,
             limits,
             turns: CompileTurns::default(),
+            loaded: Mutex::default(),
+            loading: Mutex::default(),
         })
     }
 
@@ -119,8 +129,36 @@ impl Runtime {
     /// Compiles a file read with [`PluginFile::read`] off the async threads (or takes
     /// it from the compile cache) and pre-links it.
     pub async fn prepare(self: &Arc<Self>, file: PluginFile) -> Result<Loaded, LoadError> {
+        let turn = {
+            let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+            loading.entry(file.hash.clone()).or_default().clone()
+        };
+        let loaded = {
+            let _turn = turn.lock().await;
+            self.prepare_once(file).await
+        };
+        drop(turn);
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        loading.retain(|_, turn| Arc::strong_count(turn) > 1); // someone is loading it
+        loaded
+    }
+
+    /// [`Runtime::prepare`] in the file's turn: shares the code of a file with the
+    /// same bytes if one is loaded.
+    async fn prepare_once(self: &Arc<Self>, file: PluginFile) -> Result<Loaded, LoadError> {
         let PluginFile { bytes, hash, read } = file;
         check_header(&bytes)?;
+        if let Some(pre) = self.already_loaded(&hash) {
+            return Ok(Loaded {
+                code: PluginCode::new(pre, self.clone()),
+                hash,
+                origin: Origin::Shared,
+                read,
+                compile_wait: Duration::ZERO,
+                compile: Duration::ZERO,
+                link: Duration::ZERO,
+            });
+        }
         let started = Instant::now();
         let mut compile_wait = Duration::ZERO;
         let (component, origin) = match self.blocking(&hash, Runtime::cached).await? {
@@ -143,6 +181,7 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(|e| built_for.link_error(&e))?;
         let pre = ContractPre::new(version, pre).map_err(|e| built_for.link_error(&e))?;
+        let pre = self.remember(&hash, pre);
         Ok(Loaded {
             code: PluginCode::new(pre, self.clone()),
             hash,
@@ -152,6 +191,21 @@ impl Runtime {
             compile,
             link: started.elapsed(),
         })
+    }
+
+    /// The code of a file with this content hash that is loaded and still in use.
+    fn already_loaded(&self, hash: &str) -> Option<Arc<ContractPre>> {
+        let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.get(hash).and_then(Weak::upgrade)
+    }
+
+    /// Keeps `pre` findable by `hash` while it is in use; forgets code no longer used.
+    fn remember(&self, hash: &str, pre: ContractPre) -> Arc<ContractPre> {
+        let pre = Arc::new(pre);
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.retain(|_, code| code.strong_count() > 0);
+        loaded.insert(hash.to_string(), Arc::downgrade(&pre));
+        pre
     }
 
     /// Runs `work` (file reads, compilation) on a blocking thread.

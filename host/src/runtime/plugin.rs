@@ -83,7 +83,7 @@ pub enum CallError {
 /// A plugin ready to run: pre-linked once, instantiated fresh for every call.
 #[derive(Clone)]
 pub struct PluginCode {
-    pre: ContractPre,
+    pre: Arc<ContractPre>,
     runtime: Arc<Runtime>,
     /// The operator's settings this version runs with.
     settings: Option<Arc<str>>,
@@ -96,7 +96,7 @@ impl std::fmt::Debug for PluginCode {
 }
 
 impl PluginCode {
-    pub(super) fn new(pre: ContractPre, runtime: Arc<Runtime>) -> PluginCode {
+    pub(super) fn new(pre: Arc<ContractPre>, runtime: Arc<Runtime>) -> PluginCode {
         PluginCode {
             pre,
             runtime,
