@@ -52,6 +52,16 @@ pub fn list_as<T: DeserializeOwned>(
         .collect()
 }
 
+/// How many objects of a watched kind match, without decoding any: a count of
+/// thousands costs a copy of their JSON, not a parse.
+pub fn count(
+    kind: &Gvk,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<usize, Error> {
+    Ok(host::list(kind, namespace, label_selector)?.len())
+}
+
 /// One object of any watched kind as JSON (for custom resources without a Rust type).
 pub fn get_json(obj: &ObjectRef) -> Result<serde_json::Value, Error> {
     Ok(serde_json::from_str(&host::get(obj)?)?)

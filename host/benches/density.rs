@@ -14,33 +14,22 @@
 
 mod pod_counting;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::PostParams;
 use kube::{Api, Client};
 use pod_counting::*;
 use serde_json::json;
-use wcm_control_plane::{ControlPlane, NODE_NAME};
+use wcm_control_plane::ControlPlane;
 
 /// Client rate of every controller, as in `benches/peers.rs`.
 const QPS: &str = "1000";
 /// How long the other controllers get to sync after the first wrote the count.
 const SETTLE: Duration = Duration::from_secs(5);
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
-
-fn env_list(name: &str, default: &str) -> Result<Vec<usize>> {
-    let text = std::env::var(name).unwrap_or_else(|_| default.into());
-    (text.split(',').map(|n| n.trim().parse::<usize>()))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("{name}={text}"))
-}
 
 /// What one set of controllers measured, summed over its processes.
 #[derive(Clone, Copy, Default)]
@@ -188,17 +177,7 @@ async fn measure(
     commands: Vec<Command>,
     n: usize,
 ) -> Result<Sample> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let stale = json!({"metadata": {"labels": {COUNT: "stale"}}});
-    nodes
-        .patch(NODE_NAME, &PatchParams::default(), &Patch::Merge(&stale))
-        .await?;
-    let pods = Api::<Pod>::all(client.clone());
-    let baseline = pods
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .len();
+    let baseline = stale_count(client).await?;
     let mut children = Vec::new();
     for mut command in commands {
         let child = command

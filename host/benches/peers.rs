@@ -14,17 +14,17 @@
 
 mod pod_counting;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::PostParams;
 use kube::{Api, Client};
 use pod_counting::*;
 use serde_json::json;
-use wcm_control_plane::{ControlPlane, NODE_NAME};
+use wcm_control_plane::ControlPlane;
 
 /// The client rate every controller gets (requests per second and burst).
 const PEER_QPS: u32 = 1000;
@@ -67,11 +67,46 @@ async fn api_lists(client: &Client) -> Result<f64> {
     Ok(lists)
 }
 
-/// The controller's writes in the audit log after byte `from`: every write but the
+/// Where the audit log stood when a burst began. The API server rotates it (at
+/// `--audit-log-maxsize`), possibly during the burst.
+struct AuditMark {
+    len: u64,
+    at: std::time::SystemTime,
+}
+
+fn audit_mark(audit: &Path) -> Result<AuditMark> {
+    let at = std::time::SystemTime::now();
+    Ok(AuditMark {
+        len: std::fs::metadata(audit)?.len(),
+        at,
+    })
+}
+
+/// The controller's writes in the audit log since `mark`: in the file it was in (which
+/// a rotation since then renamed `audit-<time>.log`) and, after a rotation, all of the
+/// new one.
+fn controller_writes(audit: &Path, mark: &AuditMark) -> Result<f64> {
+    let dir = audit.parent().context("audit dir")?;
+    let mut rotated = None;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        let modified = entry.metadata()?.modified()?;
+        if name.starts_with("audit-") && modified >= mark.at {
+            rotated = Some(entry.path());
+        }
+    }
+    match rotated {
+        Some(old) => Ok(writes_in(&old, mark.len)? + writes_in(audit, 0)?),
+        None => writes_in(audit, mark.len),
+    }
+}
+
+/// The controller's writes in one audit file after byte `from`: every write but the
 /// control plane's own (the scheduler's status patches and Events, the controller
 /// manager's) and the bench's (Pod creates, namespaces). The audit policy logs every
 /// write with its user agent.
-fn controller_writes(audit: &Path, from: u64) -> Result<f64> {
+fn writes_in(audit: &Path, from: u64) -> Result<f64> {
     let text = std::fs::read(audit)?;
     let start = usize::try_from(from).unwrap_or(usize::MAX).min(text.len());
     let mut writes = 0.0;
@@ -95,10 +130,6 @@ fn controller_writes(audit: &Path, from: u64) -> Result<f64> {
         }
     }
     Ok(writes)
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
 fn peers() -> [Peer; 3] {
@@ -131,13 +162,6 @@ fn peers() -> [Peer; 3] {
             },
         },
     ]
-}
-
-fn env_list(name: &str, default: &str) -> Result<Vec<usize>> {
-    let text = std::env::var(name).unwrap_or_else(|_| default.into());
-    (text.split(',').map(|n| n.trim().parse::<usize>()))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("{name}={text}"))
 }
 
 fn main() -> Result<()> {
@@ -187,16 +211,7 @@ async fn measure(
     mut command: Command,
     n: usize,
 ) -> Result<Sample> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let stale = json!({"metadata": {"labels": {COUNT: "stale"}}});
-    nodes
-        .patch(NODE_NAME, &PatchParams::default(), &Patch::Merge(&stale))
-        .await?;
-    let baseline = Api::<Pod>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .len();
+    let baseline = stale_count(client).await?;
     let mut child = command
         .env("KUBECONFIG", plane.admin_kubeconfig())
         .env("RUST_LOG", "warn")
@@ -227,7 +242,7 @@ async fn measure_running(
     namespaces.create(&PostParams::default(), &ns).await?;
     let cpu_before = cpu_seconds(pid)?;
     let lists_before = api_lists(client).await?;
-    let audit_from = std::fs::metadata(audit)?.len();
+    let audit_from = audit_mark(audit)?;
     let start = Instant::now();
     create_pods(client, &namespace, n).await?;
     until(|| label_is(client, baseline + n))
@@ -241,7 +256,7 @@ async fn measure_running(
     let cpu = cpu_seconds(pid)? - cpu_before;
     let rss_mib = peak_rss_mib(pid)?;
     let lists_per_pod = (api_lists(client).await? - lists_before) / n as f64;
-    let writes_per_pod = controller_writes(audit, audit_from)? / n as f64;
+    let writes_per_pod = controller_writes(audit, &audit_from)? / n as f64;
     delete_namespace(&namespaces, &namespace).await?;
     Ok(Sample {
         converge,

@@ -80,31 +80,13 @@ async fn main() -> Result<()> {
             ..Limits::default()
         };
         let code = load(limits, "bench-get").await?;
-        let wasm = measure(&key, |k| {
-            let (code, access) = (code.clone(), access.clone());
-            async move {
-                code.reconcile(access, &k)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                Ok(())
-            }
-        })
-        .await?;
+        let wasm = measure(&key, |k| reconcile_fresh(&code, &access, k)).await?;
         report(name, &wasm, Some(&native));
     }
     println!("the same reconcile by language, fresh instance vs one reused instance:");
     for (language, plugin) in LANGUAGES {
         let code = load(Limits::default(), plugin).await?;
-        let fresh = measure(&key, |k| {
-            let (code, access) = (code.clone(), access.clone());
-            async move {
-                code.reconcile(access, &k)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                Ok(())
-            }
-        })
-        .await?;
+        let fresh = measure(&key, |k| reconcile_fresh(&code, &access, k)).await?;
         report(
             &format!("{language}, fresh instance"),
             &fresh,
@@ -121,6 +103,17 @@ async fn main() -> Result<()> {
             WARMUP + ITERATIONS
         );
     }
+    Ok(())
+}
+
+/// One reconcile in a fresh instance (the default).
+async fn reconcile_fresh(
+    code: &PluginCode,
+    access: &Arc<ClusterAccess>,
+    key: ReconcileKey,
+) -> Result<()> {
+    let result = code.reconcile(access.clone(), &key).await;
+    result.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }
 

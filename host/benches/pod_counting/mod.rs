@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each bench uses its own part
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,35 @@ pub const COUNTED: &str = "pod-counter.example.com/counted";
 pub const CREATORS: usize = 64;
 pub const POLL: Duration = Duration::from_millis(100);
 pub const LIMIT: Duration = Duration::from_secs(600);
+
+/// A path in the repository.
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// A comma-separated list of numbers from the environment variable `name`.
+pub fn env_list(name: &str, default: &str) -> Result<Vec<usize>> {
+    let text = std::env::var(name).unwrap_or_else(|_| default.into());
+    (text.split(',').map(|n| n.trim().parse::<usize>()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{name}={text}"))
+}
+
+/// Sets the Node's count label to `stale` and returns how many Pods there are: a
+/// controller has synced once it writes that count.
+pub async fn stale_count(client: &Client) -> Result<usize> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let stale = json!({"metadata": {"labels": {COUNT: "stale"}}});
+    nodes
+        .patch(NODE_NAME, &PatchParams::default(), &Patch::Merge(&stale))
+        .await?;
+    let pods = Api::<Pod>::all(client.clone());
+    Ok(pods
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .len())
+}
 
 /// Applies the RBAC `wasm-controller-manager rbac` prints for the plugin (it acts as
 /// its own ServiceAccount, as deployed), in the namespace it names.
