@@ -28,11 +28,12 @@ pub fn settings<T: DeserializeOwned>() -> Result<Option<T>, Error> {
 /// own name with its own settings file (`a.wasm` + `a.settings.yaml`, `b.wasm` +
 /// `b.settings.yaml`); the host refuses two files registering the same name.
 pub fn name_or(default: &str) -> String {
-    let settings: Option<serde_json::Value> =
-        settings_json().and_then(|j| serde_json::from_str(&j).ok());
-    let name = settings
-        .as_ref()
-        .and_then(|s| s.get("name"))
-        .and_then(|n| n.as_str());
-    name.unwrap_or(default).to_string()
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: Option<String>,
+    }
+    let named = settings::<Named>().ok().flatten();
+    named
+        .and_then(|n| n.name)
+        .unwrap_or_else(|| default.to_string())
 }

@@ -15,24 +15,20 @@
 mod pod_counting;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use pod_counting::*;
 use serde_json::json;
 use wcm_control_plane::ControlPlane;
 
-/// Client rate of every controller, as in `benches/peers.rs`.
-const QPS: &str = "1000";
 /// How long the other controllers get to sync after the first wrote the count.
 const SETTLE: Duration = Duration::from_secs(5);
 
 /// What one set of controllers measured, summed over its processes.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Sample {
     /// Resident memory once synced, before the burst (MiB).
     idle_mib: f64,
@@ -47,16 +43,17 @@ struct Sample {
 fn main() -> Result<()> {
     let sizes = env_list("WCM_DENSITY_SIZES", "1,10,50")?;
     let burst = env_list("WCM_DENSITY_BURST", "500")?[0];
-    let plane = ControlPlane::shared()?;
-    let runtime = tokio::runtime::Runtime::new()?;
-    let client = runtime.block_on(plane.admin_client())?;
+    let (plane, runtime, client) = connect()?;
     let peer = repo("target/peers/controller-runtime-pod-counter");
     anyhow::ensure!(
         peer.exists(),
         "{}: run scripts/build-peers.sh",
         peer.display()
     );
-    kubectl_apply(plane, &repo("plugins/deployment-reconcile/webapp-crd.yaml"))?;
+    let crd = repo("plugins/deployment-reconcile/webapp-crd.yaml");
+    let crd = crd.to_str().context("a UTF-8 path")?;
+    let applied = kubectl(plane, &["apply", "-f", crd], None)?;
+    anyhow::ensure!(applied.success(), "kubectl apply -f {crd}");
     runtime.block_on(mark_existing_pods(&client))?;
     println!("density: a burst of {burst} Pods per set, client rate {QPS}/s per controller");
     let mut rows = Vec::new();
@@ -64,14 +61,14 @@ fn main() -> Result<()> {
         let copies = tempfile::tempdir()?;
         write_plugins(copies.path(), &pod_counters(n))?;
         grant_plugin(plane, copies.path())?;
-        let copies_host = vec![host(copies.path())];
+        let copies_host = vec![host_command(copies.path())];
         let in_host = runtime.block_on(measure(&client, plane, copies_host, burst))?;
-        let natives = (0..n).map(|_| native(&peer)).collect();
+        let natives = (0..n).map(|_| controller_runtime_command(&peer)).collect();
         let natives = runtime.block_on(measure(&client, plane, natives, burst))?;
         let mixed_dir = tempfile::tempdir()?;
         write_plugins(mixed_dir.path(), &mixed(n))?;
         grant_plugin(plane, mixed_dir.path())?;
-        let mixed_host = vec![host(mixed_dir.path())];
+        let mixed_host = vec![host_command(mixed_dir.path())];
         let mixed = runtime.block_on(measure(&client, plane, mixed_host, burst))?;
         rows.push((n, [in_host, natives, mixed]));
     }
@@ -143,31 +140,6 @@ fn write_plugins(dir: &Path, plugins: &[(String, &str, Option<String>)]) -> Resu
     Ok(())
 }
 
-fn host(plugins: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
-    c.arg("run").arg("--plugins-dir").arg(plugins);
-    c.args(["--metrics-bind-address", "127.0.0.1:0"]);
-    c.args(["--plugin-api-qps", QPS, "--plugin-api-burst", QPS]);
-    c
-}
-
-fn native(binary: &Path) -> Command {
-    let mut c = Command::new(binary);
-    c.args(["-qps", QPS, "-burst", QPS]);
-    c
-}
-
-fn kubectl_apply(plane: &ControlPlane, file: &Path) -> Result<()> {
-    let status = Command::new(ControlPlane::kubectl())
-        .args(["apply", "-f"])
-        .arg(file)
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .stdout(Stdio::null())
-        .status()?;
-    anyhow::ensure!(status.success(), "kubectl apply -f {}", file.display());
-    Ok(())
-}
-
 /// Starts `commands`, waits until the count is written and the rest had time to sync,
 /// reads their memory, runs a burst of `n` Pods to its last Event, reads memory and
 /// CPU again, and stops them.
@@ -178,31 +150,21 @@ async fn measure(
     n: usize,
 ) -> Result<Sample> {
     let baseline = stale_count(client).await?;
-    let mut children = Vec::new();
-    for mut command in commands {
-        let child = command
-            .env("KUBECONFIG", plane.admin_kubeconfig())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        children.push(child);
-    }
-    let result = measure_running(client, &children, n, baseline).await;
-    for mut child in children {
-        let _ = Command::new("kill").arg(child.id().to_string()).status();
-        let _ = child.wait();
-    }
+    let children = (commands.into_iter())
+        .map(|command| spawn(plane, command))
+        .collect::<Result<Vec<_>>>()?;
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let result = measure_running(client, &pids, n, baseline).await;
+    children.into_iter().for_each(stop);
     result
 }
 
 async fn measure_running(
     client: &Client,
-    children: &[Child],
+    pids: &[u32],
     n: usize,
     baseline: usize,
 ) -> Result<Sample> {
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let sum = |read: fn(u32) -> Result<f64>| -> Result<f64> {
         pids.iter().map(|&p| read(p)).sum::<Result<f64>>()
     };
@@ -211,10 +173,7 @@ async fn measure_running(
         .context("the controllers never synced")?;
     tokio::time::sleep(SETTLE).await;
     let idle_mib = sum(rss_mib)?;
-    let namespace = format!("density-{}", std::process::id() ^ rand_suffix());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
-    namespaces.create(&PostParams::default(), &ns).await?;
+    let (namespaces, namespace) = burst_namespace(client, "density").await?;
     let cpu_before = sum(cpu_seconds)?;
     create_pods(client, &namespace, n).await?;
     until(|| counted_events(client, &namespace, n))

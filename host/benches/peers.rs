@@ -4,7 +4,7 @@
 //! correct count label, the time to the last `Counted` Event, the controller process's
 //! CPU seconds over the burst, its peak RSS, and its API writes and lists per Pod
 //! (from the API server's `apiserver_request_total`); medians of rounds, and ratios to
-//! the fastest native peer. Every controller gets the same client rate (`PEER_QPS`), so
+//! the fastest native peer. Every controller gets the same client rate (`QPS`), so
 //! the comparison is of the controllers, not of their default rate limits.
 //!
 //! `make bench` builds the peers (`scripts/build-peers.sh`) and starts the control
@@ -15,19 +15,13 @@
 mod pod_counting;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use pod_counting::*;
-use serde_json::json;
 use wcm_control_plane::ControlPlane;
-
-/// The client rate every controller gets (requests per second and burst).
-const PEER_QPS: u32 = 1000;
 
 /// One controller under test and how to start it.
 struct Peer {
@@ -137,14 +131,7 @@ fn peers() -> [Peer; 3] {
         Peer {
             name: "wasm-controller-manager + pod-counter",
             native: false,
-            start: |plugins, _| {
-                let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
-                let qps = PEER_QPS.to_string();
-                c.arg("run").arg("--plugins-dir").arg(plugins);
-                c.args(["--metrics-bind-address", "127.0.0.1:0"]);
-                c.args(["--plugin-api-qps", &qps, "--plugin-api-burst", &qps]);
-                c
-            },
+            start: |plugins, _| host_command(plugins),
         },
         Peer {
             name: "kube-rs (kube-runtime)",
@@ -155,10 +142,7 @@ fn peers() -> [Peer; 3] {
             name: "controller-runtime",
             native: true,
             start: |_, target| {
-                let mut c = Command::new(target.join("peers/controller-runtime-pod-counter"));
-                let qps = PEER_QPS.to_string();
-                c.args(["-qps", &qps, "-burst", &qps]);
-                c
+                controller_runtime_command(&target.join("peers/controller-runtime-pod-counter"))
             },
         },
     ]
@@ -167,9 +151,7 @@ fn peers() -> [Peer; 3] {
 fn main() -> Result<()> {
     let bursts = env_list("WCM_BENCH_BURSTS", "500,2000,10000")?;
     let rounds = env_list("WCM_BENCH_ROUNDS", "3")?[0];
-    let plane = ControlPlane::shared()?;
-    let runtime = tokio::runtime::Runtime::new()?;
-    let client = runtime.block_on(plane.admin_client())?;
+    let (plane, runtime, client) = connect()?;
     let plugins = tempfile::tempdir()?;
     std::fs::copy(
         repo("target/plugins/pod-counter.wasm"),
@@ -188,7 +170,7 @@ fn main() -> Result<()> {
     }
     grant_plugin(plane, plugins.path())?;
     runtime.block_on(mark_existing_pods(&client))?;
-    println!("peers: {rounds} rounds per burst, client rate {PEER_QPS}/s for every controller");
+    println!("peers: {rounds} rounds per burst, client rate {QPS}/s for every controller");
     for burst in bursts {
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); 3];
         for _ in 0..rounds {
@@ -208,38 +190,28 @@ fn main() -> Result<()> {
 async fn measure(
     client: &Client,
     plane: &ControlPlane,
-    mut command: Command,
+    command: Command,
     n: usize,
 ) -> Result<Sample> {
     let baseline = stale_count(client).await?;
-    let mut child = command
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+    let child = spawn(plane, command)?;
     let audit = plane.audit_log();
-    let result = measure_running(client, &mut child, &audit, n, baseline).await;
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
+    let result = measure_running(client, child.id(), &audit, n, baseline).await;
+    stop(child);
     result
 }
 
 async fn measure_running(
     client: &Client,
-    child: &mut Child,
+    pid: u32,
     audit: &Path,
     n: usize,
     baseline: usize,
 ) -> Result<Sample> {
-    let pid = child.id();
     until(|| label_is(client, baseline))
         .await
         .context("the controller never synced")?;
-    let namespace = format!("bench-{}", std::process::id() ^ rand_suffix());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
-    namespaces.create(&PostParams::default(), &ns).await?;
+    let (namespaces, namespace) = burst_namespace(client, "bench").await?;
     let cpu_before = cpu_seconds(pid)?;
     let lists_before = api_lists(client).await?;
     let audit_from = audit_mark(audit)?;

@@ -77,6 +77,29 @@ fn calls(history: &str) -> Vec<u32> {
     history.split('.').filter_map(|c| c.parse().ok()).collect()
 }
 
+/// One reuse scenario in a host of its own: the history shows an instance serving a
+/// second call, none serving more than `most`, and instances retired for `reason`
+/// and never for any of `never`.
+async fn reused_at_most(
+    ns: &TestNamespace,
+    (name, data): (&str, Value),
+    flags: &[&str],
+    (most, what): (u32, &str),
+    (reason, never): (&str, &[&str]),
+) -> Result<()> {
+    let (history, mut host) = history(ns, name, data, flags).await?;
+    let seen = calls(&history);
+    let why = format!("{history}; {}", all_recycles(&host).await);
+    ensure!(seen.contains(&2), "instances are reused: {why}");
+    ensure!(seen.iter().all(|&c| c <= most), "{what}: {why}");
+    ensure!(recycles(&host, reason).await? >= 1.0, "{why}");
+    for other in never {
+        ensure!(recycles(&host, other).await? == 0.0, "{why}");
+    }
+    host.stop()?;
+    Ok(())
+}
+
 /// The scenarios share the plugin's cluster-wide watch, so they run one host at a
 /// time; a finished ConfigMap is left alone by the next host. A reconcile can run more
 /// often than the plugin's own writes (a written copy and its watch event both wake
@@ -96,30 +119,13 @@ async fn instances_are_reused_only_as_the_operator_allows_and_replaced_when_they
     host.stop()?;
 
     let reuse3 = ["--plugin-override", "misbehaving:reuse-instance-calls=3"];
-    let (reused, mut host) = history(&ns, "reused", json!({}), &reuse3).await?;
-    let seen = calls(&reused);
-    let why = format!("{reused}; {}", all_recycles(&host).await);
-    ensure!(seen.contains(&2), "instances are reused: {why}");
-    ensure!(
-        seen.iter().all(|&c| c <= 3),
-        "three calls per instance: {why}"
-    );
-    ensure!(recycles(&host, "calls").await? >= 1.0, "{why}");
-    host.stop()?;
+    let limit = (3, "three calls per instance");
+    reused_at_most(&ns, ("reused", json!({})), &reuse3, limit, ("calls", &[])).await?;
 
     let reuse100 = ["--plugin-override", "misbehaving:reuse-instance-calls=100"];
-    let trap3 = json!({"trap-at": "3"});
-    let (trapped, mut host) = history(&ns, "trapped", trap3, &reuse100).await?;
-    let seen = calls(&trapped);
-    let why = format!("{trapped}; {}", all_recycles(&host).await);
-    ensure!(seen.contains(&2), "instances are reused: {why}");
-    ensure!(
-        seen.iter().all(|&c| c <= 2),
-        "a trap replaces the instance: {why}"
-    );
-    ensure!(recycles(&host, "failure").await? >= 1.0, "{why}");
-    ensure!(recycles(&host, "calls").await? == 0.0, "{why}");
-    host.stop()?;
+    let trap3 = ("trapped", json!({"trap-at": "3"}));
+    let limit = (2, "a trap replaces the instance");
+    reused_at_most(&ns, trap3, &reuse100, limit, ("failure", &["calls"])).await?;
 
     // 600 KiB leaked per call; the bound is 1 MiB past the first call's memory, so the
     // third call's growth (1.2 MiB) retires the instance.
@@ -127,16 +133,7 @@ async fn instances_are_reused_only_as_the_operator_allows_and_replaced_when_they
         "--plugin-override",
         "misbehaving:reuse-instance-calls=100,reuse-instance-growth-mib=1",
     ];
-    let leak = json!({"leak-kib": "600"});
-    let (leaky, host) = history(&ns, "leaky", leak, &growth).await?;
-    let seen = calls(&leaky);
-    let why = format!("{leaky}; {}", all_recycles(&host).await);
-    ensure!(seen.contains(&2), "instances are reused: {why}");
-    ensure!(
-        seen.iter().all(|&c| c <= 3),
-        "memory growth replaces the instance: {why}"
-    );
-    ensure!(recycles(&host, "memory").await? >= 1.0, "{why}");
-    ensure!(recycles(&host, "calls").await? == 0.0, "{why}");
-    Ok(())
+    let leak = ("leaky", json!({"leak-kib": "600"}));
+    let limit = (3, "memory growth replaces the instance");
+    reused_at_most(&ns, leak, &growth, limit, ("memory", &["calls"])).await
 }

@@ -1,11 +1,12 @@
 //! What the benches that run pod-counter against a real control plane share: the
-//! plugin's labels, granting plugins their RBAC, bursts of Pods, waiting for the count
-//! and the Events, and reading a process's CPU and memory from `/proc`.
+//! plugin's labels, starting and stopping controllers (the host, the native peers),
+//! granting plugins their RBAC, bursts of Pods in a namespace of their own, waiting
+//! for the count and the Events, and reading a process's CPU and memory from `/proc`.
 
 #![allow(dead_code)] // each bench uses its own part
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -16,6 +17,9 @@ use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, NODE_NAME};
 
+/// The client rate every controller gets (requests per second and burst), so a
+/// comparison is of the controllers, not of their default rate limits.
+pub const QPS: u32 = 1000;
 pub const COUNT: &str = "pod-counter.example.com/count";
 pub const COUNTED: &str = "pod-counter.example.com/counted";
 /// Pods created at once by a burst.
@@ -52,24 +56,68 @@ pub async fn stale_count(client: &Client) -> Result<usize> {
         .len())
 }
 
-/// Applies the RBAC `wasm-controller-manager rbac` prints for the plugin (it acts as
-/// its own ServiceAccount, as deployed), in the namespace it names.
+/// The shared control plane, a runtime to drive it and an admin client.
+pub fn connect() -> Result<(&'static ControlPlane, tokio::runtime::Runtime, Client)> {
+    let plane = ControlPlane::shared()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let client = runtime.block_on(plane.admin_client())?;
+    Ok((plane, runtime, client))
+}
+
+/// The host running the plugins in `plugins`, at [`QPS`].
+pub fn host_command(plugins: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
+    let qps = QPS.to_string();
+    c.arg("run").arg("--plugins-dir").arg(plugins);
+    c.args(["--metrics-bind-address", "127.0.0.1:0"]);
+    c.args(["--plugin-api-qps", &qps, "--plugin-api-burst", &qps]);
+    c
+}
+
+/// The controller-runtime peer at `binary`, at [`QPS`].
+pub fn controller_runtime_command(binary: &Path) -> Command {
+    let mut c = Command::new(binary);
+    let qps = QPS.to_string();
+    c.args(["-qps", &qps, "-burst", &qps]);
+    c
+}
+
+/// Starts a controller against `plane` as its admin, quietly.
+pub fn spawn(plane: &ControlPlane, mut command: Command) -> Result<Child> {
+    let child = command
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(child)
+}
+
+/// Stops a controller (SIGTERM) and waits for it.
+pub fn stop(mut child: Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
+/// `kubectl ARGS` against `plane` as its admin, with `input` on its stdin.
+pub fn kubectl(plane: &ControlPlane, args: &[&str], input: Option<&[u8]>) -> Result<ExitStatus> {
+    let mut child = Command::new(ControlPlane::kubectl())
+        .args(args)
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        std::io::Write::write_all(&mut stdin, bytes)?;
+    }
+    Ok(child.wait()?)
+}
+
+/// Applies the RBAC `wasm-controller-manager rbac` prints for the plugins (each acts
+/// as its own ServiceAccount, as deployed), in the namespace it names.
 pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
-    let kubectl = |args: &[&str], input: Option<&[u8]>| -> Result<()> {
-        let mut child = Command::new(ControlPlane::kubectl())
-            .args(args)
-            .env("KUBECONFIG", plane.admin_kubeconfig())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-            std::io::Write::write_all(&mut stdin, bytes)?;
-        }
-        child.wait()?;
-        Ok(())
-    };
-    kubectl(&["create", "namespace", "wcm-system"], None)?; // or it exists already
+    kubectl(plane, &["create", "namespace", "wcm-system"], None)?; // or it exists already
     let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
         .arg("rbac")
         .arg(plugins)
@@ -79,7 +127,17 @@ pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
         "rbac: {}",
         String::from_utf8_lossy(&rbac.stderr)
     );
-    kubectl(&["apply", "-f", "-"], Some(&rbac.stdout))
+    kubectl(plane, &["apply", "-f", "-"], Some(&rbac.stdout))?;
+    Ok(())
+}
+
+/// A new namespace for one burst, named `<prefix>-<random>`.
+pub async fn burst_namespace(client: &Client, prefix: &str) -> Result<(Api<Namespace>, String)> {
+    let name = format!("{prefix}-{}", std::process::id() ^ rand_suffix());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    namespaces.create(&PostParams::default(), &ns).await?;
+    Ok((namespaces, name))
 }
 
 /// Marks the cluster's Pods counted, so every controller's work is the burst alone.

@@ -266,18 +266,6 @@ impl ContractPre {
             ContractPre::V0_3(pre) => ContractInstance::V0_3(v0_3::instantiate(pre, store).await?),
         })
     }
-
-    /// Instantiates the plugin in `store` and calls `reconcile` with `request`.
-    pub async fn reconcile(
-        &self,
-        store: &mut Store<HostState>,
-        request: &Request,
-    ) -> Result<Result<Action, Failure>, CallFailure> {
-        self.instantiate(store)
-            .await?
-            .reconcile(store, request)
-            .await
-    }
 }
 
 /// An instance of a plugin, bound to the contract version it was built against.

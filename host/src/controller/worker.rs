@@ -17,7 +17,7 @@ use crate::leader::LeaderGate;
 use crate::metrics::{FailureCause, Limit};
 use crate::metrics::{Metrics, PluginLabels, ReconcileResult};
 use crate::queue::WorkQueue;
-use crate::runtime::{CallError, PluginCode, Recycle, ReusedInstance};
+use crate::runtime::{CallError, PluginCode, Recycle, ReusePolicy, ReusedInstance};
 
 use super::health::CrashLoop;
 
@@ -125,7 +125,7 @@ impl Worker {
         self.active.inc();
         let called = match version.access.budget().budget.reuse_policy() {
             None => version.code.reconcile(version.access.clone(), key).await,
-            Some(_) => self.reconcile_reusing(version, key).await,
+            Some(policy) => self.reconcile_reusing(version, policy, key).await,
         };
         self.active.dec();
         let plugin = self.labels.plugin.as_str();
@@ -175,6 +175,7 @@ impl Worker {
     async fn reconcile_reusing(
         &mut self,
         version: &Arc<Version>,
+        policy: ReusePolicy,
         key: &ReconcileKey,
     ) -> Result<Action, CallError> {
         let plugin = self.labels.plugin.as_str();
@@ -184,8 +185,6 @@ impl Worker {
                 if kept.is_some() {
                     self.metrics.instance_recycled(plugin, Recycle::upgrade);
                 }
-                let policy = version.access.budget().budget.reuse_policy();
-                let policy = policy.expect("called only for a plugin that reuses instances");
                 version.code.reusable(version.access.clone(), policy)
             }
         };

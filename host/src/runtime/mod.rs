@@ -39,13 +39,12 @@ pub struct Runtime {
     limits: Limits,
     cache: Option<ArtifactCache>,
     turns: CompileTurns,
-    /// The pre-linked code of every file loaded and still in use, by content hash:
-    /// copies of one component (the same plugin under several names) share it, so
-    /// each copy costs its instances and caches, not another copy of the code.
-    loaded: Mutex<HashMap<String, Weak<ContractPre>>>,
-    /// One turn per content hash being loaded, so copies loaded at once (a host
-    /// starting with several) wait for the first instead of each loading the code.
-    loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per content hash, the pre-linked code while any plugin uses it: copies of one
+    /// component (the same plugin under several names) share it, so each costs its
+    /// instances and caches, not another copy of the code. Copies loaded at once (a
+    /// host starting with several) take the hash's lock in turn, so only the first
+    /// loads the code.
+    code: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Weak<ContractPre>>>>>,
     _ticker: EpochTicker,
 }
 
@@ -109,8 +108,7 @@ impl Runtime {
             linker,
             limits,
             turns: CompileTurns::default(),
-            loaded: Mutex::default(),
-            loading: Mutex::default(),
+            code: Mutex::default(),
         })
     }
 
@@ -129,36 +127,48 @@ impl Runtime {
     /// Compiles a file read with [`PluginFile::read`] off the async threads (or takes
     /// it from the compile cache) and pre-links it.
     pub async fn prepare(self: &Arc<Self>, file: PluginFile) -> Result<Loaded, LoadError> {
-        let turn = {
-            let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
-            loading.entry(file.hash.clone()).or_default().clone()
+        let slot = {
+            let mut code = self.code.lock().unwrap_or_else(|p| p.into_inner());
+            code.entry(file.hash.clone()).or_default().clone()
         };
         let loaded = {
-            let _turn = turn.lock().await;
-            self.prepare_once(file).await
+            let mut shared = slot.lock().await;
+            match shared.upgrade() {
+                Some(pre) => Ok(self.shared(pre, file)),
+                None => self.load_code(file, &mut shared).await,
+            }
         };
-        drop(turn);
-        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
-        loading.retain(|_, turn| Arc::strong_count(turn) > 1); // someone is loading it
+        drop(slot);
+        let mut code = self.code.lock().unwrap_or_else(|p| p.into_inner());
+        // Keep a hash while someone is loading it or a plugin still runs its code.
+        code.retain(|_, slot| {
+            Arc::strong_count(slot) > 1 || slot.try_lock().is_ok_and(|w| w.strong_count() > 0)
+        });
         loaded
     }
 
-    /// [`Runtime::prepare`] in the file's turn: shares the code of a file with the
-    /// same bytes if one is loaded.
-    async fn prepare_once(self: &Arc<Self>, file: PluginFile) -> Result<Loaded, LoadError> {
+    /// A file whose bytes are those of code already loaded: that code, shared.
+    fn shared(self: &Arc<Self>, pre: Arc<ContractPre>, file: PluginFile) -> Loaded {
+        Loaded {
+            code: PluginCode::new(pre, self.clone()),
+            hash: file.hash,
+            origin: Origin::Shared,
+            read: file.read,
+            compile_wait: Duration::ZERO,
+            compile: Duration::ZERO,
+            link: Duration::ZERO,
+        }
+    }
+
+    /// Compiles (or reads from the compile cache) and pre-links a file, and leaves a
+    /// weak handle to its code in `shared` for copies of it.
+    async fn load_code(
+        self: &Arc<Self>,
+        file: PluginFile,
+        shared: &mut Weak<ContractPre>,
+    ) -> Result<Loaded, LoadError> {
         let PluginFile { bytes, hash, read } = file;
         check_header(&bytes)?;
-        if let Some(pre) = self.already_loaded(&hash) {
-            return Ok(Loaded {
-                code: PluginCode::new(pre, self.clone()),
-                hash,
-                origin: Origin::Shared,
-                read,
-                compile_wait: Duration::ZERO,
-                compile: Duration::ZERO,
-                link: Duration::ZERO,
-            });
-        }
         let started = Instant::now();
         let mut compile_wait = Duration::ZERO;
         let (component, origin) = match self.blocking(&hash, Runtime::cached).await? {
@@ -181,7 +191,8 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(|e| built_for.link_error(&e))?;
         let pre = ContractPre::new(version, pre).map_err(|e| built_for.link_error(&e))?;
-        let pre = self.remember(&hash, pre);
+        let pre = Arc::new(pre);
+        *shared = Arc::downgrade(&pre);
         Ok(Loaded {
             code: PluginCode::new(pre, self.clone()),
             hash,
@@ -191,21 +202,6 @@ impl Runtime {
             compile,
             link: started.elapsed(),
         })
-    }
-
-    /// The code of a file with this content hash that is loaded and still in use.
-    fn already_loaded(&self, hash: &str) -> Option<Arc<ContractPre>> {
-        let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        loaded.get(hash).and_then(Weak::upgrade)
-    }
-
-    /// Keeps `pre` findable by `hash` while it is in use; forgets code no longer used.
-    fn remember(&self, hash: &str, pre: ContractPre) -> Arc<ContractPre> {
-        let pre = Arc::new(pre);
-        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        loaded.retain(|_, code| code.strong_count() > 0);
-        loaded.insert(hash.to_string(), Arc::downgrade(&pre));
-        pre
     }
 
     /// Runs `work` (file reads, compilation) on a blocking thread.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS};
-use super::{Runtime, chain};
+use super::{ReusePolicy, Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
 use crate::capabilities::PluginCluster;
 use crate::contract::{Action, Failure, Registration};
@@ -122,7 +122,6 @@ impl PluginCode {
     pub(super) fn store(&self, state: HostState) -> Store<HostState> {
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);
-        self.arm(&mut store);
         store
     }
 
@@ -161,6 +160,7 @@ impl PluginCode {
         let state = HostState::for_register(label, limits.max_memory_bytes)
             .with_settings(self.settings.clone());
         let mut store = self.store(state);
+        self.arm(&mut store);
         let result = self
             .bounded(async {
                 let call = self.pre.register(&mut store).await;
@@ -170,25 +170,15 @@ impl PluginCode {
         result.map_err(|e| with_stderr(e, store.data()))
     }
 
-    /// Reconciles `key` in a fresh instance with the plugin's cluster access.
+    /// Reconciles `key` in a fresh instance with the plugin's cluster access: an
+    /// instance made for this one call.
     pub async fn reconcile(
         &self,
         access: Arc<dyn PluginCluster>,
         key: &ReconcileKey,
     ) -> Result<Action, CallError> {
-        let limits = self.runtime.limits();
-        let state = HostState::for_reconcile(access, key.to_string(), limits.max_memory_bytes)
-            .with_settings(self.settings.clone());
-        let request = key.to_request();
-        let mut store = self.store(state);
-        let result = self
-            .bounded(async {
-                let call = self.pre.reconcile(&mut store, &request).await;
-                let outcome = call.map_err(|e| self.failed(e))?;
-                outcome.map_err(|f| CallError::Guest(capped(f)))
-            })
-            .await;
-        result.map_err(|e| with_stderr(e, store.data()))
+        let mut instance = self.reusable(access, ReusePolicy::ONE_CALL);
+        instance.reconcile(key).await.0
     }
 
     /// Sorts a failed call by where it failed.

@@ -29,7 +29,16 @@ pub struct ReusePolicy {
     pub max_growth_bytes: usize,
 }
 
-/// One instance of a plugin version serving reconcile after reconcile.
+impl ReusePolicy {
+    /// An instance for one call: every reconcile's, unless the operator opts in.
+    pub const ONE_CALL: ReusePolicy = ReusePolicy {
+        max_calls: 1,
+        max_growth_bytes: usize::MAX,
+    };
+}
+
+/// One instance of a plugin version serving reconcile after reconcile (or a single
+/// one: a fresh instance is one retired after its first call).
 pub struct ReusedInstance {
     code: PluginCode,
     store: Store<HostState>,
