@@ -19,8 +19,7 @@ macro_rules! shared_conversions {
             pre: &ControllerPre<HostState>,
             store: &mut wasmtime::Store<HostState>,
         ) -> Result<c::Registration, super::CallFailure> {
-            let controller = (pre.instantiate_async(&mut *store).await)
-                .map_err(super::CallFailure::Instantiate)?;
+            let controller = instantiate(pre, store).await?;
             let reg = (controller
                 .wcm_controller_reconciler()
                 .call_register(store)
@@ -29,12 +28,17 @@ macro_rules! shared_conversions {
             Ok(registration(reg))
         }
 
-        /// A new instance of the plugin in `store`.
+        /// A new instance of the plugin in `store`, tried again while the operating
+        /// system refuses it for now ([`super::retry`]).
         pub(super) async fn instantiate(
             pre: &ControllerPre<HostState>,
             store: &mut wasmtime::Store<HostState>,
         ) -> Result<Controller, super::CallFailure> {
-            (pre.instantiate_async(&mut *store).await).map_err(super::CallFailure::Instantiate)
+            super::retry::instantiate(store, pre, |store, pre| {
+                Box::pin(pre.instantiate_async(store))
+            })
+            .await
+            .map_err(super::CallFailure::Instantiate)
         }
 
         /// Calls `reconcile` in `controller`; the result in this version's types.
@@ -145,6 +149,7 @@ macro_rules! shared_cluster_calls {
     };
 }
 
+pub mod retry;
 pub mod v0_2;
 pub mod v0_3;
 
