@@ -84,7 +84,10 @@ mod tests {
     #[tokio::test]
     async fn a_refused_memory_image_seal_is_tried_again() {
         let (attempts, result) = run(2, seal_refused).await;
-        assert_eq!(result.unwrap(), "instance");
+        assert_eq!(
+            result.expect("instantiated on the third attempt"),
+            "instance"
+        );
         assert_eq!(attempts, 3);
     }
 
@@ -92,7 +95,7 @@ mod tests {
     async fn a_refusal_that_lasts_ends_after_the_last_attempt_with_its_cause() {
         let (attempts, result) = run(u32::MAX, seal_refused).await;
         assert_eq!(attempts, ATTEMPTS);
-        let text = format!("{:#}", result.unwrap_err());
+        let text = format!("{:#}", result.expect_err("still refused"));
         assert!(text.contains("cannot add seals to the memfd"), "{text}");
         assert!(text.contains("os error 16"), "{text}");
     }
