@@ -13,10 +13,10 @@
 //   });
 //
 // Build with `componentize-js index.js -w wit -n controller -d http fetch-event -o plugin.wasm`.
-import * as host from 'wcm:controller/cluster@0.3.0';
-import { log as hostLog } from 'wcm:controller/log@0.3.0';
-import * as hostMetrics from 'wcm:controller/metrics@0.3.0';
-import { settings as hostSettings } from 'wcm:controller/config@0.3.0';
+import * as host from 'wcm:controller/cluster@0.3.1';
+import { log as hostLog } from 'wcm:controller/log@0.3.1';
+import * as hostMetrics from 'wcm:controller/metrics@0.3.1';
+import { settings as hostSettings } from 'wcm:controller/config@0.3.1';
 
 export const gvk = (group, version, kind) => ({ group, version, kind });
 export const POD = gvk('', 'v1', 'Pod');
@@ -243,6 +243,19 @@ export const cluster = {
   /** Objects of a watched kind, sorted by namespace and name. */
   list: (kind, namespace = undefined, labelSelector = undefined) =>
     call(host.list, kind, namespace, labelSelector).map((o) => JSON.parse(o)),
+  /**
+   * The first `limit` objects `list` would return: a batch out of thousands, the rest
+   * never copied into the plugin. Ask for one more than the batch to learn whether
+   * more remain.
+   */
+  listFirst: (kind, limit, namespace = undefined, labelSelector = undefined) =>
+    call(host.listFirst, kind, namespace, labelSelector, limit).map((o) => JSON.parse(o)),
+  /**
+   * How many objects `list` would return (a Number), counted by the host: nothing is
+   * copied into the plugin or decoded.
+   */
+  count: (kind, namespace = undefined, labelSelector = undefined) =>
+    Number(call(host.count, kind, namespace, labelSelector)),
   /** Sets labels (an object of key → value) and removes keys, as the plugin. */
   patchLabels: (ref, set, remove = []) =>
     call(host.patchLabels, ref, Object.entries(set).sort(), remove),

@@ -376,6 +376,22 @@ class cluster:
                 _call(_cluster.list, kind, namespace, label_selector)]
 
     @staticmethod
+    def list_first(kind: Gvk, limit: int, namespace: Optional[str] = None,
+                   label_selector: Optional[str] = None) -> List[dict]:
+        """The first `limit` objects `list` would return: a batch out of thousands, the
+        rest never copied into the plugin. Ask for one more than the batch to learn
+        whether more remain."""
+        return [json.loads(o) for o in
+                _call(_cluster.list_first, kind, namespace, label_selector, limit)]
+
+    @staticmethod
+    def count(kind: Gvk, namespace: Optional[str] = None,
+              label_selector: Optional[str] = None) -> int:
+        """How many objects `list` would return, counted by the host: nothing is copied
+        into the plugin or decoded."""
+        return _call(_cluster.count, kind, namespace, label_selector)
+
+    @staticmethod
     def patch_labels(ref: ObjectRef, set: Dict[str, str],  # noqa: A002 - the contract's word
                      remove: Optional[List[str]] = None) -> None:
         """Sets labels and removes keys, as the plugin's field manager."""

@@ -51,7 +51,16 @@ func Get[T any](ref ObjectRef) (T, error) {
 // List decodes every cached object of kind in namespace (nil: all) matching
 // selector (nil: all) into T.
 func List[T any](kind Gvk, namespace, selector *string) ([]T, error) {
-	texts, err := ListJSON(kind, namespace, selector)
+	return decodeAll[T](ListJSON(kind, namespace, selector))
+}
+
+// ListFirst decodes the first limit objects List would return (see [ListFirstJSON]).
+func ListFirst[T any](kind Gvk, namespace, selector *string, limit uint32) ([]T, error) {
+	return decodeAll[T](ListFirstJSON(kind, namespace, selector, limit))
+}
+
+// decodeAll decodes listed objects into T.
+func decodeAll[T any](texts []string, err error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,17 @@ package controller
 
 import "unsafe"
 
-//go:wasmimport wcm:controller/cluster@0.3.0 get
+//go:wasmimport wcm:controller/cluster@0.3.1 get
 func hostGet(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 list
+//go:wasmimport wcm:controller/cluster@0.3.1 list
 func hostList(g, gn, v, vn, k, kn, nsTag, ns, nsn, selTag, sel, seln uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.1 count
+func hostCount(g, gn, v, vn, k, kn, nsTag, ns, nsn, selTag, sel, seln uint32, ret unsafe.Pointer)
+
+//go:wasmimport wcm:controller/cluster@0.3.1 list-first
+func hostListFirst(g, gn, v, vn, k, kn, nsTag, ns, nsn, selTag, sel, seln, limit uint32, ret unsafe.Pointer)
 
 // flatRef is an object-ref as its 11 flat parameters.
 type flatRef struct{ g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen uint32 }
@@ -62,14 +68,50 @@ func GetJSON(ref ObjectRef) (string, error) {
 // ListJSON is the JSON of every cached object of kind in namespace (nil: all)
 // matching selector (nil: all), sorted by namespace and name.
 func ListJSON(kind Gvk, namespace, selector *string) ([]string, error) {
-	var f flatRef
+	f, ret := flatScope(kind, namespace, selector), resultArea()
+	hostList(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.selTag, f.sel, f.seln, unsafe.Pointer(&ret[0]))
+	return stringsResult(ret)
+}
+
+// ListFirstJSON is the JSON of the first limit objects ListJSON would return: a batch
+// out of thousands, the rest never copied into the plugin. Ask for one more than the
+// batch to learn whether more remain.
+func ListFirstJSON(kind Gvk, namespace, selector *string, limit uint32) ([]string, error) {
+	f, ret := flatScope(kind, namespace, selector), resultArea()
+	hostListFirst(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.selTag, f.sel, f.seln, limit, unsafe.Pointer(&ret[0]))
+	return stringsResult(ret)
+}
+
+// Count is how many objects ListJSON would return, counted by the host: nothing is
+// copied into the plugin or decoded.
+func Count(kind Gvk, namespace, selector *string) (uint64, error) {
+	f, ret := flatScope(kind, namespace, selector), resultArea()
+	hostCount(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.selTag, f.sel, f.seln, unsafe.Pointer(&ret[0]))
+	if ret[0] != 0 {
+		return 0, readError(ret[8:])
+	}
+	return u64(ret[8:]), nil
+}
+
+// scopeArgs is a kind, namespace and selector as their 12 flat parameters.
+type scopeArgs struct {
+	flatRef
+	selTag, sel, seln uint32
+}
+
+// flatScope lays out the parameters of list, list-first and count.
+func flatScope(kind Gvk, namespace, selector *string) scopeArgs {
+	var f scopeArgs
 	f.g, f.gn = flatString(kind.Group)
 	f.v, f.vn = flatString(kind.Version)
 	f.k, f.kn = flatString(kind.Kind)
 	f.nsTag, f.ns, f.nsn = flatOption(namespace)
-	selTag, sel, seln := flatOption(selector)
-	ret := resultArea()
-	hostList(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, selTag, sel, seln, unsafe.Pointer(&ret[0]))
+	f.selTag, f.sel, f.seln = flatOption(selector)
+	return f
+}
+
+// stringsResult reads a result<list<string>, error>.
+func stringsResult(ret []byte) ([]string, error) {
 	if ret[0] != 0 {
 		return nil, readError(ret[8:])
 	}

@@ -13,7 +13,7 @@ var plugin Controller
 // Export makes c the plugin; call it from an init function of package main.
 func Export(c Controller) { plugin = c }
 
-//go:wasmexport wcm:controller/reconciler@0.3.0#register
+//go:wasmexport wcm:controller/reconciler@0.3.1#register
 func exportRegister() unsafe.Pointer {
 	kept = kept[:0]
 	if plugin == nil {
@@ -75,7 +75,7 @@ func writeMetric(b []byte, m Metric) {
 	putList(b[28:], len(m.Buckets), 8, 8, func(f []byte, i int) { putU64(f, math.Float64bits(m.Buckets[i])) })
 }
 
-//go:wasmexport wcm:controller/reconciler@0.3.0#reconcile
+//go:wasmexport wcm:controller/reconciler@0.3.1#reconcile
 func exportReconcile(kindTag, g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen uint32) unsafe.Pointer {
 	kept = kept[:0]
 	req := Request{Name: string(memory(name, namen))}

@@ -4,19 +4,19 @@ package controller
 
 import "unsafe"
 
-//go:wasmimport wcm:controller/log@0.3.0 log
+//go:wasmimport wcm:controller/log@0.3.1 log
 func hostLog(level, message, messagen, fields, fieldsn uint32)
 
-//go:wasmimport wcm:controller/metrics@0.3.0 add
+//go:wasmimport wcm:controller/metrics@0.3.1 add
 func hostMetricAdd(name, namen, labels, labelsn uint32, value float64, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/metrics@0.3.0 set
+//go:wasmimport wcm:controller/metrics@0.3.1 set
 func hostMetricSet(name, namen, labels, labelsn uint32, value float64, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/metrics@0.3.0 observe
+//go:wasmimport wcm:controller/metrics@0.3.1 observe
 func hostMetricObserve(name, namen, labels, labelsn uint32, value float64, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/config@0.3.0 settings
+//go:wasmimport wcm:controller/config@0.3.1 settings
 func hostSettings(ret unsafe.Pointer)
 
 // writeLog sends one line with its fields (a list<tuple<string, string>>).

@@ -33,6 +33,12 @@ func GetJSON(ObjectRef) (string, error) { return "", notInPlugin() }
 // ListJSON fails outside a plugin.
 func ListJSON(Gvk, *string, *string) ([]string, error) { return nil, notInPlugin() }
 
+// ListFirstJSON fails outside a plugin.
+func ListFirstJSON(Gvk, *string, *string, uint32) ([]string, error) { return nil, notInPlugin() }
+
+// Count fails outside a plugin.
+func Count(Gvk, *string, *string) (uint64, error) { return 0, notInPlugin() }
+
 // PatchLabels fails outside a plugin.
 func PatchLabels(ObjectRef, map[string]string, []string) error { return notInPlugin() }
 

@@ -4,31 +4,31 @@ package controller
 
 import "unsafe"
 
-//go:wasmimport wcm:controller/cluster@0.3.0 patch-labels
+//go:wasmimport wcm:controller/cluster@0.3.1 patch-labels
 func hostPatchLabels(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, set, setn, remove, removen uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 patch-finalizers
+//go:wasmimport wcm:controller/cluster@0.3.1 patch-finalizers
 func hostPatchFinalizers(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, add, addn, remove, removen uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 record-event
+//go:wasmimport wcm:controller/cluster@0.3.1 record-event
 func hostRecordEvent(params, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 apply
+//go:wasmimport wcm:controller/cluster@0.3.1 apply
 func hostApply(object, objectn, force uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 patch-status
+//go:wasmimport wcm:controller/cluster@0.3.1 patch-status
 func hostPatchStatus(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, status, statusn uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 create
+//go:wasmimport wcm:controller/cluster@0.3.1 create
 func hostCreate(object, objectn uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 patch
+//go:wasmimport wcm:controller/cluster@0.3.1 patch
 func hostPatch(params, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 update
+//go:wasmimport wcm:controller/cluster@0.3.1 update
 func hostUpdate(object, objectn uint32, ret unsafe.Pointer)
 
-//go:wasmimport wcm:controller/cluster@0.3.0 delete
+//go:wasmimport wcm:controller/cluster@0.3.1 delete
 func hostDelete(params, ret unsafe.Pointer)
 
 // PatchLabels sets the labels of set and removes those of remove, as the plugin's

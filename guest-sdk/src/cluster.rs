@@ -52,14 +52,30 @@ pub fn list_as<T: DeserializeOwned>(
         .collect()
 }
 
-/// How many objects of a watched kind match, without decoding any: a count of
-/// thousands costs a copy of their JSON, not a parse.
+/// The first `limit` objects of a watched kind (by namespace and name) in
+/// `namespace` (all if none) matching `label_selector`: a batch out of thousands, the
+/// rest never copied into the plugin. Ask for one more than the batch to learn whether
+/// more remain.
+pub fn list_first<K: Resource + DeserializeOwned>(
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+    limit: u32,
+) -> Result<Vec<K>, Error> {
+    host::list_first(&Gvk::of::<K>(), namespace, label_selector, limit)?
+        .iter()
+        .map(|json| Ok(serde_json::from_str(json)?))
+        .collect()
+}
+
+/// How many objects of a watched kind match: counted by the host, nothing copied
+/// into the plugin or decoded.
 pub fn count(
     kind: &Gvk,
     namespace: Option<&str>,
     label_selector: Option<&str>,
 ) -> Result<usize, Error> {
-    Ok(host::list(kind, namespace, label_selector)?.len())
+    let count = host::count(kind, namespace, label_selector)?;
+    Ok(usize::try_from(count).unwrap_or(usize::MAX))
 }
 
 /// One object of any watched kind as JSON (for custom resources without a Rust type).

@@ -139,6 +139,111 @@ async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result
     Ok(())
 }
 
+/// `count` and `list-first` (0.3.1) see what `list` sees: the count of a selector,
+/// the first objects by name, the same errors, and the result limit on what is
+/// returned, not on what is matched.
+#[tokio::test]
+async fn count_and_list_first_answer_as_list_without_copying_the_rest() -> Result<()> {
+    let ns = TestNamespace::create("cap-count").await?;
+    for name in ["batch-d", "batch-b", "batch-e", "batch-a", "batch-c"] {
+        create_config_map(&ns.client(), ns.name(), name, "batch").await?;
+    }
+    create_config_map(&ns.client(), ns.name(), "other", "other").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+    let batch = || Some("app=batch".to_string());
+    let here = || Some(ns.name().to_string());
+
+    assert_eq!(
+        state
+            .count(config_map_kind(), here(), batch())
+            .await
+            .map_err(anyhow_wit)?,
+        5
+    );
+    let all = state
+        .list(config_map_kind(), here(), None)
+        .await
+        .map_err(anyhow_wit)?;
+    let counted = state
+        .count(config_map_kind(), None, None)
+        .await
+        .map_err(anyhow_wit)?;
+    assert_eq!(counted, all.len() as u64, "count agrees with list");
+
+    let first = state
+        .list_first(config_map_kind(), here(), batch(), 2)
+        .await;
+    assert_eq!(names(&first.map_err(anyhow_wit)?)?, ["batch-a", "batch-b"]);
+    let every = state
+        .list_first(config_map_kind(), None, batch(), 1_000)
+        .await;
+    let every = names(&every.map_err(anyhow_wit)?)?;
+    assert_eq!(
+        every,
+        ["batch-a", "batch-b", "batch-c", "batch-d", "batch-e"]
+    );
+    let none = state.list_first(config_map_kind(), None, batch(), 0).await;
+    assert!(none.map_err(anyhow_wit)?.is_empty());
+
+    let secrets = Gvk {
+        kind: "Secret".into(),
+        ..config_map_kind()
+    };
+    assert_wit_error(
+        state.count(secrets, None, None).await,
+        "invalid",
+        "count v1/Secret in all namespaces: plugin capability-test does not watch",
+    );
+    assert_wit_error(
+        state
+            .list_first(config_map_kind(), None, Some("app in web".into()), 1)
+            .await,
+        "invalid",
+        "list-first v1/ConfigMap in all namespaces: invalid label selector",
+    );
+
+    // A result limit of two and a half objects: two fit, five do not.
+    let one = state
+        .list_first(config_map_kind(), None, batch(), 1)
+        .await
+        .map_err(anyhow_wit)?;
+    let limit = Budget {
+        max_result_bytes: one[0].len() * 5 / 2,
+        ..Budget::default()
+    };
+    let leader = LeaderGate::always_open();
+    let mut small =
+        support::access::config_map_plugin(PLUGIN, ns.name(), ns.client(), leader, limit).await?;
+    let two = small.list_first(config_map_kind(), None, batch(), 2).await;
+    assert_eq!(two.map_err(anyhow_wit)?.len(), 2);
+    assert_wit_error(
+        small.list(config_map_kind(), None, batch()).await,
+        "invalid",
+        "more than plugin capability-test's limit",
+    );
+    assert_eq!(
+        small
+            .count(config_map_kind(), None, batch())
+            .await
+            .map_err(anyhow_wit)?,
+        5
+    );
+    Ok(())
+}
+
+/// The names of listed objects, in order.
+fn names(listed: &[String]) -> Result<Vec<String>> {
+    listed
+        .iter()
+        .map(|json| {
+            Ok(serde_json::from_str::<ConfigMap>(json)?
+                .metadata
+                .name
+                .context("name")?)
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<()> {
     let ns = TestNamespace::create("cap-patch").await?;

@@ -16,6 +16,8 @@ use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
 
 const CURRENT: &str = include_str!("../../wit/controller.wit");
 const PREVIOUS: &str = include_str!("../../wit/compat/v0.2/controller.wit");
+/// The current WIT's package version.
+const CURRENT_VERSION: &str = "0.3.1";
 
 /// A core module of the `controller` world of `wit` in the canonical ABI, every
 /// function a stub, and the world it implements.
@@ -66,7 +68,7 @@ async fn load_component(bytes: Vec<u8>) -> Result<Result<ContractVersion, LoadEr
 #[tokio::test]
 async fn every_patch_release_of_a_served_minor_version_loads_as_that_version() -> Result<()> {
     assert_eq!(load(CURRENT).await?.ok(), Some(ContractVersion::V0_3));
-    let newer_patch = versioned(CURRENT, "0.3.0", "0.3.1");
+    let newer_patch = versioned(CURRENT, CURRENT_VERSION, "0.3.7");
     assert_eq!(load(&newer_patch).await?.ok(), Some(ContractVersion::V0_3));
     assert_eq!(load(PREVIOUS).await?.ok(), Some(ContractVersion::V0_2));
     let old_patch = versioned(PREVIOUS, "0.2.0", "0.2.4");
@@ -74,9 +76,31 @@ async fn every_patch_release_of_a_served_minor_version_loads_as_that_version() -
     Ok(())
 }
 
+/// A plugin built against 0.3.0, before `count` and `list-first` (0.3.1) existed,
+/// imports the 0.3.0 names of the functions it has: it keeps loading, bound to 0.3.
+#[tokio::test]
+async fn a_plugin_of_an_earlier_patch_release_keeps_loading() -> Result<()> {
+    assert_eq!(
+        load(&earlier_patch()).await?.ok(),
+        Some(ContractVersion::V0_3)
+    );
+    Ok(())
+}
+
+/// The contract as 0.3.0 was: the current one without the functions 0.3.1 added.
+fn earlier_patch() -> String {
+    let earlier: String = versioned(CURRENT, CURRENT_VERSION, "0.3.0")
+        .lines()
+        .filter(|line| !line.contains("count: func") && !line.contains("list-first: func"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!earlier.contains("list-first"), "0.3.0 had no list-first");
+    earlier
+}
+
 #[tokio::test]
 async fn a_newer_patch_release_using_what_this_host_lacks_is_refused_by_name() -> Result<()> {
-    let newer = versioned(CURRENT, "0.3.0", "0.3.1").replace(
+    let newer = versioned(CURRENT, CURRENT_VERSION, "0.3.7").replace(
         "interface cluster {",
         "interface cluster {\n    frobnicate: func();",
     );
@@ -87,7 +111,7 @@ async fn a_newer_patch_release_using_what_this_host_lacks_is_refused_by_name() -
     assert!(text.contains("frobnicate"), "{text}");
     assert!(
         text.contains(
-            "built against wcm:controller@0.3.1, newer than this host's wcm:controller@0.3.0"
+            "built against wcm:controller@0.3.7, newer than this host's wcm:controller@0.3.1"
         ),
         "{text}"
     );
@@ -97,12 +121,12 @@ async fn a_newer_patch_release_using_what_this_host_lacks_is_refused_by_name() -
 #[tokio::test]
 async fn an_unserved_minor_version_is_refused_naming_the_served_ones() -> Result<()> {
     for version in ["0.4.0", "0.1.0", "1.0.0"] {
-        let refused = load(&versioned(CURRENT, "0.3.0", version))
+        let refused = load(&versioned(CURRENT, CURRENT_VERSION, version))
             .await?
             .expect_err(version);
         let text = refused.to_string();
         assert!(
-            text.contains("wcm:controller@0.3.0 or wcm:controller@0.2.0"),
+            text.contains("wcm:controller@0.3.1 or wcm:controller@0.2.0"),
             "{version}: {text}"
         );
         assert!(
@@ -114,12 +138,13 @@ async fn an_unserved_minor_version_is_refused_naming_the_served_ones() -> Result
 }
 
 /// `componentize` (the Go SDK's path) makes a module a component of the version whose
-/// reconciler it exports: a plugin built with an earlier Go SDK stays on 0.2 and
-/// keeps loading; one built with the current SDK is 0.3.
+/// reconciler it exports: a plugin built with a 0.2 Go SDK stays on 0.2 and keeps
+/// loading; one built with the current SDK, or a 0.3.0 one, is 0.3.
 #[tokio::test]
 async fn componentize_embeds_the_contract_version_a_module_exports() -> Result<()> {
     for (wit, version) in [
         (CURRENT, ContractVersion::V0_3),
+        (&earlier_patch(), ContractVersion::V0_3),
         (PREVIOUS, ContractVersion::V0_2),
     ] {
         let (module, _, _) = core_module(wit)?;

@@ -127,7 +127,10 @@ macro_rules! shared_cluster_calls {
             namespace: Option<String>,
             label_selector: Option<String>,
         ) -> Result<Vec<String>, Error> {
-            (self.host_list(gvk(kind), namespace, label_selector).await).map_err(wit_error)
+            (self
+                .host_list(gvk(kind), namespace, label_selector, None)
+                .await)
+                .map_err(wit_error)
         }
 
         async fn patch_labels(
@@ -176,7 +179,7 @@ impl ContractVersion {
     pub fn implemented(self) -> (u64, u64, u64) {
         match self {
             ContractVersion::V0_2 => (0, 2, 0),
-            ContractVersion::V0_3 => (0, 3, 0),
+            ContractVersion::V0_3 => (0, 3, 1),
         }
     }
 

@@ -147,6 +147,26 @@ impl types::Host for HostState {}
 impl cluster_wit::Host for HostState {
     shared_cluster_calls!();
 
+    async fn count(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<u64, Error> {
+        (self.host_count(gvk(kind), namespace, label_selector).await).map_err(wit_error)
+    }
+
+    async fn list_first(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<String>, Error> {
+        let listed = self.host_list(gvk(kind), namespace, label_selector, Some(limit));
+        listed.await.map_err(wit_error)
+    }
+
     async fn patch_finalizers(
         &mut self,
         obj: ObjectRef,

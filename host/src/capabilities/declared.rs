@@ -137,9 +137,10 @@ impl Declared {
     }
 }
 
-/// What a `list` call names in its errors (`v1/Pod in shop`) and its parsed selector,
-/// or `invalid` if the selector does not parse.
+/// What a `list`, `list-first` or `count` (`op`) names in its errors (`v1/Pod in
+/// shop`) and its parsed selector, or `invalid` if the selector does not parse.
 pub fn list_scope(
+    op: &str,
     gvk: &GroupVersionKind,
     namespace: Option<&str>,
     label_selector: Option<&str>,
@@ -150,7 +151,7 @@ pub fn list_scope(
         namespace.unwrap_or("all namespaces")
     );
     let selector = selector::parse(label_selector.unwrap_or(""))
-        .map_err(|e| CapabilityError::Invalid(format!("list {what}: {e}")))?;
+        .map_err(|e| CapabilityError::Invalid(format!("{op} {what}: {e}")))?;
     Ok((what, selector))
 }
 

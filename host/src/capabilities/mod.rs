@@ -23,7 +23,7 @@ pub use plugin_cluster::PluginCluster;
 pub use target::{Target, check_kind, check_namespace};
 pub(crate) use writes::applied_target;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::Client;
@@ -31,6 +31,7 @@ use kube::core::{GroupVersionKind, SelectorExt};
 
 use crate::budget::PluginBudget;
 use crate::contract::Verb;
+use crate::kube::cache::CachedObject;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::leader::LeaderGate;
@@ -194,29 +195,134 @@ impl ClusterAccess {
         Ok(json.into())
     }
 
-    /// JSON of every cached object of `gvk` in `namespace` (all if none) matching
-    /// `label_selector`.
+    /// JSON of the cached objects of `gvk` in `namespace` (all if none) matching
+    /// `label_selector`, by namespace and name: all of them, or the first `limit`.
     pub fn list(
         &self,
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let (what, selector) = list_scope(gvk, namespace, label_selector)?;
-        let caches = self.readable_caches("list", &what, gvk, namespace)?;
-        let mut found = BTreeMap::new();
-        for informer in caches {
-            let matching = informer.cache().list(|o| {
-                namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns))
-                    && selector.matches(&o.labels)
-            });
-            for o in matching {
-                found.entry(o.key()).or_insert_with(|| o.json.clone());
-            }
-        }
-        let bytes = found.values().map(|json| json.len()).sum();
+        let op = if limit.is_some() {
+            "list-first"
+        } else {
+            "list"
+        };
+        let (what, mut found) = self.matching(op, gvk, namespace, label_selector)?;
+        first_by_key(&mut found, limit);
+        let bytes = found.iter().map(|o| o.json.len()).sum();
         self.declared
-            .check_result_size(&format!("list {what}"), bytes)?;
-        Ok(found.into_values().collect())
+            .check_result_size(&format!("{op} {what}"), bytes)?;
+        Ok(found.into_iter().map(|o| o.json.clone()).collect())
+    }
+
+    /// How many objects `list` would return, copying none.
+    pub fn count(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<usize, CapabilityError> {
+        Ok(self
+            .matching("count", gvk, namespace, label_selector)?
+            .1
+            .len())
+    }
+
+    /// The cached objects `list` and `count` see, each once (two watches may hold the
+    /// same object), in no order; and the scope's description for errors.
+    fn matching(
+        &self,
+        op: &str,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<(String, Vec<Arc<CachedObject>>), CapabilityError> {
+        let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
+        let caches = self.readable_caches(op, &what, gvk, namespace)?;
+        let several = caches.len() > 1;
+        let mut found: Vec<Arc<CachedObject>> = (caches.into_iter())
+            .flat_map(|informer| {
+                informer.cache().list(|o| {
+                    namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns))
+                        && selector.matches(&o.labels)
+                })
+            })
+            .collect();
+        if several {
+            found.sort_unstable_by(|a, b| by_key(a, b));
+            found.dedup_by(|a, b| by_key(a, b).is_eq());
+        }
+        Ok((what, found))
+    }
+}
+
+/// Orders cached objects by namespace, then name.
+fn by_key(a: &CachedObject, b: &CachedObject) -> std::cmp::Ordering {
+    (a.namespace.as_deref(), a.name.as_str()).cmp(&(b.namespace.as_deref(), b.name.as_str()))
+}
+
+/// Keeps the first `limit` of `objects` by namespace and name (all if none), sorted:
+/// a batch of a few out of thousands is selected, not the thousands sorted.
+fn first_by_key(objects: &mut Vec<Arc<CachedObject>>, limit: Option<usize>) {
+    if let Some(limit) = limit.filter(|&l| l < objects.len()) {
+        if limit == 0 {
+            objects.clear();
+            return;
+        }
+        objects.select_nth_unstable_by(limit - 1, |a, b| by_key(a, b));
+        objects.truncate(limit);
+    }
+    objects.sort_unstable_by(|a, b| by_key(a, b));
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, DynamicObject};
+
+    use super::*;
+
+    fn pods(names: &[(&str, &str)]) -> Vec<Arc<CachedObject>> {
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let pod = |(ns, name): &(&str, &str)| {
+            let obj = DynamicObject::new(name, &resource).within(ns);
+            Arc::new(CachedObject::from_dynamic(obj).expect("serialisable"))
+        };
+        names.iter().map(pod).collect()
+    }
+
+    fn keys(objects: &[Arc<CachedObject>]) -> Vec<String> {
+        let key =
+            |o: &Arc<CachedObject>| format!("{}/{}", o.namespace.as_deref().unwrap_or(""), o.name);
+        objects.iter().map(key).collect()
+    }
+
+    const UNSORTED: [(&str, &str); 5] = [
+        ("b", "p1"),
+        ("a", "p9"),
+        ("a", "p10"),
+        ("c", "p0"),
+        ("a", "p2"),
+    ];
+
+    #[test]
+    fn the_first_few_are_the_smallest_keys_in_order() {
+        let mut objects = pods(&UNSORTED);
+        first_by_key(&mut objects, Some(3));
+        assert_eq!(keys(&objects), ["a/p10", "a/p2", "a/p9"]);
+    }
+
+    #[test]
+    fn no_limit_or_a_large_one_sorts_all_and_zero_keeps_none() {
+        let all = ["a/p10", "a/p2", "a/p9", "b/p1", "c/p0"];
+        for limit in [None, Some(5), Some(1_000)] {
+            let mut objects = pods(&UNSORTED);
+            first_by_key(&mut objects, limit);
+            assert_eq!(keys(&objects), all, "{limit:?}");
+        }
+        let mut objects = pods(&UNSORTED);
+        first_by_key(&mut objects, Some(0));
+        assert!(objects.is_empty());
     }
 }

@@ -37,14 +37,23 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
     /// watched.
     fn get<'a>(&'a self, target: &'a Target) -> BoxFuture<'a, Result<Arc<str>, CapabilityError>>;
 
-    /// JSON of every object of `gvk` in `namespace` (all if none) matching
-    /// `label_selector`, sorted by namespace and name.
+    /// JSON of the objects of `gvk` in `namespace` (all if none) matching
+    /// `label_selector`, sorted by namespace and name: all, or the first `limit`.
     fn list(
         &self,
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError>;
+
+    /// How many objects `list` would return.
+    fn count(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<usize, CapabilityError>;
 
     /// Sets and removes labels as the plugin's field manager.
     fn patch_labels<'a>(
@@ -130,8 +139,18 @@ impl PluginCluster for ClusterAccess {
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        ClusterAccess::list(self, gvk, namespace, label_selector)
+        ClusterAccess::list(self, gvk, namespace, label_selector, limit)
+    }
+
+    fn count(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<usize, CapabilityError> {
+        ClusterAccess::count(self, gvk, namespace, label_selector)
     }
 
     fn patch_labels<'a>(

@@ -40,7 +40,7 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
     let contract = contract_of(module)?;
     let mut resolve = Resolve::default();
     let package = resolve
-        .push_str("controller.wit", contract)
+        .push_str("controller.wit", &contract)
         .map_err(|e| ComponentizeError::Contract(format!("{e:#}")))?;
     let world = resolve
         .select_world(&[package], Some(WORLD))
@@ -62,8 +62,11 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
 }
 
 /// The WIT of the contract version whose `reconciler` the module exports
-/// (`wcm:controller/reconciler@0.2.0#register`).
-fn contract_of(module: &[u8]) -> Result<&'static str, ComponentizeError> {
+/// (`wcm:controller/reconciler@0.2.0#register`), at the module's own patch release:
+/// a module built with an earlier 0.3.z SDK names its imports and exports `@0.3.z`,
+/// and within a minor version the WIT only gained functions, which a module that
+/// does not import them never sees.
+fn contract_of(module: &[u8]) -> Result<String, ComponentizeError> {
     const PREFIX: &str = "wcm:controller/reconciler@";
     let invalid = |e: wasmparser::BinaryReaderError| ComponentizeError::Module(e.to_string());
     for payload in wasmparser::Parser::new(0).parse_all(module) {
@@ -75,11 +78,30 @@ fn contract_of(module: &[u8]) -> Result<&'static str, ComponentizeError> {
                 continue;
             };
             if let Some((_, wit)) = CONTRACTS.iter().find(|(v, _)| version.starts_with(v)) {
-                return Ok(wit);
+                return at_release(wit, version);
             }
         }
     }
     Err(ComponentizeError::Module(format!(
         "exports no {PREFIX}0.3.x or 0.2.x functions (register, reconcile)"
     )))
+}
+
+/// `wit` with its package version set to `export`'s (`0.3.0#register`).
+fn at_release(wit: &str, export: &str) -> Result<String, ComponentizeError> {
+    let release = export.split('#').next().unwrap_or(export);
+    if semver::Version::parse(release).is_err() {
+        return Err(ComponentizeError::Module(format!(
+            "exports wcm:controller/reconciler@{export}: not a version"
+        )));
+    }
+    let declared = (wit.lines())
+        .find_map(|line| line.strip_prefix("package wcm:controller@"))
+        .and_then(|rest| rest.strip_suffix(';'))
+        .ok_or_else(|| ComponentizeError::Contract("no package version".into()))?;
+    let (from, to) = (
+        format!("package wcm:controller@{declared};"),
+        format!("package wcm:controller@{release};"),
+    );
+    Ok(wit.replacen(&from, &to, 1))
 }

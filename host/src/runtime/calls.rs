@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use kube::core::GroupVersionKind;
+
 use crate::capabilities::{CapabilityError, PluginCluster, Target, check_kind, check_namespace};
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
@@ -17,6 +19,21 @@ use super::state::HostState;
 fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
     let gvk = from_wit_gvk(&obj.kind);
     Target::checked(op, plugin, gvk, obj.namespace, obj.name)
+}
+
+/// The kind and namespace of a `list`, `list-first` or `count`, validated.
+fn checked_kind(
+    op: &str,
+    plugin: &str,
+    kind: &Gvk,
+    namespace: Option<&str>,
+) -> Result<GroupVersionKind, CapabilityError> {
+    let gvk = from_wit_gvk(kind);
+    check_kind(op, plugin, &gvk)?;
+    if let Some(ns) = namespace {
+        check_namespace(op, plugin, ns)?;
+    }
+    Ok(gvk)
 }
 
 impl HostState {
@@ -52,24 +69,45 @@ impl HostState {
         self.counted("get", result)
     }
 
-    /// `list`: the JSON of matching objects of a watched kind.
+    /// `list` and `list-first`: the JSON of matching objects of a watched kind, all
+    /// or the first `limit`.
     pub(crate) async fn host_list(
         &mut self,
         kind: Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
+        limit: Option<u32>,
     ) -> Result<Vec<String>, GuestError> {
+        let function = if limit.is_some() {
+            "list-first"
+        } else {
+            "list"
+        };
         let (access, plugin) = self.parts();
         let result = (|| {
-            let gvk = from_wit_gvk(&kind);
-            check_kind("list", &plugin, &gvk)?;
-            if let Some(ns) = &namespace {
-                check_namespace("list", &plugin, ns)?;
-            }
-            let found = access?.list(&gvk, namespace.as_deref(), label_selector.as_deref())?;
+            let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
+            let limit = limit.map(|l| l as usize);
+            let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
+            let found = access?.list(&gvk, ns, selector, limit)?;
             Ok(found.iter().map(|j| j.to_string()).collect())
         })();
-        self.counted("list", result)
+        self.counted(function, result)
+    }
+
+    /// `count`: how many objects `list` would return.
+    pub(crate) async fn host_count(
+        &mut self,
+        kind: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<u64, GuestError> {
+        let (access, plugin) = self.parts();
+        let result = (|| {
+            let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
+            let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
+            Ok(access?.count(&gvk, ns, selector)? as u64)
+        })();
+        self.counted("count", result)
     }
 
     /// `patch-labels`.

@@ -216,15 +216,36 @@ impl MemoryCluster {
     }
 
     /// Every object of `gvk` the plugin's watches hold in `namespace` (all if none)
-    /// matching `selector`, by namespace and name.
+    /// matching `selector`, by namespace and name: all, or the first `limit`.
     pub fn read_all(
         &self,
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let (what, selector) = list_scope(gvk, namespace, label_selector)?;
-        let watches = self.watches_of("list", &what, gvk, namespace)?;
+        let (what, found) = self.matching("list", gvk, namespace, label_selector)?;
+        let found: Vec<String> = found
+            .into_values()
+            .take(limit.unwrap_or(usize::MAX))
+            .collect();
+        let bytes = found.iter().map(String::len).sum();
+        self.declared
+            .check_result_size(&format!("list {what}"), bytes)?;
+        Ok(found.into_iter().map(Arc::from).collect())
+    }
+
+    /// The objects `op` (`list`, `count`) sees, as the plugin's watches hold them, by
+    /// namespace and name; and the scope's description for errors.
+    pub fn matching(
+        &self,
+        op: &str,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<(String, BTreeMap<(Option<String>, String), String>), CapabilityError> {
+        let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
+        let watches = self.watches_of(op, &what, gvk, namespace)?;
         let world = self.world();
         let mut found = BTreeMap::new();
         for (id, object) in world.store.objects() {
@@ -235,10 +256,7 @@ impl MemoryCluster {
                 found.insert((id.namespace.clone(), id.name.clone()), watch.view(object));
             }
         }
-        let bytes = found.values().map(String::len).sum();
-        self.declared
-            .check_result_size(&format!("list {what}"), bytes)?;
-        Ok(found.into_values().map(Arc::from).collect())
+        Ok((what, found))
     }
 }
 

@@ -253,8 +253,21 @@ impl PluginCluster for MemoryCluster {
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        self.read_all(gvk, namespace, label_selector)
+        self.read_all(gvk, namespace, label_selector, limit)
+    }
+
+    fn count(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<usize, CapabilityError> {
+        Ok(self
+            .matching("count", gvk, namespace, label_selector)?
+            .1
+            .len())
     }
 
     fn patch_labels<'a>(

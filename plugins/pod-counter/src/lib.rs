@@ -87,8 +87,8 @@ impl Controller for PodCounter {
     }
 
     fn reconcile(_request: Request) -> Result<Action, Failure> {
-        // Counted, not decoded: a recount in a burst of thousands of Pods parses only
-        // the uncounted ones.
+        // Counted by the host: a recount in a burst of thousands of Pods copies none
+        // of them into the plugin.
         let total = cluster::count(&Gvk::of::<Pod>(), None, None)?;
         let count = count_value(total);
         for node in control_plane_nodes()? {
@@ -101,7 +101,8 @@ impl Controller for PodCounter {
                 cluster::patch_labels(&ObjectRef::of(&node), &[(COUNT_LABEL, &count)], &[])?;
             }
         }
-        let uncounted: Vec<Pod> = cluster::list(None, Some(UNCOUNTED))?;
+        // One more than a batch, to learn whether another reconcile is needed.
+        let uncounted: Vec<Pod> = cluster::list_first(None, Some(UNCOUNTED), BATCH as u32 + 1)?;
         for pod in uncounted.iter().take(BATCH) {
             let target = ObjectRef::of(pod);
             let note = format!("counted; the cluster has {total} Pods");
