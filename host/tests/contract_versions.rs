@@ -50,7 +50,7 @@ async fn host_with_both() -> Result<(tempfile::TempDir, HostProcess)> {
     let host = HostProcess::start(dir.path(), &[])?;
     for (file, contract) in [
         ("contract-v0-2.wasm", "wcm:controller@0.2.0"),
-        ("contract-v0-3.wasm", "wcm:controller@0.3.0"),
+        ("contract-v0-3.wasm", "wcm:controller@0.3.1"),
     ] {
         let row = host.row_in(file, State::Running, CONVERGE).await?;
         assert_eq!(row.contract.as_deref(), Some(contract), "{row:?}");

@@ -129,7 +129,7 @@ async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working()
         (
             "other WIT major",
             other_major_component(),
-            "does not export the reconciler of a contract version this host serves (wcm:controller@0.3.0 or wcm:controller@0.2.0",
+            "does not export the reconciler of a contract version this host serves (wcm:controller@0.3.1 or wcm:controller@0.2.0",
         ),
     ];
     for (round, (what, bytes, reason)) in uploads.iter().enumerate() {

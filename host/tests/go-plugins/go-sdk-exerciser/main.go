@@ -9,7 +9,8 @@
 //   - `delete` deletes the ConfigMap named by `target` (`orphan`), or reports
 //     `not-found` when it is gone;
 //   - `apply` applies a copy of itself named `<name>-copy` and reads the stored copy;
-//   - `list` counts the ConfigMaps it watches;
+//   - `list` lists the ConfigMaps it watches in its namespace, counts them, and reads
+//     the first one alone: `<listed>-<counted>-<first name>`;
 //   - `forbidden` labels a Node, which it did not declare;
 //   - `create` creates a ConfigMap by `generateName` (once: not when it has an outcome);
 //   - `merge-patch` annotates itself by a merge patch guarded by the resourceVersion it
@@ -35,7 +36,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -132,14 +132,29 @@ func do(cm corev1.ConfigMap, ref ctl.ObjectRef) (string, error) {
 	case "apply":
 		return apply(cm)
 	case "list":
-		all, err := ctl.List[corev1.ConfigMap](ctl.ConfigMap, &cm.Namespace, nil)
-		return strconv.Itoa(len(all)), err
+		return list(cm.Namespace)
 	case "forbidden":
 		node := ctl.Ref(ctl.Node, "", "any")
 		err := ctl.PatchLabels(node, map[string]string{"a": "b"}, nil)
 		return fmt.Sprintf("forbidden-%t", ctl.IsForbidden(err)), nil
 	}
 	return "unknown-op", nil
+}
+
+func list(namespace string) (string, error) {
+	all, err := ctl.List[corev1.ConfigMap](ctl.ConfigMap, &namespace, nil)
+	if err != nil {
+		return "", err
+	}
+	count, err := ctl.Count(ctl.ConfigMap, &namespace, nil)
+	if err != nil {
+		return "", err
+	}
+	first, err := ctl.ListFirst[corev1.ConfigMap](ctl.ConfigMap, &namespace, nil, 1)
+	if err != nil || len(first) != 1 {
+		return "no-first", err
+	}
+	return fmt.Sprintf("%d-%d-%s", len(all), count, first[0].Name), nil
 }
 
 func status(cm corev1.ConfigMap) (string, error) {

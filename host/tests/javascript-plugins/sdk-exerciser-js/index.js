@@ -2,7 +2,8 @@
 // helpers, the twin of host/tests/python-plugins/sdk-exerciser-py (see its docstring):
 // a controlled ConfigMap per Deployment labelled `wcm.test/sdk`, a `Ready` condition,
 // a Conflict (action, related object, status and causes) and a NotFound recorded as
-// Events, a log line with a field, the finalizer `wcm.test/sdk` kept on the Deployment,
+// Events, the count of its Deployments (`count`) and the first one's name
+// (`listFirst`) in the ConfigMap's data, a log line with a field, the finalizer `wcm.test/sdk` kept on the Deployment,
 // an Error thrown for `wcm.test/sdk=raise`, which the
 // SDK returns to the host as `other`, and a terminal Invalid for `wcm.test/sdk=terminal`.
 import {
@@ -45,10 +46,16 @@ export const reconciler = exportController({
     if (!finalize(ref, deployment, SDK, () => {})) return done();
     if (meta.labels[SDK] === 'raise') throw new RangeError('asked to fail');
     if (meta.labels[SDK] === 'terminal') throw terminal(new Invalid('asked to fail for good'));
+    // Its Deployments here, counted by the host; the first of them alone.
+    const labelled = cluster.count(DEPLOYMENT, meta.namespace, SDK);
+    const [first] = cluster.listFirst(DEPLOYMENT, 1, meta.namespace, SDK);
     const settings = {
       apiVersion: 'v1', kind: 'ConfigMap',
       metadata: { name: `${meta.name}-settings`, namespace: meta.namespace, labels: { [SDK]: '' } },
-      data: { replicas: String(deployment.spec.replicas ?? 1) },
+      data: {
+        replicas: String(deployment.spec.replicas ?? 1), deployments: String(labelled),
+        first: first.metadata.name,
+      },
     };
     cluster.apply(setControllerReference(settings, deployment), true);
     const conditions = setCondition((deployment.status || {}).conditions || [], {

@@ -7,7 +7,9 @@ the Deployment's key), sets the Deployment's `Ready` condition (`set_condition`,
 and records the `Conflict` it gets as a Warning Event (action `Apply`, the ConfigMap
 as related object, the HTTP status and the owning manager from the error's causes in
 the note), and records the `NotFound` of a ConfigMap it cannot see as a Normal Event;
-it logs `exercised` with a field and keeps the finalizer `wcm.test/sdk` on the
+the ConfigMap's data also holds how many Deployments labelled `wcm.test/sdk` the
+namespace has (`cluster.count`) and the first one's name (`cluster.list_first`); it logs
+`exercised` with a field and keeps the finalizer `wcm.test/sdk` on the
 Deployment (`finalize`), with nothing to clean up. A Deployment labelled `wcm.test/sdk=raise` makes
 `reconcile` raise a ValueError, which the SDK returns to the host as `other`; one
 labelled `wcm.test/sdk=terminal` fails with a terminal `invalid`. The JavaScript twin
@@ -56,10 +58,14 @@ class Exerciser(Controller):
             raise ValueError("asked to fail")
         if meta["labels"].get(SDK) == "terminal":
             raise terminal(Invalid("asked to fail for good"))
+        # Its Deployments here, counted by the host; the first of them alone.
+        labelled = cluster.count(DEPLOYMENT, meta["namespace"], SDK)
+        first = cluster.list_first(DEPLOYMENT, 1, meta["namespace"], SDK)
         settings = {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": f"{meta['name']}-settings",
                                  "namespace": meta["namespace"], "labels": {SDK: ""}},
-                    "data": {"replicas": str(deployment["spec"].get("replicas", 1))}}
+                    "data": {"replicas": str(deployment["spec"].get("replicas", 1)),
+                             "deployments": str(labelled), "first": first[0]["metadata"]["name"]}}
         cluster.apply(set_controller_reference(settings, deployment), force=True)
         conditions = set_condition(deployment.get("status", {}).get("conditions", []),
                                    "Ready", "True", "Exercised", "settings applied",
