@@ -340,6 +340,52 @@ fn a_go_plugin_reads_a_list_of_thousands_of_objects() -> Result<()> {
     Ok(())
 }
 
+/// A control-plane Node and `count` Pods, none counted yet.
+fn many_pods(count: usize) -> String {
+    let node = "apiVersion: v1\nkind: Node\nmetadata:\n  name: cp\n  labels: \
+                {node-role.kubernetes.io/control-plane: \"\"}\n";
+    let pod = |i: usize| {
+        format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p-{i:03}, namespace: burst}}\n\
+             spec: {{containers: [{{name: c, image: nginx:1.27}}]}}\n"
+        )
+    };
+    std::iter::once(node.to_string())
+        .chain((0..count).map(pod))
+        .collect()
+}
+
+/// More uncounted Pods than one batch: pod-counter takes them a batch at a time
+/// (`list-first`, one more than the batch to learn that more remain) and asks to run
+/// again, until every Pod has its one Event and its mark.
+#[test]
+fn pod_counter_counts_a_burst_larger_than_a_batch_in_several_reconciles() -> Result<()> {
+    let (_dir, file) = fixture(&many_pods(120))?;
+    let out = test_command(&[plugin_file("pod-counter"), file])?;
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_saphyr::from_str(&text(&out.stdout))?;
+    let reconciles = report["reconciles"].as_array().map_or(0, Vec::len);
+    ensure!(
+        reconciles >= 3,
+        "120 Pods in batches of 50 need 3 reconciles: {reconciles}"
+    );
+    let events = report["events"].as_array().cloned().unwrap_or_default();
+    let counted: std::collections::BTreeSet<_> = events
+        .iter()
+        .filter_map(|e| e["regarding"].as_str())
+        .collect();
+    ensure!(
+        events.len() == 120 && counted.len() == 120,
+        "{} Events",
+        events.len()
+    );
+    let label = (report["writes"].as_array().into_iter().flatten())
+        .filter_map(|w| w["set"]["pod-counter.example.com/count"].as_str())
+        .next_back();
+    ensure!(label == Some("120"), "count label {label:?}");
+    Ok(())
+}
+
 #[test]
 fn settings_beside_the_plugin_or_given_decide_what_it_registers_and_bad_ones_are_named()
 -> Result<()> {
