@@ -55,6 +55,7 @@ pub mod finalizer;
 pub mod log;
 pub mod metrics;
 pub mod owner;
+mod partial;
 mod types;
 
 /// The raw bindings of the WIT contract; use the items re-exported at the crate root.
@@ -77,6 +78,7 @@ pub mod wit {
     pub use wit_bindgen::rt as __rt;
 }
 
+pub use partial::PartialObjectMeta;
 pub use types::{Predicate, Verb};
 pub use wit::exports::wcm::controller::reconciler::{
     Action, Failure, KeyMapping, Metric, MetricKind, Permission, Registration, Request, Watch,

@@ -224,18 +224,23 @@ impl MemoryCluster {
         label_selector: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let (what, found) = self.matching("list", gvk, namespace, label_selector)?;
+        let op = if limit.is_some() {
+            "list-first"
+        } else {
+            "list"
+        };
+        let (what, found) = self.matching(op, gvk, namespace, label_selector)?;
         let found: Vec<String> = found
             .into_values()
             .take(limit.unwrap_or(usize::MAX))
             .collect();
         let bytes = found.iter().map(String::len).sum();
         self.declared
-            .check_result_size(&format!("list {what}"), bytes)?;
+            .check_result_size(&format!("{op} {what}"), bytes)?;
         Ok(found.into_iter().map(Arc::from).collect())
     }
 
-    /// The objects `op` (`list`, `count`) sees, as the plugin's watches hold them, by
+    /// The objects `op` (`list`, `list-first`, `count`) sees, as the plugin's watches hold them, by
     /// namespace and name; and the scope's description for errors.
     pub fn matching(
         &self,
