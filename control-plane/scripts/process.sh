@@ -6,11 +6,21 @@
 pid_file() { echo "$STATE_DIR/$1.pid"; }
 
 # spawn NAME BINARY ARGS...: start in its own session, detached from this shell.
+# Returns once the child runs BINARY: until its exec, the child's command line is this
+# script's, which does not name the state directory, so a check right after the spawn
+# took a daemon that was still starting for one that had died (a kubelet "exited
+# during start-up" with an empty log, on a machine busy tearing down another node).
 spawn() {
   local name="$1"; shift
   # fd 9 is the state lock: the daemon must not keep holding it.
   setsid "$@" </dev/null >>"$STATE_DIR/logs/$name.log" 2>&1 9>&- &
-  echo $! >"$(pid_file "$name")"
+  local pid=$!
+  echo "$pid" >"$(pid_file "$name")"
+  for _ in $(seq 1 250); do
+    [ -r "/proc/$pid/cmdline" ] || return 0 # exited: the caller's check says so
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$STATE_DIR" && return 0
+    sleep 0.02
+  done
 }
 
 # Prints the pid of component NAME if it is alive and ours.
