@@ -236,10 +236,8 @@ fn names(listed: &[String]) -> Result<Vec<String>> {
     listed
         .iter()
         .map(|json| {
-            Ok(serde_json::from_str::<ConfigMap>(json)?
-                .metadata
-                .name
-                .context("name")?)
+            let cm: ConfigMap = serde_json::from_str(json)?;
+            cm.metadata.name.context("name")
         })
         .collect()
 }

@@ -91,6 +91,9 @@ pub struct MemoryCluster {
     world: Mutex<World>,
 }
 
+/// Objects as a plugin's watches hold them (JSON), by namespace and name.
+type Views = BTreeMap<(Option<String>, String), String>;
+
 impl MemoryCluster {
     /// The cluster of `store`'s objects, seen through `watches` by the plugin of
     /// `declared`.
@@ -248,7 +251,7 @@ impl MemoryCluster {
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<(String, BTreeMap<(Option<String>, String), String>), CapabilityError> {
+    ) -> Result<(String, Views), CapabilityError> {
         let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
         let watches = self.watches_of(op, &what, gvk, namespace)?;
         let world = self.world();
