@@ -83,6 +83,10 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../../guest-sdk/src/owner.rs"),
     ),
     (
+        "sdk/src/partial.rs",
+        include_str!("../../../guest-sdk/src/partial.rs"),
+    ),
+    (
         "sdk/src/types.rs",
         include_str!("../../../guest-sdk/src/types.rs"),
     ),
