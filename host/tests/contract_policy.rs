@@ -94,7 +94,9 @@ fn earlier_patch() -> String {
         .filter(|line| !line.contains("count: func") && !line.contains("list-first: func"))
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(!earlier.contains("list-first"), "0.3.0 had no list-first");
+    for added in ["count: func", "list-first: func"] {
+        assert!(!earlier.contains(added), "0.3.0 had no {added}");
+    }
     earlier
 }
 
