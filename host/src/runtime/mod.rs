@@ -13,7 +13,7 @@ mod state;
 mod stderr;
 
 pub use artifacts::Origin;
-pub use engine::{EPOCH_TICK, EpochTicker, build_engine};
+pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine};
 pub use plugin::{CallError, LoadError, PluginCode};
 pub use reuse::{Recycle, ReusePolicy, ReusedInstance};
 pub use state::HostState;
@@ -45,7 +45,7 @@ pub struct Runtime {
     /// host starting with several) take the hash's lock in turn, so only the first
     /// loads the code.
     code: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Weak<ContractPre>>>>>,
-    _ticker: EpochTicker,
+    ticker: EpochTicker,
 }
 
 /// The bytes of a plugin file and their hash.
@@ -102,7 +102,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         crate::bindings::add_to_linker(&mut linker)?;
         Ok(Runtime {
-            _ticker: EpochTicker::start(engine.clone()),
+            ticker: EpochTicker::start(engine.clone()),
             cache: cache_dir.map(|dir| ArtifactCache::new(dir, &engine)),
             engine,
             linker,
@@ -115,6 +115,12 @@ impl Runtime {
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Keeps the epoch advancing (deadlines, yields) for as long as the guard lives:
+    /// held by every call into a plugin.
+    pub fn ticking(&self) -> TickingCall {
+        self.ticker.ticking()
     }
 
     /// Reads, validates, compiles (or takes from the compile cache) and pre-links one

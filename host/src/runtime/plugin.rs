@@ -197,6 +197,7 @@ impl PluginCode {
         call: impl Future<Output = Result<T, CallError>>,
     ) -> Result<T, CallError> {
         let timeout = self.runtime.limits().reconcile_timeout;
+        let _ticking = self.runtime.ticking();
         tokio::time::timeout(timeout + Duration::from_millis(100), call)
             .await
             .unwrap_or(Err(CallError::Timeout(timeout)))
