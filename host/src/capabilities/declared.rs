@@ -137,6 +137,15 @@ impl Declared {
     }
 }
 
+/// The contract call a listing is: `list-first` with a limit, `list` without.
+pub fn list_call(limit: Option<usize>) -> &'static str {
+    if limit.is_some() {
+        "list-first"
+    } else {
+        "list"
+    }
+}
+
 /// What a `list`, `list-first` or `count` (`op`) names in its errors (`v1/Pod in
 /// shop`) and its parsed selector, or `invalid` if the selector does not parse.
 pub fn list_scope(

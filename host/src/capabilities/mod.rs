@@ -14,7 +14,7 @@ mod plugin_cluster;
 mod target;
 mod writes;
 
-pub use declared::{Declared, grants, list_scope};
+pub use declared::{Declared, grants, list_call, list_scope};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
 pub use granted::{Granted, Review};
@@ -204,11 +204,7 @@ impl ClusterAccess {
         label_selector: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let op = if limit.is_some() {
-            "list-first"
-        } else {
-            "list"
-        };
+        let op = list_call(limit);
         let (what, mut found) = self.matching(op, gvk, namespace, label_selector)?;
         first_by_key(&mut found, limit);
         let bytes = found.iter().map(|o| o.json.len()).sum();

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use kube::core::GroupVersionKind;
 
-use crate::capabilities::{CapabilityError, PluginCluster, Target, check_kind, check_namespace};
+use crate::capabilities::{
+    CapabilityError, PluginCluster, Target, check_kind, check_namespace, list_call,
+};
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
 use crate::metrics::plugin::{MetricError, Update};
@@ -78,15 +80,11 @@ impl HostState {
         label_selector: Option<String>,
         limit: Option<u32>,
     ) -> Result<Vec<String>, GuestError> {
-        let function = if limit.is_some() {
-            "list-first"
-        } else {
-            "list"
-        };
+        let limit = limit.map(|l| l as usize);
+        let function = list_call(limit);
         let (access, plugin) = self.parts();
         let result = (|| {
             let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
-            let limit = limit.map(|l| l as usize);
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
             let found = access?.list(&gvk, ns, selector, limit)?;
             Ok(found.iter().map(|j| j.to_string()).collect())

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
-use crate::capabilities::{CapabilityError, Declared, Target, list_scope};
+use crate::capabilities::{CapabilityError, Declared, Target, list_call, list_scope};
 use crate::contract::{ErrorCode, GuestError, Predicate, Verb};
 use crate::keys::{KeyMapping, ReconcileKey};
 use crate::kube::cache::{CachedObject, Change};
@@ -227,11 +227,7 @@ impl MemoryCluster {
         label_selector: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let op = if limit.is_some() {
-            "list-first"
-        } else {
-            "list"
-        };
+        let op = list_call(limit);
         let (what, found) = self.matching(op, gvk, namespace, label_selector)?;
         let found: Vec<String> = found
             .into_values()
