@@ -2,14 +2,16 @@
 //! and with controller-runtime (`peers/`), one after the other against the same local
 //! control plane: for bursts of Pods, the time from the burst's first create to the
 //! correct count label, the time to the last `Counted` Event, the controller process's
-//! CPU seconds over the burst, its peak RSS, and its API writes and lists per Pod
-//! (from the API server's `apiserver_request_total`); medians of rounds, and ratios to
+//! CPU seconds over the burst and those of the API server and etcd serving it, its
+//! peak RSS, and its API writes per Pod (the audit log) and lists per Pod (the API
+//! server's `apiserver_request_total`); medians of rounds, and ratios to
 //! the fastest native peer. Every controller gets the same client rate (`QPS`), so
 //! the comparison is of the controllers, not of their default rate limits.
 //!
 //! `make bench` builds the peers (`scripts/build-peers.sh`) and starts the control
 //! plane. `WCM_BENCH_BURSTS` (default `500,2000,10000`) and `WCM_BENCH_ROUNDS`
-//! (default 3) choose the work. The Pods stay Pending (the only node is tainted), so
+//! (default 3) choose the work; `WCM_BENCH_PEERS` (default `host,kube-rs,
+//! controller-runtime`) which controllers run, e.g. the host alone while profiling it. The Pods stay Pending (the only node is tainted), so
 //! no kubelet work is measured.
 
 mod pod_counting;
@@ -25,6 +27,8 @@ use wcm_control_plane::ControlPlane;
 
 /// One controller under test and how to start it.
 struct Peer {
+    /// How `WCM_BENCH_PEERS` names it.
+    key: &'static str,
     name: &'static str,
     native: bool,
     start: fn(&Path, &Path) -> Command,
@@ -36,6 +40,8 @@ struct Sample {
     converge: f64,
     last_event: f64,
     cpu: f64,
+    /// CPU seconds of the API server and etcd over the burst.
+    plane_cpu: f64,
     rss_mib: f64,
     /// The controller's writes per Pod of the burst (the API server's audit log).
     writes_per_pod: f64,
@@ -129,16 +135,19 @@ fn writes_in(audit: &Path, from: u64) -> Result<f64> {
 fn peers() -> [Peer; 3] {
     [
         Peer {
+            key: "host",
             name: "wasm-controller-manager + pod-counter",
             native: false,
             start: |plugins, _| host_command(plugins),
         },
         Peer {
+            key: "kube-rs",
             name: "kube-rs (kube-runtime)",
             native: true,
             start: |_, target| Command::new(target.join("release/kube-rs-pod-counter")),
         },
         Peer {
+            key: "controller-runtime",
             name: "controller-runtime",
             native: true,
             start: |_, target| {
@@ -148,9 +157,31 @@ fn peers() -> [Peer; 3] {
     ]
 }
 
+/// The controllers `WCM_BENCH_PEERS` names (all by default), in the report's order.
+fn chosen_peers() -> Result<Vec<Peer>> {
+    let all = peers();
+    let text = std::env::var("WCM_BENCH_PEERS").unwrap_or_default();
+    if text.trim().is_empty() {
+        return Ok(all.into());
+    }
+    let wanted: Vec<&str> = text.split(',').map(str::trim).collect();
+    if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|p| p.key == **w)) {
+        let keys: Vec<&str> = all.iter().map(|p| p.key).collect();
+        bail!(
+            "WCM_BENCH_PEERS: no controller {unknown:?} (known: {})",
+            keys.join(", ")
+        );
+    }
+    Ok(all
+        .into_iter()
+        .filter(|p| wanted.contains(&p.key))
+        .collect())
+}
+
 fn main() -> Result<()> {
     let bursts = env_list("WCM_BENCH_BURSTS", "500,2000,10000")?;
     let rounds = env_list("WCM_BENCH_ROUNDS", "3")?[0];
+    let peers = chosen_peers()?;
     let (plane, runtime, client) = connect()?;
     let plugins = tempfile::tempdir()?;
     std::fs::copy(
@@ -159,7 +190,7 @@ fn main() -> Result<()> {
     )
     .context("target/plugins/pod-counter.wasm: run `make plugins`")?;
     let target = repo("target");
-    for peer in peers().iter().filter(|p| p.native) {
+    for peer in peers.iter().filter(|p| p.native) {
         let binary = (peer.start)(plugins.path(), &target);
         if !Path::new(binary.get_program()).exists() {
             bail!(
@@ -172,15 +203,15 @@ fn main() -> Result<()> {
     runtime.block_on(mark_existing_pods(&client))?;
     println!("peers: {rounds} rounds per burst, client rate {QPS}/s for every controller");
     for burst in bursts {
-        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); 3];
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
         for _ in 0..rounds {
-            for (i, peer) in peers().iter().enumerate() {
+            for (i, peer) in peers.iter().enumerate() {
                 let command = (peer.start)(plugins.path(), &target);
                 let sample = runtime.block_on(measure(&client, plane, command, burst))?;
                 samples[i].push(sample);
             }
         }
-        report(burst, &samples);
+        report(&peers, burst, &samples);
     }
     Ok(())
 }
@@ -196,14 +227,14 @@ async fn measure(
     let baseline = stale_count(client).await?;
     let child = spawn(plane, command)?;
     let audit = plane.audit_log();
-    let result = measure_running(client, child.id(), &audit, n, baseline).await;
+    let result = measure_running(client, (plane, child.id()), &audit, n, baseline).await;
     stop(child);
     result
 }
 
 async fn measure_running(
     client: &Client,
-    pid: u32,
+    (plane, pid): (&ControlPlane, u32),
     audit: &Path,
     n: usize,
     baseline: usize,
@@ -213,6 +244,7 @@ async fn measure_running(
         .context("the controller never synced")?;
     let (namespaces, namespace) = burst_namespace(client, "bench").await?;
     let cpu_before = cpu_seconds(pid)?;
+    let plane_cpu_before = control_plane_cpu_seconds(plane)?;
     let lists_before = api_lists(client).await?;
     let audit_from = audit_mark(audit)?;
     let start = Instant::now();
@@ -226,6 +258,7 @@ async fn measure_running(
         .context("Events missing")?;
     let last_event = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu_before;
+    let plane_cpu = control_plane_cpu_seconds(plane)? - plane_cpu_before;
     let rss_mib = peak_rss_mib(pid)?;
     let lists_per_pod = (api_lists(client).await? - lists_before) / n as f64;
     let writes_per_pod = controller_writes(audit, &audit_from)? / n as f64;
@@ -234,6 +267,7 @@ async fn measure_running(
         converge,
         last_event,
         cpu,
+        plane_cpu,
         rss_mib,
         writes_per_pod,
         lists_per_pod,
@@ -243,13 +277,13 @@ async fn measure_running(
 /// A column of the report: its title and what it reads of a sample.
 type Column = (&'static str, fn(&Sample) -> f64);
 
-fn report(burst: usize, samples: &[Vec<Sample>]) {
-    let peers = peers();
+fn report(peers: &[Peer], burst: usize, samples: &[Vec<Sample>]) {
     let metric = |i: usize, f: fn(&Sample) -> f64| median(samples[i].iter().map(f).collect());
-    let columns: [Column; 6] = [
+    let columns: [Column; 7] = [
         ("converge s", |s| s.converge),
         ("last Event s", |s| s.last_event),
         ("CPU s", |s| s.cpu),
+        ("API server CPU s", |s| s.plane_cpu),
         ("peak RSS MiB", |s| s.rss_mib),
         ("writes/Pod", |s| s.writes_per_pod),
         ("lists/Pod", |s| s.lists_per_pod),
@@ -268,8 +302,9 @@ fn report(burst: usize, samples: &[Vec<Sample>]) {
                 let best = (0..peers.len())
                     .filter(|j| peers[*j].native)
                     .map(|j| metric(j, *f))
-                    .fold(f64::MAX, f64::min);
-                format!("{:>18}", format!("{value:9.2} ({:4.2}×)", value / best))
+                    .reduce(f64::min);
+                let ratio = best.map_or("  – ".into(), |b| format!("{:4.2}", value / b));
+                format!("{:>18}", format!("{value:9.2} ({ratio}×)"))
             })
             .collect();
         println!("{:40} {}", peer.name, cells.join(" "));

@@ -386,6 +386,36 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
 }
 
 #[tokio::test]
+async fn a_repeat_of_an_event_the_api_server_no_longer_has_is_recorded_anew() -> Result<()> {
+    let ns = TestNamespace::create("cap-event-gone").await?;
+    create_config_map(&ns.client(), ns.name(), "web", "web").await?;
+    let mut state = state_for(ns.name(), ns.client()).await?;
+    let checked = || {
+        event_args(
+            config_map(ns.name(), "web"),
+            EventType::Normal,
+            "Checked".into(),
+            "looked at it".into(),
+        )
+    };
+    state.record_event(checked()).await.map_err(anyhow_wit)?;
+    // The Event expires (the API server's --event-ttl) or someone deletes it.
+    let events: Api<Event> = Api::namespaced(ns.client(), ns.name());
+    events
+        .delete_collection(&Default::default(), &ListParams::default())
+        .await?;
+    state.record_event(checked()).await.map_err(anyhow_wit)?;
+    let found = events.list(&ListParams::default()).await?.items;
+    assert_eq!(found.len(), 1, "the repeat is recorded: {found:?}");
+    assert_eq!(found[0].note.as_deref(), Some("looked at it"));
+    assert_eq!(
+        found[0].series, None,
+        "a new Event, not a series of a lost one"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<()> {
     let ns = TestNamespace::create("cap-leader").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;

@@ -227,6 +227,18 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok(ticks / 100.0)
 }
 
+/// CPU seconds the API server and etcd of `plane` have used so far: what serving a
+/// controller's requests and watches costs the control plane.
+pub fn control_plane_cpu_seconds(plane: &ControlPlane) -> Result<f64> {
+    let mut total = 0.0;
+    for component in ["kube-apiserver", "etcd"] {
+        let file = plane.state_dir().join(format!("{component}.pid"));
+        let pid = std::fs::read_to_string(&file).with_context(|| format!("{file:?}"))?;
+        total += cpu_seconds(pid.trim().parse()?)?;
+    }
+    Ok(total)
+}
+
 /// Peak resident memory (`VmHWM`) in MiB.
 pub fn peak_rss_mib(pid: u32) -> Result<f64> {
     proc_status_mib(pid, "VmHWM:")

@@ -205,8 +205,19 @@ impl ClusterAccess {
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
         let op = list_call(limit);
-        let (what, mut found) = self.matching(op, gvk, namespace, label_selector)?;
-        first_by_key(&mut found, limit);
+        let (what, caches, wanted) = self.scope(op, gvk, namespace, label_selector)?;
+        let found = match caches.as_slice() {
+            [one] => one.cache().with_objects(|objects| {
+                let mut found: Vec<&Arc<CachedObject>> = objects.filter(|o| wanted(o)).collect();
+                first_by_key(&mut found, limit);
+                found.into_iter().cloned().collect()
+            }),
+            several => {
+                let mut found = matching_in(several, &wanted);
+                first_by_key(&mut found, limit);
+                found
+            }
+        };
         let bytes = found.iter().map(|o| o.json.len()).sum();
         self.declared
             .check_result_size(&format!("{op} {what}"), bytes)?;
@@ -220,38 +231,51 @@ impl ClusterAccess {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<usize, CapabilityError> {
-        Ok(self
-            .matching("count", gvk, namespace, label_selector)?
-            .1
-            .len())
+        let (_, caches, wanted) = self.scope("count", gvk, namespace, label_selector)?;
+        Ok(match caches.as_slice() {
+            [one] => (one.cache()).with_objects(|objects| objects.filter(|o| wanted(o)).count()),
+            several => matching_in(several, &wanted).len(),
+        })
     }
 
-    /// The cached objects `list` and `count` see, each once (two watches may hold the
-    /// same object), in no order; and the scope's description for errors.
-    fn matching(
-        &self,
+    /// What `list` and `count` read: the scope's description for errors, the readable
+    /// caches, and which of their objects are wanted.
+    fn scope<'a>(
+        &'a self,
         op: &str,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
         label_selector: Option<&str>,
-    ) -> Result<(String, Vec<Arc<CachedObject>>), CapabilityError> {
+    ) -> Result<ListScope<'a>, CapabilityError> {
         let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
         let caches = self.readable_caches(op, &what, gvk, namespace)?;
-        let several = caches.len() > 1;
-        let mut found: Vec<Arc<CachedObject>> = (caches.into_iter())
-            .flat_map(|informer| {
-                informer.cache().list(|o| {
-                    namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns))
-                        && selector.matches(&o.labels)
-                })
-            })
-            .collect();
-        if several {
-            found.sort_unstable_by(|a, b| by_key(a, b));
-            found.dedup_by(|a, b| by_key(a, b).is_eq());
-        }
-        Ok((what, found))
+        let wanted = move |o: &CachedObject| {
+            namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns))
+                && selector.matches(&o.labels)
+        };
+        Ok((what, caches, Box::new(wanted)))
     }
+}
+
+/// A listing's description, its caches and which of their objects it wants.
+type ListScope<'a> = (
+    String,
+    Vec<&'a Arc<Informer>>,
+    Box<dyn Fn(&CachedObject) -> bool + 'a>,
+);
+
+/// The wanted objects of several caches, each once (two watches may hold the same
+/// object), by namespace and name.
+fn matching_in(
+    caches: &[&Arc<Informer>],
+    wanted: &dyn Fn(&CachedObject) -> bool,
+) -> Vec<Arc<CachedObject>> {
+    let mut found: Vec<Arc<CachedObject>> = (caches.iter())
+        .flat_map(|informer| informer.cache().list(wanted))
+        .collect();
+    found.sort_unstable_by(|a, b| by_key(a, b));
+    found.dedup_by(|a, b| by_key(a, b).is_eq());
+    found
 }
 
 /// Orders cached objects by namespace, then name.
@@ -261,16 +285,17 @@ fn by_key(a: &CachedObject, b: &CachedObject) -> std::cmp::Ordering {
 
 /// Keeps the first `limit` of `objects` by namespace and name (all if none), sorted:
 /// a batch of a few out of thousands is selected, not the thousands sorted.
-fn first_by_key(objects: &mut Vec<Arc<CachedObject>>, limit: Option<usize>) {
+fn first_by_key<T: AsRef<CachedObject>>(objects: &mut Vec<T>, limit: Option<usize>) {
+    let order = |a: &T, b: &T| by_key(a.as_ref(), b.as_ref());
     if let Some(limit) = limit.filter(|&l| l < objects.len()) {
         if limit == 0 {
             objects.clear();
             return;
         }
-        objects.select_nth_unstable_by(limit - 1, |a, b| by_key(a, b));
+        objects.select_nth_unstable_by(limit - 1, order);
         objects.truncate(limit);
     }
-    objects.sort_unstable_by(|a, b| by_key(a, b));
+    objects.sort_unstable_by(order);
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! newer than anything cached, and until the watch reaches it the older events it
 //! still delivers for that object must not replace it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -145,8 +145,11 @@ struct Entries {
     objects: HashMap<ObjectKey, Arc<CachedObject>>,
     /// Written copies waiting for their watch event, by object.
     written: HashMap<ObjectKey, WrittenCopy>,
-    /// The last (object, version) pairs the watch delivered, oldest first.
+    /// The last (object, version) pairs the watch delivered, oldest first, and the
+    /// same pairs as a set: a plugin's write asks whether its version was delivered,
+    /// and scanning thousands of pairs per write was a hot spot in bursts.
     seen: VecDeque<(ObjectKey, String)>,
+    seen_set: HashSet<(ObjectKey, String)>,
 }
 
 impl Entries {
@@ -154,14 +157,20 @@ impl Entries {
         let Some(version) = &obj.resource_version else {
             return;
         };
-        if self.seen.len() == SEEN_VERSIONS {
-            self.seen.pop_front();
+        let pair = (obj.key(), version.clone());
+        if !self.seen_set.insert(pair.clone()) {
+            return; // a relist delivers what the watch did
         }
-        self.seen.push_back((obj.key(), version.clone()));
+        if self.seen.len() == SEEN_VERSIONS
+            && let Some(oldest) = self.seen.pop_front()
+        {
+            self.seen_set.remove(&oldest);
+        }
+        self.seen.push_back(pair);
     }
 
     fn has_seen(&self, key: &ObjectKey, version: &str) -> bool {
-        self.seen.iter().any(|(k, v)| v == version && k == key)
+        self.seen_set.contains(&(key.clone(), version.to_string()))
     }
 }
 
@@ -196,6 +205,15 @@ impl ObjectCache {
             .filter(|o| filter(o))
             .cloned()
             .collect()
+    }
+
+    /// `read` applied to every object held, under one read lock: a count or a
+    /// selection of a few reads thousands of objects without cloning each.
+    pub fn with_objects<R>(
+        &self,
+        read: impl FnOnce(&mut dyn Iterator<Item = &Arc<CachedObject>>) -> R,
+    ) -> R {
+        read(&mut self.read().objects.values())
     }
 
     /// Number of objects held.

@@ -1,9 +1,17 @@
-//! Event recording for plugins (events.k8s.io/v1), through kube-runtime's `Recorder`.
+//! Event recording for plugins (events.k8s.io/v1): a new Event, or a repeat folded into
+//! the Event's series.
+
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tokio::time::Instant;
 
+use super::event_series::{EventKey, SeriesCache};
 use crate::contract::EventRecord;
 
 /// `action` of an Event whose plugin named none (every Event of a 0.2 plugin): the
@@ -33,11 +41,15 @@ pub enum EventError {
 }
 
 /// Records Events as one plugin: `reportingController` is the plugin's name and
-/// `reportingInstance` this host. Repeats of the same (object, type, reason) within
-/// a few minutes are folded into one Event with a growing series count.
+/// `reportingInstance` this host. Repeats of the same (object, type, reason, action)
+/// within a few minutes are folded into one Event with a growing series count, as
+/// client-go's recorder does.
 #[derive(Clone)]
 pub struct PluginRecorder {
-    recorder: Recorder,
+    client: Client,
+    controller: String,
+    instance: String,
+    series: Arc<Mutex<SeriesCache>>,
 }
 
 impl std::fmt::Debug for PluginRecorder {
@@ -49,12 +61,11 @@ impl std::fmt::Debug for PluginRecorder {
 impl PluginRecorder {
     /// A recorder for `plugin` running on host `instance`.
     pub fn new(client: Client, plugin: &str, instance: &str) -> PluginRecorder {
-        let reporter = Reporter {
-            controller: plugin.to_string(),
-            instance: Some(instance.to_string()),
-        };
         PluginRecorder {
-            recorder: Recorder::new(client, reporter),
+            client,
+            controller: plugin.to_string(),
+            instance: instance.to_string(),
+            series: Arc::default(),
         }
     }
 
@@ -73,7 +84,9 @@ impl PluginRecorder {
         Ok(())
     }
 
-    /// Publishes one Event about `regarding`, `related` as its second object.
+    /// Publishes one Event about `regarding`, `related` as its second object: extends
+    /// the series of the same Event seen within the window, else creates one (also
+    /// when the API server no longer has the Event the series was of).
     pub async fn record(
         &self,
         regarding: &ObjectReference,
@@ -81,21 +94,82 @@ impl PluginRecorder {
         e: &EventRecord,
     ) -> Result<(), EventError> {
         PluginRecorder::check(&e.reason, &e.action, &e.note)?;
-        let event = Event {
-            type_: if e.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: e.reason.clone(),
-            note: (!e.note.is_empty()).then(|| e.note.clone()),
-            action: match e.action.is_empty() {
-                true => ACTION.to_string(),
-                false => e.action.clone(),
-            },
-            secondary: related,
+        let action = match e.action.is_empty() {
+            true => ACTION,
+            false => e.action.as_str(),
         };
-        self.recorder.publish(&event, regarding).await?;
+        let key = EventKey {
+            warning: e.warning,
+            action: action.to_string(),
+            reason: e.reason.clone(),
+            regarding: regarding.into(),
+            related: related.as_ref().map(Into::into),
+        };
+        let namespace = regarding.namespace.as_deref().unwrap_or("default");
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let now = Instant::now();
+        let repeat = self.cache().repeat_of(&key, now);
+        if let Some((name, count)) = repeat {
+            match extend_series(&api, &name, count).await {
+                Ok(()) => {
+                    self.cache().published(key, name, count, now);
+                    return Ok(());
+                }
+                Err(kube::Error::Api(gone)) if gone.code == 404 => self.cache().forget(&key),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        let event = self.new_event(regarding, related, e, action, namespace);
+        let created = api.create(&PostParams::default(), &event).await?;
+        let name = created.metadata.name.unwrap_or_default();
+        self.cache().published(key, name, 1, now);
         Ok(())
     }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, SeriesCache> {
+        self.series.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new Event, named after its object and the time, as kube-runtime names them.
+    fn new_event(
+        &self,
+        regarding: &ObjectReference,
+        related: Option<ObjectReference>,
+        e: &EventRecord,
+        action: &str,
+        namespace: &str,
+    ) -> Event {
+        let now = Timestamp::now();
+        let object = regarding.name.as_deref().unwrap_or(&self.controller);
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{object}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace.to_string()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(if e.warning { "Warning" } else { "Normal" }.to_string()),
+            reason: Some(e.reason.clone()),
+            action: Some(action.to_string()),
+            note: (!e.note.is_empty()).then(|| e.note.clone()),
+            regarding: Some(regarding.clone()),
+            related,
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Event::default()
+        }
+    }
+}
+
+/// Extends the series of Event `name` to `count` observations, the last one now: a
+/// merge patch of the series alone, as client-go sends it.
+async fn extend_series(api: &Api<Event>, name: &str, count: i32) -> Result<(), kube::Error> {
+    let series = EventSeries {
+        count,
+        last_observed_time: MicroTime(Timestamp::now()),
+    };
+    let patch = serde_json::json!({ "series": series });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
 }

@@ -5,6 +5,7 @@ pub mod access;
 pub mod cache;
 pub mod discovery;
 pub mod event_filter;
+pub mod event_series;
 pub mod events;
 pub mod field_selector;
 pub mod finalizers;
