@@ -50,7 +50,7 @@ fn measure(pods: usize) -> anyhow::Result<()> {
             for text in &raw {
                 let mut obj: DynamicObject = serde_json::from_str(text)?;
                 if metadata_only {
-                    obj = metadata_of(obj, &gvk);
+                    obj = metadata_of(obj.metadata, &gvk);
                 }
                 cache.apply(Arc::new(CachedObject::from_dynamic(obj)?));
             }

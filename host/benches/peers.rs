@@ -11,7 +11,8 @@
 //! `make bench` builds the peers (`scripts/build-peers.sh`) and starts the control
 //! plane. `WCM_BENCH_BURSTS` (default `500,2000,10000`) and `WCM_BENCH_ROUNDS`
 //! (default 3) choose the work; `WCM_BENCH_PEERS` (default `host,kube-rs,
-//! controller-runtime`) which controllers run, e.g. the host alone while profiling it. The Pods stay Pending (the only node is tainted), so
+//! controller-runtime`) which controllers run, e.g. the host alone while profiling it,
+//! or `host-shared-identity` (the host without impersonating plugins) beside `host`. The Pods stay Pending (the only node is tainted), so
 //! no kubelet work is measured.
 
 mod pod_counting;
@@ -29,6 +30,8 @@ use wcm_control_plane::ControlPlane;
 struct Peer {
     /// How `WCM_BENCH_PEERS` names it.
     key: &'static str,
+    /// Whether it runs when `WCM_BENCH_PEERS` names none.
+    by_default: bool,
     name: &'static str,
     native: bool,
     start: fn(&Path, &Path) -> Command,
@@ -132,22 +135,37 @@ fn writes_in(audit: &Path, from: u64) -> Result<f64> {
     Ok(writes)
 }
 
-fn peers() -> [Peer; 3] {
+fn peers() -> [Peer; 4] {
     [
         Peer {
             key: "host",
+            by_default: true,
             name: "wasm-controller-manager + pod-counter",
             native: false,
             start: |plugins, _| host_command(plugins),
         },
+        // What impersonating the plugin's ServiceAccount costs the API server.
+        Peer {
+            key: "host-shared-identity",
+            by_default: false,
+            name: "host, --impersonate-plugins=false",
+            native: false,
+            start: |plugins, _| {
+                let mut c = host_command(plugins);
+                c.arg("--impersonate-plugins=false");
+                c
+            },
+        },
         Peer {
             key: "kube-rs",
+            by_default: true,
             name: "kube-rs (kube-runtime)",
             native: true,
             start: |_, target| Command::new(target.join("release/kube-rs-pod-counter")),
         },
         Peer {
             key: "controller-runtime",
+            by_default: true,
             name: "controller-runtime",
             native: true,
             start: |_, target| {
@@ -162,7 +180,7 @@ fn chosen_peers() -> Result<Vec<Peer>> {
     let all = peers();
     let text = std::env::var("WCM_BENCH_PEERS").unwrap_or_default();
     if text.trim().is_empty() {
-        return Ok(all.into());
+        return Ok(all.into_iter().filter(|p| p.by_default).collect());
     }
     let wanted: Vec<&str> = text.split(',').map(str::trim).collect();
     if let Some(unknown) = wanted.iter().find(|w| !all.iter().any(|p| p.key == **w)) {

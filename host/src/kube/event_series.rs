@@ -2,17 +2,16 @@
 //! series instead of creating another (events.k8s.io/v1 semantics, as client-go's
 //! event recorder folds isomorphic Events).
 //!
-//! Written here rather than taken from kube-runtime's `Recorder`: that one scans its
-//! whole cache on every publish to drop old entries, so a burst of N distinct Events
-//! costs O(N²) (at 10,000 Pods it was a fifth of the host's CPU; docs/benchmarks.md).
-//! This cache expires entries in the order they were last seen, in amortised O(1),
-//! and keeps a bounded number of them.
+//! Not kube-runtime's `Recorder`: that one scans its whole cache on every publish to
+//! drop old entries, so a burst of N distinct Events costs O(N²) (at 10,000 Pods it
+//! was a fifth of the host's CPU; docs/benchmarks.md), and its cache has no bound.
+//! This one is an LRU of bounded size whose entries expire when looked up.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use lru::LruCache;
 use tokio::time::Instant;
 
 /// How long after an Event was last seen a repeat still extends its series.
@@ -72,34 +71,41 @@ pub struct Published {
 }
 
 /// The recently published Events of one reporter.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SeriesCache {
-    entries: HashMap<EventKey, Published>,
-    /// Every observation's window end, oldest first; an entry seen again has a later
-    /// record, and its earlier ones are skipped when they come up.
-    expiry: VecDeque<(Instant, EventKey)>,
+    entries: LruCache<EventKey, Published>,
+}
+
+impl Default for SeriesCache {
+    fn default() -> Self {
+        SeriesCache {
+            entries: LruCache::new(NonZeroUsize::new(SERIES_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
+        }
+    }
 }
 
 impl SeriesCache {
     /// The Event `key` would extend if it is seen at `now`: its name and the count the
     /// series has with this observation. None if it was not seen within the window.
     pub fn repeat_of(&mut self, key: &EventKey, now: Instant) -> Option<(String, i32)> {
-        self.expire(now);
-        (self.entries.get(key)).map(|p| (p.name.clone(), p.count.saturating_add(1)))
+        let published = self.entries.get(key)?;
+        if published.until <= now {
+            self.entries.pop(key);
+            return None;
+        }
+        Some((published.name.clone(), published.count.saturating_add(1)))
     }
 
     /// Notes that the Event `key` was published (created or extended) as `name`, seen
     /// `count` times, at `now`.
     pub fn published(&mut self, key: EventKey, name: String, count: i32, now: Instant) {
         let until = now + SERIES_WINDOW;
-        self.expiry.push_back((until, key.clone()));
-        self.entries.insert(key, Published { name, count, until });
-        self.expire(now);
+        self.entries.put(key, Published { name, count, until });
     }
 
     /// Forgets `key` (the API server no longer has its Event).
     pub fn forget(&mut self, key: &EventKey) {
-        self.entries.remove(key);
+        self.entries.pop(key);
     }
 
     /// How many distinct Events are remembered.
@@ -110,25 +116,6 @@ impl SeriesCache {
     /// Whether no Event is remembered.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-
-    /// Drops entries whose window closed by `now`, and the least recently seen ones
-    /// beyond [`SERIES_CAPACITY`].
-    fn expire(&mut self, now: Instant) {
-        while let Some((until, _)) = self.expiry.front() {
-            let over = self.entries.len() > SERIES_CAPACITY;
-            if *until > now && !over {
-                break;
-            }
-            let Some((until, key)) = self.expiry.pop_front() else {
-                break;
-            };
-            if let Entry::Occupied(entry) = self.entries.entry(key)
-                && entry.get().until == until
-            {
-                entry.remove();
-            }
-        }
     }
 }
 
@@ -176,7 +163,11 @@ mod tests {
         let later = t0 + SERIES_WINDOW;
         assert_eq!(cache.repeat_of(&key("a"), later), None);
         assert_eq!(cache.repeat_of(&key("b"), later), Some(("b.1".into(), 2)));
-        assert_eq!(cache.len(), 1, "the expired entry is dropped, not kept");
+        assert_eq!(
+            cache.len(),
+            1,
+            "the expired entry is dropped when looked up"
+        );
     }
 
     #[test]
@@ -195,12 +186,26 @@ mod tests {
         let mut cache = SeriesCache::default();
         let now = Instant::now();
         cache.published(key("first"), "first.1".into(), 1, now);
-        for i in 0..SERIES_CAPACITY {
+        cache.published(key("seen again"), "again.1".into(), 1, now);
+        for i in 0..SERIES_CAPACITY - 2 {
+            cache.published(key(&i.to_string()), format!("{i}.1"), 1, now);
+        }
+        assert!(cache.repeat_of(&key("first"), now).is_some(), "still held");
+        for i in SERIES_CAPACITY - 2..SERIES_CAPACITY {
             cache.published(key(&i.to_string()), format!("{i}.1"), 1, now);
         }
         assert_eq!(cache.len(), SERIES_CAPACITY);
-        assert_eq!(cache.repeat_of(&key("first"), now), None);
-        assert!(cache.repeat_of(&key("0"), now).is_some());
+        assert!(
+            cache.repeat_of(&key("first"), now).is_some(),
+            "looked up, so kept"
+        );
+        assert_eq!(
+            cache.repeat_of(&key("seen again"), now),
+            None,
+            "least recent"
+        );
+        assert_eq!(cache.repeat_of(&key("0"), now), None, "next least recent");
+        assert!(cache.repeat_of(&key("1"), now).is_some());
     }
 
     #[test]

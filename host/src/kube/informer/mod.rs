@@ -239,7 +239,8 @@ impl Informer {
             return;
         }
         let obj = match self.scope.metadata_only {
-            true => metadata_of(obj.clone(), &self.scope.gvk),
+            // The metadata alone is copied: a written Pod's spec and status are most of it.
+            true => metadata_of(obj.metadata.clone(), &self.scope.gvk),
             false => obj.clone(),
         };
         match CachedObject::from_dynamic(obj) {

@@ -6,7 +6,7 @@ use std::sync::Weak;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube::core::{DynamicResourceScope, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -29,13 +29,13 @@ where
 
 /// An object as a metadata-only informer holds it: `apiVersion` and `kind` of the
 /// watched kind (as controller-runtime's metadata cache has them) and its metadata.
-pub fn metadata_of(obj: DynamicObject, gvk: &GroupVersionKind) -> DynamicObject {
+pub fn metadata_of(metadata: ObjectMeta, gvk: &GroupVersionKind) -> DynamicObject {
     DynamicObject {
         types: Some(kube::api::TypeMeta {
             api_version: gvk.api_version(),
             kind: gvk.kind.clone(),
         }),
-        metadata: obj.metadata,
+        metadata,
         data: serde_json::Value::Object(Default::default()),
     }
 }
@@ -55,12 +55,7 @@ impl Watched for DynamicObject {
 
 impl Watched for PartialObjectMeta<DynamicObject> {
     fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject {
-        let obj = DynamicObject {
-            types: None,
-            metadata: self.metadata,
-            data: serde_json::Value::Null,
-        };
-        metadata_of(obj, gvk)
+        metadata_of(self.metadata, gvk)
     }
 }
 
