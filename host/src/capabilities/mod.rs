@@ -9,6 +9,7 @@
 mod declared;
 mod error;
 mod granted;
+mod listing;
 mod object_writes;
 mod plugin_cluster;
 mod target;
@@ -18,6 +19,7 @@ pub use declared::{Declared, grants, list_call, list_scope};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
 pub use granted::{Granted, Review};
+use listing::Listing;
 pub(crate) use object_writes::{object_target, patch_value, patch_verb, require_version};
 pub use plugin_cluster::PluginCluster;
 pub use target::{Target, check_kind, check_namespace};
@@ -27,11 +29,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::Client;
-use kube::core::{GroupVersionKind, SelectorExt};
+use kube::core::GroupVersionKind;
 
 use crate::budget::PluginBudget;
 use crate::contract::Verb;
-use crate::kube::cache::CachedObject;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::leader::LeaderGate;
@@ -205,22 +206,11 @@ impl ClusterAccess {
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
         let op = list_call(limit);
-        let (what, caches, wanted) = self.scope(op, gvk, namespace, label_selector)?;
-        let found = match caches.as_slice() {
-            [one] => one.cache().with_objects(|objects| {
-                let mut found: Vec<&Arc<CachedObject>> = objects.filter(|o| wanted(o)).collect();
-                first_by_key(&mut found, limit);
-                found.into_iter().cloned().collect()
-            }),
-            several => {
-                let mut found = matching_in(several, &wanted);
-                first_by_key(&mut found, limit);
-                found
-            }
-        };
+        let listing = self.listing(op, gvk, namespace, label_selector)?;
+        let found = listing.first(limit);
         let bytes = found.iter().map(|o| o.json.len()).sum();
         self.declared
-            .check_result_size(&format!("{op} {what}"), bytes)?;
+            .check_result_size(&format!("{op} {}", listing.what), bytes)?;
         Ok(found.into_iter().map(|o| o.json.clone()).collect())
     }
 
@@ -231,122 +221,27 @@ impl ClusterAccess {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<usize, CapabilityError> {
-        let (_, caches, wanted) = self.scope("count", gvk, namespace, label_selector)?;
-        let everything = namespace.is_none() && label_selector.is_none_or(str::is_empty);
-        Ok(match caches.as_slice() {
-            // A recount of a whole kind (pod-counter's, in every reconcile) reads none.
-            [one] if everything => one.cache().len(),
-            [one] => (one.cache()).with_objects(|objects| objects.filter(|o| wanted(o)).count()),
-            several => matching_in(several, &wanted).len(),
-        })
+        Ok(self
+            .listing("count", gvk, namespace, label_selector)?
+            .count())
     }
 
-    /// What `list` and `count` read: the scope's description for errors, the readable
-    /// caches, and which of their objects are wanted.
-    fn scope<'a>(
+    /// What a `list`, `list-first` or `count` (`op`) reads: the readable caches of
+    /// `gvk` and which of their objects it wants.
+    fn listing<'a>(
         &'a self,
         op: &str,
         gvk: &'a GroupVersionKind,
         namespace: Option<&'a str>,
         label_selector: Option<&str>,
-    ) -> Result<ListScope<'a>, CapabilityError> {
+    ) -> Result<Listing<'a>, CapabilityError> {
         let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
         let caches = self.readable_caches(op, &what, gvk, namespace)?;
-        let wanted = move |o: &CachedObject| {
-            namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns))
-                && selector.matches(&o.labels)
-        };
-        Ok((what, caches, Box::new(wanted)))
-    }
-}
-
-/// A listing's description, its caches and which of their objects it wants.
-type ListScope<'a> = (
-    String,
-    Vec<&'a Arc<Informer>>,
-    Box<dyn Fn(&CachedObject) -> bool + 'a>,
-);
-
-/// The wanted objects of several caches, each once (two watches may hold the same
-/// object), by namespace and name.
-fn matching_in(
-    caches: &[&Arc<Informer>],
-    wanted: &dyn Fn(&CachedObject) -> bool,
-) -> Vec<Arc<CachedObject>> {
-    let mut found: Vec<Arc<CachedObject>> = (caches.iter())
-        .flat_map(|informer| informer.cache().list(wanted))
-        .collect();
-    found.sort_unstable_by(|a, b| by_key(a, b));
-    found.dedup_by(|a, b| by_key(a, b).is_eq());
-    found
-}
-
-/// Orders cached objects by namespace, then name.
-fn by_key(a: &CachedObject, b: &CachedObject) -> std::cmp::Ordering {
-    (a.namespace.as_deref(), a.name.as_str()).cmp(&(b.namespace.as_deref(), b.name.as_str()))
-}
-
-/// Keeps the first `limit` of `objects` by namespace and name (all if none), sorted:
-/// a batch of a few out of thousands is selected, not the thousands sorted.
-fn first_by_key<T: AsRef<CachedObject>>(objects: &mut Vec<T>, limit: Option<usize>) {
-    let order = |a: &T, b: &T| by_key(a.as_ref(), b.as_ref());
-    if let Some(limit) = limit.filter(|&l| l < objects.len()) {
-        if limit == 0 {
-            objects.clear();
-            return;
-        }
-        objects.select_nth_unstable_by(limit - 1, order);
-        objects.truncate(limit);
-    }
-    objects.sort_unstable_by(order);
-}
-
-#[cfg(test)]
-mod tests {
-    use kube::api::{ApiResource, DynamicObject};
-
-    use super::*;
-
-    fn pods(names: &[(&str, &str)]) -> Vec<Arc<CachedObject>> {
-        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
-        let pod = |(ns, name): &(&str, &str)| {
-            let obj = DynamicObject::new(name, &resource).within(ns);
-            Arc::new(CachedObject::from_dynamic(obj).expect("serialisable"))
-        };
-        names.iter().map(pod).collect()
-    }
-
-    fn keys(objects: &[Arc<CachedObject>]) -> Vec<String> {
-        let key =
-            |o: &Arc<CachedObject>| format!("{}/{}", o.namespace.as_deref().unwrap_or(""), o.name);
-        objects.iter().map(key).collect()
-    }
-
-    const UNSORTED: [(&str, &str); 5] = [
-        ("b", "p1"),
-        ("a", "p9"),
-        ("a", "p10"),
-        ("c", "p0"),
-        ("a", "p2"),
-    ];
-
-    #[test]
-    fn the_first_few_are_the_smallest_keys_in_order() {
-        let mut objects = pods(&UNSORTED);
-        first_by_key(&mut objects, Some(3));
-        assert_eq!(keys(&objects), ["a/p10", "a/p2", "a/p9"]);
-    }
-
-    #[test]
-    fn no_limit_or_a_large_one_sorts_all_and_zero_keeps_none() {
-        let all = ["a/p10", "a/p2", "a/p9", "b/p1", "c/p0"];
-        for limit in [None, Some(5), Some(1_000)] {
-            let mut objects = pods(&UNSORTED);
-            first_by_key(&mut objects, limit);
-            assert_eq!(keys(&objects), all, "{limit:?}");
-        }
-        let mut objects = pods(&UNSORTED);
-        first_by_key(&mut objects, Some(0));
-        assert!(objects.is_empty());
+        Ok(Listing {
+            what,
+            caches,
+            namespace,
+            selector,
+        })
     }
 }

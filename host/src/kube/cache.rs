@@ -11,12 +11,14 @@
 //! newer than anything cached, and until the watch reaches it the older events it
 //! still delivers for that object must not replace it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DynamicObject;
+use lru::LruCache;
 use tokio::time::Instant;
 
 /// Namespace (none for cluster-scoped) and name of a cached object.
@@ -140,16 +142,25 @@ struct WrittenCopy {
     delivered: Arc<CachedObject>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Entries {
     objects: HashMap<ObjectKey, Arc<CachedObject>>,
     /// Written copies waiting for their watch event, by object.
     written: HashMap<ObjectKey, WrittenCopy>,
-    /// The last (object, version) pairs the watch delivered, oldest first, and the
-    /// same pairs as a set: a plugin's write asks whether its version was delivered,
-    /// and scanning thousands of pairs per write was a hot spot in bursts.
-    seen: VecDeque<(ObjectKey, String)>,
-    seen_set: HashSet<(ObjectKey, String)>,
+    /// The last (object, version) pairs the watch delivered; the oldest is forgotten
+    /// first. A plugin's write asks whether its version was delivered: a lookup, not
+    /// a scan (scanning thousands of pairs per write was a hot spot in bursts).
+    seen: LruCache<(ObjectKey, String), ()>,
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Entries {
+            objects: HashMap::new(),
+            written: HashMap::new(),
+            seen: LruCache::new(NonZeroUsize::new(SEEN_VERSIONS).unwrap_or(NonZeroUsize::MIN)),
+        }
+    }
 }
 
 impl Entries {
@@ -158,19 +169,14 @@ impl Entries {
             return;
         };
         let pair = (obj.key(), version.clone());
-        if !self.seen_set.insert(pair.clone()) {
-            return; // a relist delivers what the watch did
+        // Kept in delivery order: a relist delivering a pair again does not renew it.
+        if !self.seen.contains(&pair) {
+            self.seen.put(pair, ());
         }
-        if self.seen.len() == SEEN_VERSIONS
-            && let Some(oldest) = self.seen.pop_front()
-        {
-            self.seen_set.remove(&oldest);
-        }
-        self.seen.push_back(pair);
     }
 
     fn has_seen(&self, key: &ObjectKey, version: &str) -> bool {
-        self.seen_set.contains(&(key.clone(), version.to_string()))
+        self.seen.contains(&(key.clone(), version.to_string()))
     }
 }
 

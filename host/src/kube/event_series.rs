@@ -108,14 +108,9 @@ impl SeriesCache {
         self.entries.pop(key);
     }
 
-    /// How many distinct Events are remembered.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether no Event is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 
