@@ -175,10 +175,9 @@ async fn measure_running(
     let idle_mib = sum(rss_mib)?;
     let (namespaces, namespace) = burst_namespace(client, "density").await?;
     let cpu_before = sum(cpu_seconds)?;
+    let events = arrival::events_reach(client, &namespace, n);
     create_pods(client, &namespace, n).await?;
-    until(|| counted_events(client, &namespace, n))
-        .await
-        .context("Events missing")?;
+    events.await?.context("Events missing")?;
     let sample = Sample {
         idle_mib,
         after_mib: sum(rss_mib)?,

@@ -10,10 +10,14 @@
 //!
 //! `make bench` builds the peers (`scripts/build-peers.sh`) and starts the control
 //! plane. `WCM_BENCH_BURSTS` (default `500,2000,10000`) and `WCM_BENCH_ROUNDS`
-//! (default 3) choose the work; `WCM_BENCH_PEERS` (default `host,kube-rs,
-//! controller-runtime`) which controllers run, e.g. the host alone while profiling it,
-//! or `host-shared-identity` (the host without impersonating plugins) beside `host`. The Pods stay Pending (the only node is tainted), so
-//! no kubelet work is measured.
+//! (default 9, 5 and 3 rounds by burst size) choose the work; `WCM_BENCH_PEERS`
+//! (default `host,kube-rs,controller-runtime`) which controllers run, e.g. the host
+//! alone while profiling it, or `host-shared-identity` (the host as the admin without
+//! impersonating plugins) beside `host`. Each controller acts as the ServiceAccount
+//! `wasm-controller-manager rbac` makes for it (the native peers as pod-counter's),
+//! and the times are when the API server's watches deliver the label and the last
+//! Event. The Pods stay Pending (the only node is tainted), so no kubelet work is
+//! measured.
 
 mod pod_counting;
 
@@ -23,6 +27,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use kube::Client;
+use pod_counting::identity::{HOST_ACCOUNT, Identity, POD_COUNTER_ACCOUNT};
 use pod_counting::*;
 use wcm_control_plane::ControlPlane;
 
@@ -34,6 +39,8 @@ struct Peer {
     by_default: bool,
     name: &'static str,
     native: bool,
+    /// Whom it acts as: the ServiceAccount it is deployed with.
+    identity: Identity,
     start: fn(&Path, &Path) -> Command,
 }
 
@@ -52,8 +59,9 @@ struct Sample {
     lists_per_pod: f64,
 }
 
-/// Lists the API server has answered so far, not counting the bench's own Event
-/// lists. Watches are left out: the API server counts a watch when it ends.
+/// Lists the API server has answered so far, not counting Event lists (none of the
+/// controllers lists Events). Watches are left out: the API server counts a watch
+/// when it ends.
 async fn api_lists(client: &Client) -> Result<f64> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await?;
@@ -142,14 +150,17 @@ fn peers() -> [Peer; 4] {
             by_default: true,
             name: "wasm-controller-manager + pod-counter",
             native: false,
+            identity: Identity::ServiceAccount(HOST_ACCOUNT),
             start: |plugins, _| host_command(plugins),
         },
-        // What impersonating the plugin's ServiceAccount costs the API server.
+        // What the plugin's own identity costs the API server: the host as the admin,
+        // whose requests skip RBAC, writing as itself instead of impersonating.
         Peer {
             key: "host-shared-identity",
             by_default: false,
-            name: "host, --impersonate-plugins=false",
+            name: "host as admin, --impersonate-plugins=false",
             native: false,
+            identity: Identity::Admin,
             start: |plugins, _| {
                 let mut c = host_command(plugins);
                 c.arg("--impersonate-plugins=false");
@@ -161,6 +172,7 @@ fn peers() -> [Peer; 4] {
             by_default: true,
             name: "kube-rs (kube-runtime)",
             native: true,
+            identity: Identity::ServiceAccount(POD_COUNTER_ACCOUNT),
             start: |_, target| Command::new(target.join("release/kube-rs-pod-counter")),
         },
         Peer {
@@ -168,6 +180,7 @@ fn peers() -> [Peer; 4] {
             by_default: true,
             name: "controller-runtime",
             native: true,
+            identity: Identity::ServiceAccount(POD_COUNTER_ACCOUNT),
             start: |_, target| {
                 controller_runtime_command(&target.join("peers/controller-runtime-pod-counter"))
             },
@@ -198,7 +211,11 @@ fn chosen_peers() -> Result<Vec<Peer>> {
 
 fn main() -> Result<()> {
     let bursts = env_list("WCM_BENCH_BURSTS", "500,2000,10000")?;
-    let rounds = env_list("WCM_BENCH_ROUNDS", "3")?[0];
+    let rounds: Option<usize> = std::env::var("WCM_BENCH_ROUNDS")
+        .ok()
+        .map(|r| r.trim().parse())
+        .transpose()
+        .context("WCM_BENCH_ROUNDS")?;
     let peers = chosen_peers()?;
     let (plane, runtime, client) = connect()?;
     let plugins = tempfile::tempdir()?;
@@ -219,13 +236,18 @@ fn main() -> Result<()> {
     }
     grant_plugin(plane, plugins.path())?;
     runtime.block_on(mark_existing_pods(&client))?;
-    println!("peers: {rounds} rounds per burst, client rate {QPS}/s for every controller");
+    let kubeconfigs = peers
+        .iter()
+        .map(|p| runtime.block_on(p.identity.kubeconfig(&client, plane, plugins.path())))
+        .collect::<Result<Vec<_>>>()?;
+    println!("peers: client rate {QPS}/s for every controller, each as its ServiceAccount");
     for burst in bursts {
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
-        for _ in 0..rounds {
+        for _ in 0..rounds.unwrap_or_else(|| default_rounds(burst)) {
             for (i, peer) in peers.iter().enumerate() {
                 let command = (peer.start)(plugins.path(), &target);
-                let sample = runtime.block_on(measure(&client, plane, command, burst))?;
+                let controller = (command, kubeconfigs[i].as_path());
+                let sample = runtime.block_on(measure(&client, plane, controller, burst))?;
                 samples[i].push(sample);
             }
         }
@@ -234,16 +256,27 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// Rounds per burst when `WCM_BENCH_ROUNDS` does not say: a small burst's times
+/// are a few hundred milliseconds and swing with where the burst falls in a batch of
+/// the controller's work, so it gets more rounds; they are also the cheapest.
+fn default_rounds(burst: usize) -> usize {
+    match burst {
+        0..=500 => 9,
+        501..=2000 => 5,
+        _ => 3,
+    }
+}
+
 /// One controller, one burst: start it, wait until it has synced, create the Pods,
 /// wait for the count and the last Event, read its CPU and RSS, stop it, clean up.
 async fn measure(
     client: &Client,
     plane: &ControlPlane,
-    command: Command,
+    (command, kubeconfig): (Command, &Path),
     n: usize,
 ) -> Result<Sample> {
     let baseline = stale_count(client).await?;
-    let child = spawn(plane, command)?;
+    let child = spawn_with(kubeconfig, command)?;
     let audit = plane.audit_log();
     let result = measure_running(client, (plane, child.id()), &audit, n, baseline).await;
     stop(child);
@@ -265,16 +298,14 @@ async fn measure_running(
     let plane_cpu_before = control_plane_cpu_seconds(plane)?;
     let lists_before = api_lists(client).await?;
     let audit_from = audit_mark(audit)?;
+    let label = arrival::label_reaches(client, baseline + n);
+    let events = arrival::events_reach(client, &namespace, n);
     let start = Instant::now();
     create_pods(client, &namespace, n).await?;
-    until(|| label_is(client, baseline + n))
-        .await
-        .context("the count never matched")?;
-    let converge = start.elapsed().as_secs_f64();
-    until(|| counted_events(client, &namespace, n))
-        .await
-        .context("Events missing")?;
-    let last_event = start.elapsed().as_secs_f64();
+    let converged = label.await?.context("the count never matched")?;
+    let last_event = events.await?.context("Events missing")?;
+    let converge = converged.duration_since(start).as_secs_f64();
+    let last_event = last_event.duration_since(start).as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu_before;
     let plane_cpu = control_plane_cpu_seconds(plane)? - plane_cpu_before;
     let rss_mib = peak_rss_mib(pid)?;

@@ -5,13 +5,16 @@
 
 #![allow(dead_code)] // each bench uses its own part
 
+pub mod arrival;
+pub mod identity;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -83,9 +86,14 @@ pub fn controller_runtime_command(binary: &Path) -> Command {
 }
 
 /// Starts a controller against `plane` as its admin, quietly.
-pub fn spawn(plane: &ControlPlane, mut command: Command) -> Result<Child> {
+pub fn spawn(plane: &ControlPlane, command: Command) -> Result<Child> {
+    spawn_with(plane.admin_kubeconfig(), command)
+}
+
+/// Starts a controller with `kubeconfig`, quietly.
+pub fn spawn_with(kubeconfig: &Path, mut command: Command) -> Result<Child> {
     let child = command
-        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -115,9 +123,17 @@ pub fn kubectl(plane: &ControlPlane, args: &[&str], input: Option<&[u8]>) -> Res
 }
 
 /// Applies the RBAC `wasm-controller-manager rbac` prints for the plugins (each acts
-/// as its own ServiceAccount, as deployed), in the namespace it names.
+/// as its own ServiceAccount, as deployed), in the namespace it names, and the host's
+/// ServiceAccount of `deploy/` it binds to.
 pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
     kubectl(plane, &["create", "namespace", "wcm-system"], None)?; // or it exists already
+    let host_account = repo("deploy/host/serviceaccount.yaml");
+    let host_account = host_account.to_str().context("deploy/ path")?;
+    kubectl(
+        plane,
+        &["apply", "-n", "wcm-system", "-f", host_account],
+        None,
+    )?;
     let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
         .arg("rbac")
         .arg(plugins)
@@ -169,9 +185,8 @@ pub fn rand_suffix() -> u32 {
     nanos.map(|d| d.subsec_nanos()).unwrap_or_default()
 }
 
-/// Polls `probe` until it answers or [`LIMIT`] passes: every [`POLL`], finer than
-/// `wcm_control_plane::poll_until`'s 200 ms because the time it returns at is what the
-/// bench reports.
+/// Polls `probe` until it answers or [`LIMIT`] passes, every [`POLL`]. For waits
+/// whose end is not measured; [`arrival`] times what is.
 pub async fn until<F, Fut, T>(mut probe: F) -> Option<T>
 where
     F: FnMut() -> Fut,
@@ -190,12 +205,6 @@ where
 pub async fn label_is(client: &Client, count: usize) -> Option<()> {
     let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
     (node.metadata.labels?.get(COUNT)? == &count.to_string()).then_some(())
-}
-
-pub async fn counted_events(client: &Client, namespace: &str, n: usize) -> Option<()> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let counted = ListParams::default().fields("reason=Counted");
-    (events.list_metadata(&counted).await.ok()?.items.len() >= n).then_some(())
 }
 
 pub async fn create_pods(client: &Client, namespace: &str, n: usize) -> Result<()> {
