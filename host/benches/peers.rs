@@ -3,7 +3,8 @@
 //! control plane: for bursts of Pods, the time from the burst's first create to the
 //! correct count label, the time to the last `Counted` Event, the controller process's
 //! CPU seconds over the burst and those of the API server and etcd serving it, its
-//! peak RSS, and its API writes per Pod (the audit log) and lists per Pod (the API
+//! peak RSS, its API writes per Pod with the median time the API server took over
+//! each and the controller between them (the audit log), and lists per Pod (the API
 //! server's `apiserver_request_total`); medians of rounds, and ratios to
 //! the fastest native peer. Every controller gets the same client rate (`QPS`), so
 //! the comparison is of the controllers, not of their default rate limits.
@@ -12,12 +13,12 @@
 //! plane. `WCM_BENCH_BURSTS` (default `500,2000,10000`) and `WCM_BENCH_ROUNDS`
 //! (default 9, 5 and 3 rounds by burst size) choose the work; `WCM_BENCH_PEERS`
 //! (default `host,kube-rs,controller-runtime`) which controllers run, e.g. the host
-//! alone while profiling it, or `host-shared-identity` (the host as the admin without
-//! impersonating plugins) beside `host`. Each controller acts as the ServiceAccount
-//! `wasm-controller-manager rbac` makes for it (the native peers as pod-counter's),
-//! and the times are when the API server's watches deliver the label and the last
-//! Event. The Pods stay Pending (the only node is tainted), so no kubelet work is
-//! measured.
+//! alone while profiling it, or `host-shared-identity` (the host writing as itself,
+//! granted the plugin's rights, instead of impersonating it) beside `host`. Each
+//! controller acts as the ServiceAccount `wasm-controller-manager rbac` makes for it
+//! (the native peers as pod-counter's), and the times are when the API server's
+//! watches deliver the label and the last Event. The Pods stay Pending (the only node
+//! is tainted), so no kubelet work is measured.
 
 mod pod_counting;
 
@@ -27,6 +28,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use kube::Client;
+use pod_counting::audit::{AuditMark, Writes};
 use pod_counting::identity::{HOST_ACCOUNT, Identity, POD_COUNTER_ACCOUNT};
 use pod_counting::*;
 use wcm_control_plane::ControlPlane;
@@ -44,6 +46,16 @@ struct Peer {
     start: fn(&Path, &Path) -> Command,
 }
 
+/// Grants the host's ServiceAccount pod-counter's rights, for `host-shared-identity`.
+const SHARED_IDENTITY_BINDING: &str = r#"{
+  "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+  "metadata": {"name": "bench-host-shared-identity"},
+  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+              "name": "wcm-plugin-pod-counter"},
+  "subjects": [{"kind": "ServiceAccount", "name": "wasm-controller-manager",
+                "namespace": "wcm-system"}]
+}"#;
+
 /// What one round of one burst measured of one controller.
 #[derive(Clone, Copy)]
 struct Sample {
@@ -55,6 +67,10 @@ struct Sample {
     rss_mib: f64,
     /// The controller's writes per Pod of the burst (the API server's audit log).
     writes_per_pod: f64,
+    /// Median milliseconds the API server took over one of the controller's writes.
+    api_ms: f64,
+    /// Median milliseconds the controller took between a write's answer and its next.
+    own_ms: f64,
     /// The lists per Pod of the burst (the API server's metrics).
     lists_per_pod: f64,
 }
@@ -78,71 +94,6 @@ async fn api_lists(client: &Client) -> Result<f64> {
     Ok(lists)
 }
 
-/// Where the audit log stood when a burst began. The API server rotates it (at
-/// `--audit-log-maxsize`), possibly during the burst.
-struct AuditMark {
-    len: u64,
-    at: std::time::SystemTime,
-}
-
-fn audit_mark(audit: &Path) -> Result<AuditMark> {
-    let at = std::time::SystemTime::now();
-    Ok(AuditMark {
-        len: std::fs::metadata(audit)?.len(),
-        at,
-    })
-}
-
-/// The controller's writes in the audit log since `mark`: in the file it was in (which
-/// a rotation since then renamed `audit-<time>.log`) and, after a rotation, all of the
-/// new one.
-fn controller_writes(audit: &Path, mark: &AuditMark) -> Result<f64> {
-    let dir = audit.parent().context("audit dir")?;
-    let mut rotated = None;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().to_string();
-        let modified = entry.metadata()?.modified()?;
-        if name.starts_with("audit-") && modified >= mark.at {
-            rotated = Some(entry.path());
-        }
-    }
-    match rotated {
-        Some(old) => Ok(writes_in(&old, mark.len)? + writes_in(audit, 0)?),
-        None => writes_in(audit, mark.len),
-    }
-}
-
-/// The controller's writes in one audit file after byte `from`: every write but the
-/// control plane's own (the scheduler's status patches and Events, the controller
-/// manager's) and the bench's (Pod creates, namespaces). The audit policy logs every
-/// write with its user agent.
-fn writes_in(audit: &Path, from: u64) -> Result<f64> {
-    let text = std::fs::read(audit)?;
-    let start = usize::try_from(from).unwrap_or(usize::MAX).min(text.len());
-    let mut writes = 0.0;
-    for line in text[start..]
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-    {
-        let entry: serde_json::Value = serde_json::from_slice(line)?;
-        let agent = entry["userAgent"].as_str().unwrap_or_default();
-        let resource = entry["objectRef"]["resource"].as_str().unwrap_or_default();
-        let control_plane = [
-            "kube-scheduler",
-            "kube-controller-manager",
-            "kube-apiserver",
-        ]
-        .iter()
-        .any(|c| agent.starts_with(c));
-        let bench = resource == "namespaces" || (resource == "pods" && entry["verb"] == "create");
-        if !control_plane && !bench {
-            writes += 1.0;
-        }
-    }
-    Ok(writes)
-}
-
 fn peers() -> [Peer; 4] {
     [
         Peer {
@@ -153,14 +104,14 @@ fn peers() -> [Peer; 4] {
             identity: Identity::ServiceAccount(HOST_ACCOUNT),
             start: |plugins, _| host_command(plugins),
         },
-        // What the plugin's own identity costs the API server: the host as the admin,
-        // whose requests skip RBAC, writing as itself instead of impersonating.
+        // What impersonating the plugin costs the API server: the host writing as
+        // itself, granted the plugin's rights (`SHARED_IDENTITY_BINDING`).
         Peer {
             key: "host-shared-identity",
             by_default: false,
-            name: "host as admin, --impersonate-plugins=false",
+            name: "host, --impersonate-plugins=false",
             native: false,
-            identity: Identity::Admin,
+            identity: Identity::ServiceAccount(HOST_ACCOUNT),
             start: |plugins, _| {
                 let mut c = host_command(plugins);
                 c.arg("--impersonate-plugins=false");
@@ -236,6 +187,13 @@ fn main() -> Result<()> {
     }
     grant_plugin(plane, plugins.path())?;
     runtime.block_on(mark_existing_pods(&client))?;
+    if peers.iter().any(|p| p.key == "host-shared-identity") {
+        kubectl(
+            plane,
+            &["apply", "-f", "-"],
+            Some(SHARED_IDENTITY_BINDING.as_bytes()),
+        )?;
+    }
     let kubeconfigs = peers
         .iter()
         .map(|p| runtime.block_on(p.identity.kubeconfig(&client, plane, plugins.path())))
@@ -297,7 +255,7 @@ async fn measure_running(
     let cpu_before = cpu_seconds(pid)?;
     let plane_cpu_before = control_plane_cpu_seconds(plane)?;
     let lists_before = api_lists(client).await?;
-    let audit_from = audit_mark(audit)?;
+    let audit_from = AuditMark::now(audit)?;
     let label = arrival::label_reaches(client, baseline + n);
     let events = arrival::events_reach(client, &namespace, n);
     let start = Instant::now();
@@ -310,7 +268,7 @@ async fn measure_running(
     let plane_cpu = control_plane_cpu_seconds(plane)? - plane_cpu_before;
     let rss_mib = peak_rss_mib(pid)?;
     let lists_per_pod = (api_lists(client).await? - lists_before) / n as f64;
-    let writes_per_pod = controller_writes(audit, &audit_from)? / n as f64;
+    let writes = Writes::since(audit, &audit_from)?;
     delete_namespace(&namespaces, &namespace).await?;
     Ok(Sample {
         converge,
@@ -318,7 +276,9 @@ async fn measure_running(
         cpu,
         plane_cpu,
         rss_mib,
-        writes_per_pod,
+        writes_per_pod: writes.count() as f64 / n as f64,
+        api_ms: writes.api_ms(),
+        own_ms: writes.own_ms(),
         lists_per_pod,
     })
 }
@@ -328,13 +288,15 @@ type Column = (&'static str, fn(&Sample) -> f64);
 
 fn report(peers: &[Peer], burst: usize, samples: &[Vec<Sample>]) {
     let metric = |i: usize, f: fn(&Sample) -> f64| median(samples[i].iter().map(f).collect());
-    let columns: [Column; 7] = [
+    let columns: [Column; 9] = [
         ("converge s", |s| s.converge),
         ("last Event s", |s| s.last_event),
         ("CPU s", |s| s.cpu),
         ("API server CPU s", |s| s.plane_cpu),
         ("peak RSS MiB", |s| s.rss_mib),
         ("writes/Pod", |s| s.writes_per_pod),
+        ("API ms/write", |s| s.api_ms),
+        ("own ms/write", |s| s.own_ms),
         ("lists/Pod", |s| s.lists_per_pod),
     ];
     println!(

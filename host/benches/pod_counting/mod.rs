@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each bench uses its own part
 
 pub mod arrival;
+pub mod audit;
 pub mod identity;
 
 use std::path::{Path, PathBuf};
