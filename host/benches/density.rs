@@ -10,19 +10,21 @@
 //! `WCM_DENSITY_SIZES` (default `1,10,50`) and `WCM_DENSITY_BURST` (default 500)
 //! choose the work. The pod-counter copies and processes all keep the same count
 //! label and mark the same Pods: the first to mark a Pod records its Event, as N
-//! replicas of one controller without leader election would.
+//! replicas of one controller without leader election would. The host acts as its
+//! ServiceAccount, impersonating each plugin's; native process i acts as plugin copy
+//! i's ServiceAccount.
 
 mod pod_counting;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kube::Client;
+use pod_counting::identity::{HOST_ACCOUNT, kubeconfig_as};
 use pod_counting::*;
 use serde_json::json;
-use wcm_control_plane::ControlPlane;
 
 /// How long the other controllers get to sync after the first wrote the count.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -61,15 +63,26 @@ fn main() -> Result<()> {
         let copies = tempfile::tempdir()?;
         write_plugins(copies.path(), &pod_counters(n))?;
         grant_plugin(plane, copies.path())?;
-        let copies_host = vec![host_command(copies.path())];
-        let in_host = runtime.block_on(measure(&client, plane, copies_host, burst))?;
-        let natives = (0..n).map(|_| controller_runtime_command(&peer)).collect();
-        let natives = runtime.block_on(measure(&client, plane, natives, burst))?;
+        let as_host =
+            runtime.block_on(kubeconfig_as(&client, plane, HOST_ACCOUNT, copies.path()))?;
+        let copies_host = vec![(host_command(copies.path()), as_host.clone())];
+        let in_host = runtime.block_on(measure(&client, copies_host, burst))?;
+        // Native copy i acts as plugin copy i's ServiceAccount, with its rights.
+        let natives = runtime.block_on(async {
+            let mut natives = Vec::new();
+            for i in 0..n {
+                let account = format!("wcm-plugin-pod-counter-{i}");
+                let kubeconfig = kubeconfig_as(&client, plane, &account, copies.path()).await?;
+                natives.push((controller_runtime_command(&peer), kubeconfig));
+            }
+            anyhow::Ok(natives)
+        })?;
+        let natives = runtime.block_on(measure(&client, natives, burst))?;
         let mixed_dir = tempfile::tempdir()?;
         write_plugins(mixed_dir.path(), &mixed(n))?;
         grant_plugin(plane, mixed_dir.path())?;
-        let mixed_host = vec![host_command(mixed_dir.path())];
-        let mixed = runtime.block_on(measure(&client, plane, mixed_host, burst))?;
+        let mixed_host = vec![(host_command(mixed_dir.path()), as_host)];
+        let mixed = runtime.block_on(measure(&client, mixed_host, burst))?;
         rows.push((n, [in_host, natives, mixed]));
     }
     report(&rows);
@@ -143,15 +156,10 @@ fn write_plugins(dir: &Path, plugins: &[(String, &str, Option<String>)]) -> Resu
 /// Starts `commands`, waits until the count is written and the rest had time to sync,
 /// reads their memory, runs a burst of `n` Pods to its last Event, reads memory and
 /// CPU again, and stops them.
-async fn measure(
-    client: &Client,
-    plane: &ControlPlane,
-    commands: Vec<Command>,
-    n: usize,
-) -> Result<Sample> {
+async fn measure(client: &Client, commands: Vec<(Command, PathBuf)>, n: usize) -> Result<Sample> {
     let baseline = stale_count(client).await?;
     let children = (commands.into_iter())
-        .map(|command| spawn(plane, command))
+        .map(|(command, kubeconfig)| spawn_with(&kubeconfig, command))
         .collect::<Result<Vec<_>>>()?;
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let result = measure_running(client, &pids, n, baseline).await;

@@ -29,7 +29,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use kube::Client;
 use pod_counting::audit::{AuditMark, Writes};
-use pod_counting::identity::{HOST_ACCOUNT, Identity, POD_COUNTER_ACCOUNT};
+use pod_counting::identity::{HOST_ACCOUNT, POD_COUNTER_ACCOUNT, kubeconfig_as};
 use pod_counting::*;
 use wcm_control_plane::ControlPlane;
 
@@ -41,8 +41,8 @@ struct Peer {
     by_default: bool,
     name: &'static str,
     native: bool,
-    /// Whom it acts as: the ServiceAccount it is deployed with.
-    identity: Identity,
+    /// The ServiceAccount it acts as, as deployed.
+    account: &'static str,
     start: fn(&Path, &Path) -> Command,
 }
 
@@ -101,7 +101,7 @@ fn peers() -> [Peer; 4] {
             by_default: true,
             name: "wasm-controller-manager + pod-counter",
             native: false,
-            identity: Identity::ServiceAccount(HOST_ACCOUNT),
+            account: HOST_ACCOUNT,
             start: |plugins, _| host_command(plugins),
         },
         // What impersonating the plugin costs the API server: the host writing as
@@ -111,7 +111,7 @@ fn peers() -> [Peer; 4] {
             by_default: false,
             name: "host, --impersonate-plugins=false",
             native: false,
-            identity: Identity::ServiceAccount(HOST_ACCOUNT),
+            account: HOST_ACCOUNT,
             start: |plugins, _| {
                 let mut c = host_command(plugins);
                 c.arg("--impersonate-plugins=false");
@@ -123,7 +123,7 @@ fn peers() -> [Peer; 4] {
             by_default: true,
             name: "kube-rs (kube-runtime)",
             native: true,
-            identity: Identity::ServiceAccount(POD_COUNTER_ACCOUNT),
+            account: POD_COUNTER_ACCOUNT,
             start: |_, target| Command::new(target.join("release/kube-rs-pod-counter")),
         },
         Peer {
@@ -131,7 +131,7 @@ fn peers() -> [Peer; 4] {
             by_default: true,
             name: "controller-runtime",
             native: true,
-            identity: Identity::ServiceAccount(POD_COUNTER_ACCOUNT),
+            account: POD_COUNTER_ACCOUNT,
             start: |_, target| {
                 controller_runtime_command(&target.join("peers/controller-runtime-pod-counter"))
             },
@@ -196,7 +196,7 @@ fn main() -> Result<()> {
     }
     let kubeconfigs = peers
         .iter()
-        .map(|p| runtime.block_on(p.identity.kubeconfig(&client, plane, plugins.path())))
+        .map(|p| runtime.block_on(kubeconfig_as(&client, plane, p.account, plugins.path())))
         .collect::<Result<Vec<_>>>()?;
     println!("peers: client rate {QPS}/s for every controller, each as its ServiceAccount");
     for burst in bursts {

@@ -24,36 +24,23 @@ pub const POD_COUNTER_ACCOUNT: &str = "wcm-plugin-pod-counter";
 /// How long the bench's tokens last: longer than any bench.
 const TOKEN_SECONDS: i64 = 24 * 3600;
 
-/// Whom a controller acts as.
-#[derive(Clone, Copy, Debug)]
-pub enum Identity {
-    /// The cluster's admin (`system:masters`).
-    Admin,
-    /// A ServiceAccount in [`RBAC_NAMESPACE`].
-    ServiceAccount(&'static str),
-}
-
-impl Identity {
-    /// A kubeconfig acting as this identity, written in `dir`.
-    pub async fn kubeconfig(
-        self,
-        client: &Client,
-        plane: &ControlPlane,
-        dir: &Path,
-    ) -> Result<PathBuf> {
-        let Identity::ServiceAccount(name) = self else {
-            return Ok(plane.admin_kubeconfig().to_path_buf());
-        };
-        let token = token(client, name).await?;
-        let admin = std::fs::read_to_string(plane.admin_kubeconfig())?;
-        let mut config: serde_json::Value = serde_saphyr::from_str(&admin)?;
-        for entry in config["users"].as_array_mut().context("users")? {
-            entry["user"] = json!({ "token": token });
-        }
-        let path = dir.join(format!("{name}.kubeconfig"));
-        std::fs::write(&path, serde_json::to_string(&config)?)?;
-        Ok(path)
+/// A kubeconfig in `dir` acting as ServiceAccount `name` of [`RBAC_NAMESPACE`]: the
+/// admin's, with the account's token for a user.
+pub async fn kubeconfig_as(
+    client: &Client,
+    plane: &ControlPlane,
+    name: &str,
+    dir: &Path,
+) -> Result<PathBuf> {
+    let token = token(client, name).await?;
+    let admin = std::fs::read_to_string(plane.admin_kubeconfig())?;
+    let mut config: serde_json::Value = serde_saphyr::from_str(&admin)?;
+    for entry in config["users"].as_array_mut().context("users")? {
+        entry["user"] = json!({ "token": token });
     }
+    let path = dir.join(format!("{name}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string(&config)?)?;
+    Ok(path)
 }
 
 /// A token of ServiceAccount `name` from the TokenRequest API.
