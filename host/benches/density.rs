@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kube::Client;
-use pod_counting::identity::{HOST_ACCOUNT, kubeconfig_as};
+use pod_counting::identity::{HOST_ACCOUNT, POD_COUNTER_ACCOUNT, kubeconfig_as};
 use pod_counting::*;
 use serde_json::json;
 
@@ -71,7 +71,7 @@ fn main() -> Result<()> {
         let natives = runtime.block_on(async {
             let mut natives = Vec::new();
             for i in 0..n {
-                let account = format!("wcm-plugin-pod-counter-{i}");
+                let account = format!("{POD_COUNTER_ACCOUNT}-{i}");
                 let kubeconfig = kubeconfig_as(&client, plane, &account, copies.path()).await?;
                 natives.push((controller_runtime_command(&peer), kubeconfig));
             }
@@ -159,7 +159,7 @@ fn write_plugins(dir: &Path, plugins: &[(String, &str, Option<String>)]) -> Resu
 async fn measure(client: &Client, commands: Vec<(Command, PathBuf)>, n: usize) -> Result<Sample> {
     let baseline = stale_count(client).await?;
     let children = (commands.into_iter())
-        .map(|(command, kubeconfig)| spawn_with(&kubeconfig, command))
+        .map(|(command, kubeconfig)| spawn(&kubeconfig, command))
         .collect::<Result<Vec<_>>>()?;
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let result = measure_running(client, &pids, n, baseline).await;

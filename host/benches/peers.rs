@@ -29,7 +29,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use kube::Client;
 use pod_counting::audit::{AuditMark, Writes};
-use pod_counting::identity::{HOST_ACCOUNT, POD_COUNTER_ACCOUNT, kubeconfig_as};
+use pod_counting::identity::{HOST_ACCOUNT, POD_COUNTER_ACCOUNT, RBAC_NAMESPACE, kubeconfig_as};
 use pod_counting::*;
 use wcm_control_plane::ControlPlane;
 
@@ -46,15 +46,22 @@ struct Peer {
     start: fn(&Path, &Path) -> Command,
 }
 
-/// Grants the host's ServiceAccount pod-counter's rights, for `host-shared-identity`.
-const SHARED_IDENTITY_BINDING: &str = r#"{
-  "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-  "metadata": {"name": "bench-host-shared-identity"},
-  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-              "name": "wcm-plugin-pod-counter"},
-  "subjects": [{"kind": "ServiceAccount", "name": "wasm-controller-manager",
-                "namespace": "wcm-system"}]
-}"#;
+/// The ClusterRoleBinding granting the host's ServiceAccount pod-counter's rights,
+/// for `host-shared-identity`; deleted after the bench.
+const SHARED_IDENTITY_BINDING: &str = "bench-host-shared-identity";
+
+fn shared_identity_binding() -> String {
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": SHARED_IDENTITY_BINDING},
+        // `wasm-controller-manager rbac` names a plugin's ClusterRole as its account.
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": POD_COUNTER_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": HOST_ACCOUNT,
+                      "namespace": RBAC_NAMESPACE}],
+    })
+    .to_string()
+}
 
 /// What one round of one burst measured of one controller.
 #[derive(Clone, Copy)]
@@ -105,7 +112,7 @@ fn peers() -> [Peer; 4] {
             start: |plugins, _| host_command(plugins),
         },
         // What impersonating the plugin costs the API server: the host writing as
-        // itself, granted the plugin's rights (`SHARED_IDENTITY_BINDING`).
+        // itself, granted the plugin's rights (`shared_identity_binding`).
         Peer {
             key: "host-shared-identity",
             by_default: false,
@@ -187,12 +194,10 @@ fn main() -> Result<()> {
     }
     grant_plugin(plane, plugins.path())?;
     runtime.block_on(mark_existing_pods(&client))?;
-    if peers.iter().any(|p| p.key == "host-shared-identity") {
-        kubectl(
-            plane,
-            &["apply", "-f", "-"],
-            Some(SHARED_IDENTITY_BINDING.as_bytes()),
-        )?;
+    let shared_identity = peers.iter().any(|p| p.key == "host-shared-identity");
+    if shared_identity {
+        let binding = shared_identity_binding();
+        kubectl(plane, &["apply", "-f", "-"], Some(binding.as_bytes()))?;
     }
     let kubeconfigs = peers
         .iter()
@@ -210,6 +215,10 @@ fn main() -> Result<()> {
             }
         }
         report(&peers, burst, &samples);
+    }
+    if shared_identity {
+        let binding = format!("clusterrolebinding/{SHARED_IDENTITY_BINDING}");
+        kubectl(plane, &["delete", &binding], None)?;
     }
     Ok(())
 }
@@ -234,7 +243,7 @@ async fn measure(
     n: usize,
 ) -> Result<Sample> {
     let baseline = stale_count(client).await?;
-    let child = spawn_with(kubeconfig, command)?;
+    let child = spawn(kubeconfig, command)?;
     let audit = plane.audit_log();
     let result = measure_running(client, (plane, child.id()), &audit, n, baseline).await;
     stop(child);

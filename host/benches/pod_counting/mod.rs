@@ -21,6 +21,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, NODE_NAME};
 
+use identity::RBAC_NAMESPACE;
+
 /// The client rate every controller gets (requests per second and burst), so a
 /// comparison is of the controllers, not of their default rate limits.
 pub const QPS: u32 = 1000;
@@ -86,13 +88,8 @@ pub fn controller_runtime_command(binary: &Path) -> Command {
     c
 }
 
-/// Starts a controller against `plane` as its admin, quietly.
-pub fn spawn(plane: &ControlPlane, command: Command) -> Result<Child> {
-    spawn_with(plane.admin_kubeconfig(), command)
-}
-
-/// Starts a controller with `kubeconfig`, quietly.
-pub fn spawn_with(kubeconfig: &Path, mut command: Command) -> Result<Child> {
+/// Starts a controller with `kubeconfig` (see [`identity`]), quietly.
+pub fn spawn(kubeconfig: &Path, mut command: Command) -> Result<Child> {
     let child = command
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "warn")
@@ -127,12 +124,12 @@ pub fn kubectl(plane: &ControlPlane, args: &[&str], input: Option<&[u8]>) -> Res
 /// as its own ServiceAccount, as deployed), in the namespace it names, and the host's
 /// ServiceAccount of `deploy/` it binds to.
 pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
-    kubectl(plane, &["create", "namespace", "wcm-system"], None)?; // or it exists already
+    kubectl(plane, &["create", "namespace", RBAC_NAMESPACE], None)?; // or it exists already
     let host_account = repo("deploy/host/serviceaccount.yaml");
     let host_account = host_account.to_str().context("deploy/ path")?;
     kubectl(
         plane,
-        &["apply", "-n", "wcm-system", "-f", host_account],
+        &["apply", "-n", RBAC_NAMESPACE, "-f", host_account],
         None,
     )?;
     let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
