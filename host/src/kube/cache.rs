@@ -26,7 +26,7 @@ pub type ObjectKey = (Option<String>, String);
 
 /// How many (object, version) pairs the watch delivered are remembered, to tell a
 /// written copy the watch has already passed from one it has not reached yet.
-const SEEN_VERSIONS: usize = 4096;
+const SEEN_VERSIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
 /// How long a written copy holds off older watch events; after that the watch wins
 /// again, whatever happened to the write's own event.
 const WRITTEN_COPY_TTL: Duration = Duration::from_secs(10);
@@ -158,7 +158,7 @@ impl Default for Entries {
         Entries {
             objects: HashMap::new(),
             written: HashMap::new(),
-            seen: LruCache::new(NonZeroUsize::new(SEEN_VERSIONS).unwrap_or(NonZeroUsize::MIN)),
+            seen: LruCache::new(SEEN_VERSIONS),
         }
     }
 }

@@ -21,7 +21,7 @@ pub const EVENT_BURST: u32 = 25;
 /// One more Event per object is allowed every this long.
 pub const EVENT_REFILL: Duration = Duration::from_secs(300);
 /// Objects whose buckets are remembered.
-const OBJECTS_REMEMBERED: usize = 4096;
+const OBJECTS_REMEMBERED: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
 
 /// What identifies the object an Event is about: kind, namespace, name, uid.
 pub type EventObject = (String, Option<String>, String, Option<String>);
@@ -35,9 +35,7 @@ pub struct SpamFilter {
 impl Default for SpamFilter {
     fn default() -> Self {
         SpamFilter {
-            buckets: Mutex::new(LruCache::new(
-                NonZeroUsize::new(OBJECTS_REMEMBERED).unwrap_or(NonZeroUsize::MIN),
-            )),
+            buckets: Mutex::new(LruCache::new(OBJECTS_REMEMBERED)),
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// Distinct Events remembered per plugin; beyond it the least recently seen is
 /// forgotten, and a repeat of it becomes a new Event rather than a series.
-pub const SERIES_CAPACITY: usize = 16_384;
+pub const SERIES_CAPACITY: NonZeroUsize = NonZeroUsize::new(16_384).expect("not zero");
 
 /// The object an Event is about, as far as telling two Events apart goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -79,7 +79,7 @@ pub struct SeriesCache {
 impl Default for SeriesCache {
     fn default() -> Self {
         SeriesCache {
-            entries: LruCache::new(NonZeroUsize::new(SERIES_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
+            entries: LruCache::new(SERIES_CAPACITY),
         }
     }
 }
@@ -182,14 +182,15 @@ mod tests {
         let now = Instant::now();
         cache.published(key("first"), "first.1".into(), 1, now);
         cache.published(key("seen again"), "again.1".into(), 1, now);
-        for i in 0..SERIES_CAPACITY - 2 {
+        let capacity = SERIES_CAPACITY.get();
+        for i in 0..capacity - 2 {
             cache.published(key(&i.to_string()), format!("{i}.1"), 1, now);
         }
         assert!(cache.repeat_of(&key("first"), now).is_some(), "still held");
-        for i in SERIES_CAPACITY - 2..SERIES_CAPACITY {
+        for i in capacity - 2..capacity {
             cache.published(key(&i.to_string()), format!("{i}.1"), 1, now);
         }
-        assert_eq!(cache.len(), SERIES_CAPACITY);
+        assert_eq!(cache.len(), capacity);
         assert!(
             cache.repeat_of(&key("first"), now).is_some(),
             "looked up, so kept"
