@@ -24,9 +24,9 @@ pub fn settings<T: DeserializeOwned>() -> Result<Option<T>, Error> {
 }
 
 /// The name to register under: the settings' `name` if the operator set one, else
-/// `default`. It lets one component run more than once in a host, each copy under its
-/// own name with its own settings file (`a.wasm` + `a.settings.yaml`, `b.wasm` +
-/// `b.settings.yaml`); the host refuses two files registering the same name.
+/// `default`. The host runs every plugin under its file's name (`a.wasm` runs as `a`),
+/// whatever it registers as, and only shows a different registered name; this lets a
+/// copy's registered name match its file's when the operator names both.
 pub fn name_or(default: &str) -> String {
     #[derive(serde::Deserialize)]
     struct Named {

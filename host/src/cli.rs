@@ -149,6 +149,9 @@ pub struct RunArgs {
     /// when a reconcile ends, sparing the next instance in the slot its page faults.
     #[arg(long, default_value_t = wcm_host::config::DEFAULT_KEEP_RESIDENT >> 10)]
     pub pool_keep_resident_kib: usize,
+    /// Largest plugin file loaded, in MiB: a file is read whole and compiled.
+    #[arg(long, default_value_t = 128)]
+    pub max_plugin_file_mib: u64,
     /// Delay before the first retry of a failed key; doubles with each failure.
     #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
     pub retry_base_delay: Duration,

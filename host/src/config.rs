@@ -25,6 +25,9 @@ pub struct Limits {
     /// instance in the slot then takes no page faults on them (0: wasmtime's default,
     /// hand everything back).
     pub pool_keep_resident_bytes: usize,
+    /// Largest plugin file read (`--max-plugin-file-mib`): a file is read whole into
+    /// memory and compiled, so its size is memory and CPU the host spends.
+    pub max_plugin_file_bytes: u64,
 }
 
 impl Default for Limits {
@@ -35,6 +38,7 @@ impl Default for Limits {
             max_concurrent_reconciles: 4,
             pooling: true,
             pool_keep_resident_bytes: DEFAULT_KEEP_RESIDENT,
+            max_plugin_file_bytes: 128 << 20,
         }
     }
 }

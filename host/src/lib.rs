@@ -19,6 +19,7 @@ pub mod leader;
 pub mod logs;
 pub mod manager;
 pub mod metrics;
+pub mod plugin_file;
 pub mod probes;
 pub mod queue;
 pub mod rate;

@@ -51,6 +51,30 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{} … ({} more bytes cut)", &text[..end], text.len() - end)
 }
 
+/// `text` escaped as [`escape`] does and cut to at most `max` bytes of the escaped
+/// text, saying how many bytes of `text` went; only what is kept is looked at, so a
+/// message of any size costs `max`, not its size (escaping first could take six
+/// bytes for each of a huge message's). Returns whether anything was cut.
+pub fn escape_cut(text: &str, max: usize) -> (String, bool) {
+    let mut out = String::with_capacity(text.len().min(max));
+    let mut kept = 0;
+    for c in text.chars() {
+        let before = out.len();
+        match c.is_control() {
+            true => out.extend(c.escape_default()),
+            false => out.push(c),
+        }
+        if out.len() > max {
+            out.truncate(before);
+            let rest = text.len() - kept;
+            out.push_str(&format!(" … ({rest} more bytes cut)"));
+            return (out, true);
+        }
+        kept += c.len_utf8();
+    }
+    (out, false)
+}
+
 /// A line admitted into the log, and how many lines were dropped before it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Admitted {
@@ -114,10 +138,10 @@ impl LogLimiter {
                 n
             }
         };
-        let escaped = escape(message);
+        let (message, was_cut) = escape_cut(message, MAX_LINE_BYTES);
         Some(Admitted {
-            was_cut: escaped.len() > MAX_LINE_BYTES,
-            message: cut(&escaped, MAX_LINE_BYTES),
+            was_cut,
+            message,
             dropped_before,
         })
     }
@@ -146,7 +170,7 @@ pub fn fields_text(fields: &[(String, String)]) -> String {
             dropped += 1;
             continue;
         }
-        let value = escape(&cut(value, MAX_LINE_BYTES));
+        let (value, _) = escape_cut(value, MAX_LINE_BYTES);
         let plain = !value.is_empty() && !value.contains([' ', '"', '=', '\\']);
         match plain {
             true => parts.push(format!("{key}={value}")),
@@ -183,6 +207,18 @@ mod tests {
             "{}",
             &kept[4000..]
         );
+    }
+
+    #[test]
+    fn a_huge_message_is_cut_before_it_is_escaped() {
+        let control = "\u{1}".repeat(10 << 20);
+        let (kept, cut) = escape_cut(&control, MAX_LINE_BYTES);
+        assert!(cut && kept.len() < MAX_LINE_BYTES + 64, "{}", kept.len());
+        assert!(kept.starts_with("\\u{1}\\u{1}"), "{}", &kept[..20]);
+        let kept_chars = kept.matches("\\u{1}").count();
+        assert!(kept.ends_with(&format!("({} more bytes cut)", (10 << 20) - kept_chars)));
+        assert!(!kept.chars().any(char::is_control));
+        assert_eq!(escape_cut("short\n", 100), ("short\\n".to_string(), false));
     }
 
     #[tokio::test(start_paused = true)]

@@ -228,6 +228,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         max_concurrent_reconciles: args.max_concurrent_reconciles,
         pooling: !args.no_pooling,
         pool_keep_resident_bytes: args.pool_keep_resident_kib << 10,
+        max_plugin_file_bytes: args.max_plugin_file_mib << 20,
     };
     config.retry = Backoff {
         base: args.retry_base_delay,
@@ -348,6 +349,10 @@ async fn list_plugins(address: &str) -> anyhow::Result<()> {
             None => "-".to_string(),
         };
         let mut reason = row.reason.clone().unwrap_or_default();
+        if let Some(claimed) = &row.registered_as {
+            let note = format!("registers as {claimed}; runs as its file's name");
+            reason = [note, reason].join("; ").trim_end_matches("; ").to_string();
+        }
         if let Some(rights) = row.rights.as_ref().filter(|r| !r.denied.is_empty()) {
             if !reason.is_empty() {
                 reason.push_str("; ");

@@ -288,6 +288,17 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         delay
     }
 
+    /// Ends the backoff of every key that failed: each is added now (a deadline it
+    /// waits for is cancelled) and its failure count forgotten.
+    pub fn retry_failed_now(&self) {
+        let mut s = self.state();
+        let failed: Vec<K> = s.failures.drain().map(|(key, _)| key).collect();
+        for key in failed {
+            self.add_locked(&mut s, key);
+        }
+        self.publish_depth(&s);
+    }
+
     /// Clears the failure count of `key` after a successful reconcile.
     pub fn forget(&self, key: &K) {
         self.state().failures.remove(key);

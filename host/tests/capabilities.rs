@@ -793,7 +793,7 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
     (Metrics::add(&mut state, name, labels, value).await).map_err(anyhow_wit)?;
     let text = host_metrics.encode();
     for line in [
-        r#"wcm_plugin_capability_test_widgets_total{plugin="capability-test",state="ready"} 4.0"#,
+        r#"wcm_plugin_capability_test__widgets_total{plugin="capability-test",state="ready"} 4.0"#,
         r#"wcm_plugin_limit_hits_total{plugin="capability-test",limit="metric_series"} 1"#,
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");

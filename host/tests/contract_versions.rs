@@ -106,7 +106,7 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
     // Its own metrics, on the host's /metrics with its label; the 0.2 plugin has none.
     let inspected = [("plugin", "contract-v0-3"), ("namespace", ns.name())];
     let counted = eventually(CONVERGE, || async {
-        let n = (host.metric("wcm_plugin_contract_v0_3_inspected_total", &inspected)).await;
+        let n = (host.metric("wcm_plugin_contract_v0_3__inspected_total", &inspected)).await;
         (n.ok()? >= 2.0).then_some(())
     })
     .await;
@@ -116,7 +116,7 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
         host.metrics().await?
     );
     let text = host.metrics().await?;
-    ensure!(text.contains("# HELP wcm_plugin_contract_v0_3_data_keys Data keys of the last"));
+    ensure!(text.contains("# HELP wcm_plugin_contract_v0_3__data_keys Data keys of the last"));
     ensure!(
         !text.contains("wcm_plugin_contract_v0_2"),
         "the 0.2 plugin declared none"

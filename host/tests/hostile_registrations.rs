@@ -127,7 +127,7 @@ async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Res
     let ns = TestNamespace::create("no-list").await?;
     let admin = ns.client();
     let user = format!("wcm-limited-{}", ns.name());
-    let dir = plugins_dir(&[("secrets.wasm", plugin_bytes("hostile-secrets"))])?;
+    let dir = plugins_dir(&[("hostile-secrets.wasm", plugin_bytes("hostile-secrets"))])?;
     let kubeconfig = kubeconfig_as(&user, dir.path())?;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "watched", "labels": {"wcm.test/hostile-secret": ""}},
@@ -140,7 +140,7 @@ async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Res
     // rights would need the host to create SubjectAccessReviews, which it may not).
     let shared = ["--impersonate-plugins=false"];
     let host = HostProcess::start_with(&kubeconfig, dir.path(), &shared)?;
-    let degraded = row_in(&host, "secrets.wasm", State::Degraded).await?;
+    let degraded = row_in(&host, "hostile-secrets.wasm", State::Degraded).await?;
     let why = degraded.reason.unwrap_or_default();
     ensure!(
         why.contains("v1/Secret") && why.contains("forbidden"),
@@ -165,7 +165,7 @@ async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Res
                         "verbs": ["list", "watch", "patch"]}]);
     grant(&admin, &role, &user, rules).await?;
     let recovered = async {
-        row_in(&host, "secrets.wasm", State::Running).await?;
+        row_in(&host, "hostile-secrets.wasm", State::Running).await?;
         let seen = eventually(WAIT, || async {
             let s = secrets.get("watched").await.ok()?;
             s.metadata.labels?.get("wcm.test/seen").cloned()

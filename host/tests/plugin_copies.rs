@@ -1,7 +1,8 @@
 //! One component run twice: an operator drops pod-counter in under two file names,
-//! each with settings naming its copy (`name`), and both run as plugins of their own
-//! while sharing one compiled copy of the code (`origin=shared` in the second's
-//! "plugin loaded" line), so a copy costs its instances and caches, not its code.
+//! and both run as plugins of their own, each named by its file whatever the code
+//! registers as, while sharing one compiled copy of the code (`origin=shared` in the
+//! second's "plugin loaded" line), so a copy costs its instances and caches, not its
+//! code.
 
 mod support;
 
@@ -16,21 +17,10 @@ const WAIT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn copies_of_one_component_run_under_their_own_names_and_share_its_code() -> Result<()> {
     let bytes = plugin_bytes("pod-counter");
-    let dir = plugins_dir(&[
-        ("counter-a.wasm", bytes.clone()),
-        (
-            "counter-a.settings.json",
-            br#"{"name": "pod-counter-a"}"#.to_vec(),
-        ),
-        ("counter-b.wasm", bytes),
-        (
-            "counter-b.settings.json",
-            br#"{"name": "pod-counter-b"}"#.to_vec(),
-        ),
-    ])?;
+    let dir = plugins_dir(&[("counter-a.wasm", bytes.clone()), ("counter-b.wasm", bytes)])?;
     let host = HostProcess::start(dir.path(), &[])?;
     let mut origins = Vec::new();
-    for plugin in ["pod-counter-a", "pod-counter-b"] {
+    for plugin in ["counter-a", "counter-b"] {
         let needle = format!("plugin={plugin}");
         let line = host.wait_for_log(&["plugin loaded", &needle], WAIT).await?;
         origins.push(support::field_of(&line, "origin").context("origin")?);
@@ -45,7 +35,11 @@ async fn copies_of_one_component_run_under_their_own_names_and_share_its_code() 
             (row.state == State::Running).then_some(row)
         })
         .await;
-        ensure!(running.is_some(), "{file} is not running");
+        let row = running.with_context(|| format!("{file} is not running"))?;
+        ensure!(
+            row.registered_as.as_deref() == Some("pod-counter"),
+            "{row:?}"
+        );
     }
     Ok(())
 }

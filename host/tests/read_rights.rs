@@ -73,8 +73,11 @@ async fn secrets_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
     set_verbs(&client, &peek_role, "secrets", &NO_LIST).await?;
     create_secret(&client, ns.name(), "first").await?;
     let dir = plugins_dir(&[
-        ("secrets.wasm", plugin_bytes("hostile-secrets")),
-        ("peek.wasm", plugin_bytes("hostile-secrets-peek")),
+        ("hostile-secrets.wasm", plugin_bytes("hostile-secrets")),
+        (
+            "hostile-secrets-peek.wasm",
+            plugin_bytes("hostile-secrets-peek"),
+        ),
     ])?;
     let flags = [
         "--plugin-service-account-namespace",
@@ -93,7 +96,9 @@ async fn secrets_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
     .await;
     seen.context("hostile-secrets never read the Secret")?;
     // ... the other is refused, with the rule it lacks.
-    let row = host.row_in("peek.wasm", State::Forbidden, WAIT).await?;
+    let row = host
+        .row_in("hostile-secrets-peek.wasm", State::Forbidden, WAIT)
+        .await?;
     let why = row.reason.clone().unwrap_or_default();
     let rule = "list resource \"secrets\" in API group \"\" at the cluster scope";
     ensure!(why.contains(rule), "{why}");
@@ -121,11 +126,14 @@ async fn secrets_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
     })
     .await;
     peeked.context("granted the rule, the plugin did not start")?;
-    host.row_in("peek.wasm", State::Running, WAIT).await?;
+    host.row_in("hostile-secrets-peek.wasm", State::Running, WAIT)
+        .await?;
 
     // Revoked again, it is no longer served Secrets, while the other plugin is.
     set_verbs(&client, &peek_role, "secrets", &NO_LIST).await?;
-    let row = host.row_in("peek.wasm", State::Forbidden, WAIT).await?;
+    let row = host
+        .row_in("hostile-secrets-peek.wasm", State::Forbidden, WAIT)
+        .await?;
     ensure!(row.reason.unwrap_or_default().contains(rule));
     host.wait_for_log(
         &["lost a right it needs to read", "hostile-secrets-peek"],
@@ -187,7 +195,10 @@ async fn one_namespace_scenario(client: &Client, home: &str, prefix: &str) -> Re
     let touch = "wcm.test/touch";
     create_config_map(client, NAMESPACE_A, "here", &[(touch, NAMESPACE_A)]).await?;
     create_config_map(client, NAMESPACE_B, "there", &[]).await?;
-    let dir = plugins_dir(&[("a.wasm", plugin_bytes("hostile-namespace-a"))])?;
+    let dir = plugins_dir(&[(
+        "hostile-namespace-a.wasm",
+        plugin_bytes("hostile-namespace-a"),
+    )])?;
     let flags = [
         "--plugin-service-account-namespace",
         home,
@@ -265,7 +276,12 @@ async fn upgrade_scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str
     })
     .await;
     counting.context("the running version stopped counting")?;
-    let next = apply_rbac(plane, ns.name(), prefix, &[plugin_file("pod-counter-next")])?;
+    // Its RBAC, generated as the operator would: from the file as it is deployed (its
+    // name is its identity).
+    let deployed = tempfile::tempdir()?;
+    let next_file = deployed.path().join("pod-counter.wasm");
+    std::fs::write(&next_file, plugin_bytes("pod-counter-next"))?;
+    let next = apply_rbac(plane, ns.name(), prefix, &[next_file])?;
     let upgraded = host
         .wait_for_log(&["plugin upgraded", "version=0.1.0-next"], WAIT)
         .await;

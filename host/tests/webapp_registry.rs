@@ -160,7 +160,7 @@ async fn a_secret_backed_webapp_is_recorded_rolled_on_rotation_and_finalized() -
     gone.context("the WebApp or its record outlived the deletion")?;
 
     let outcome = |o: &'static str| [("plugin", PLUGIN), ("outcome", o)];
-    let metric = "wcm_plugin_deployment_reconcile_reconciles_total";
+    let metric = "wcm_plugin_deployment_reconcile__reconciles_total";
     for counted in ["secret_missing", "applied", "finalized"] {
         let n = host.metric(metric, &outcome(counted)).await?;
         ensure!(n >= 1.0, "{counted}: {n}");
@@ -182,7 +182,7 @@ async fn only_spec_changes_and_deletions_wake_a_webapp() -> Result<()> {
         ready_condition(s).is_some_and(|c| c["reason"] == "InvalidSpec")
     })
     .await?;
-    let metric = "wcm_plugin_deployment_reconcile_reconciles_total";
+    let metric = "wcm_plugin_deployment_reconcile__reconciles_total";
     let invalid = [("plugin", PLUGIN), ("outcome", "invalid")];
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = host.metric(metric, &invalid).await?;

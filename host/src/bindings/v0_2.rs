@@ -58,6 +58,7 @@ pub(super) async fn reconcile(
 fn registration(r: wit::Registration) -> c::Registration {
     c::Registration {
         name: r.name,
+        registered_as: None,
         version: r.version,
         watches: r.watches.into_iter().map(watch).collect(),
         permissions: (r.permissions.into_iter())

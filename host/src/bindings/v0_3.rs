@@ -50,6 +50,7 @@ fn failure(e: Error, terminal: bool) -> c::Failure {
 fn registration(r: wit::Registration) -> c::Registration {
     c::Registration {
         name: r.name,
+        registered_as: None,
         version: r.version,
         watches: r.watches.into_iter().map(watch).collect(),
         permissions: (r.permissions.into_iter())

@@ -146,22 +146,25 @@ pub fn list_call(limit: Option<usize>) -> &'static str {
     }
 }
 
-/// What a `list`, `list-first` or `count` (`op`) names in its errors (`v1/Pod in
-/// shop`) and its parsed selector, or `invalid` if the selector does not parse.
-pub fn list_scope(
-    op: &str,
-    gvk: &GroupVersionKind,
-    namespace: Option<&str>,
-    label_selector: Option<&str>,
-) -> Result<(String, Selector), CapabilityError> {
-    let what = format!(
+/// What a `list`, `list-first` or `count` names in its errors (`v1/Pod in shop`).
+pub fn list_what(gvk: &GroupVersionKind, namespace: Option<&str>) -> String {
+    format!(
         "{} in {}",
         display_gvk(gvk),
         namespace.unwrap_or("all namespaces")
-    );
-    let selector = selector::parse(label_selector.unwrap_or(""))
-        .map_err(|e| CapabilityError::Invalid(format!("{op} {what}: {e}")))?;
-    Ok((what, selector))
+    )
+}
+
+/// The parsed label selector of a `list`, `list-first` or `count` (`op`) of `what`,
+/// or `invalid` if it does not parse. Parsed after the checks that need no parsing
+/// (the kind is watched, its reading granted).
+pub fn list_selector(
+    op: &str,
+    what: &str,
+    label_selector: Option<&str>,
+) -> Result<Selector, CapabilityError> {
+    selector::parse(label_selector.unwrap_or(""))
+        .map_err(|e| CapabilityError::Invalid(format!("{op} {what}: {e}")))
 }
 
 /// Declared verbs per kind; watched kinds are always readable.

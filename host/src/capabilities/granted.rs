@@ -1,9 +1,12 @@
 //! What RBAC last granted a plugin, as the host enforces it on reads: a watch whose
 //! `list` or `watch` the plugin's ServiceAccount lacks is closed, so the plugin is not
 //! served that kind from the shared caches and its changes queue no keys, until a
-//! review finds the rule granted again.
+//! review finds the rule granted again. A write the API server refuses as forbidden,
+//! or a change of RBAC that may concern the plugin, asks for a review at once.
 
 use std::sync::RwLock;
+
+use tokio::sync::Notify;
 
 use crate::kube::access::Rule;
 
@@ -11,6 +14,9 @@ use crate::kube::access::Rule;
 #[derive(Debug, Default)]
 pub struct Granted {
     state: RwLock<State>,
+    /// Asks the plugin's review loop for a review now; requests made before it gets
+    /// to them count as one.
+    review_now: Notify,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -72,6 +78,22 @@ impl Granted {
         rules.sort();
         rules.dedup();
         rules
+    }
+
+    /// Asks for a review of the plugin's rights as soon as its review loop can make
+    /// one: its rights changed, or a write was refused for lack of one.
+    pub fn review_soon(&self) {
+        self.review_now.notify_one();
+    }
+
+    /// Waits until a review is asked for.
+    pub async fn review_asked(&self) {
+        self.review_now.notified().await;
+    }
+
+    /// Every declared rule the last review found denied (reads and writes).
+    pub fn denied_rules(&self) -> Vec<crate::kube::access::Rule> {
+        self.review().map(|r| r.denied).unwrap_or_default()
     }
 
     /// The last review, if the plugin's rights are reviewed at all.

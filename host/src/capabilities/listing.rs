@@ -1,5 +1,12 @@
 //! What one `list`, `list-first` or `count` reads: the plugin's readable caches of a
 //! kind, and which of their objects match the namespace and label selector.
+//!
+//! The selector is the plugin's and each object is matched against all its terms, so
+//! the work grows with the selector as well as the cache. It is therefore done on a
+//! snapshot of pointers taken under each cache's read lock (a few nanoseconds an
+//! object, whatever the selector), never under the lock the informer writes with and
+//! other plugins read with; and in slices that give the thread back, so a large cache
+//! holds no worker thread for long and the call's deadline can stop it.
 
 use std::sync::Arc;
 
@@ -7,6 +14,9 @@ use kube::core::{Selector, SelectorExt};
 
 use crate::kube::cache::CachedObject;
 use crate::kube::informer::Informer;
+
+/// Objects matched between two yields of the thread.
+const SLICE: usize = 1024;
 
 /// One listing over the caches a plugin may read.
 pub(super) struct Listing<'a> {
@@ -21,49 +31,36 @@ pub(super) struct Listing<'a> {
 }
 
 impl Listing<'_> {
-    fn wants(&self, o: &CachedObject) -> bool {
-        self.namespace
-            .is_none_or(|ns| o.namespace.as_deref() == Some(ns))
-            && self.selector.matches(&o.labels)
+    /// The wanted objects by namespace and name: all, or the first `limit`.
+    pub async fn first(&self, limit: Option<usize>) -> Vec<Arc<CachedObject>> {
+        let mut found = self.wanted().await;
+        first_by_key(&mut found, limit);
+        found
     }
 
-    /// The wanted objects by namespace and name: all, or the first `limit`. From one
-    /// cache, they are selected by reference under its read lock and only those kept
-    /// are cloned.
-    pub fn first(&self, limit: Option<usize>) -> Vec<Arc<CachedObject>> {
-        match self.caches.as_slice() {
-            [one] => one.cache().with_objects(|objects| {
-                let mut found: Vec<&Arc<CachedObject>> =
-                    objects.filter(|o| self.wants(o)).collect();
-                first_by_key(&mut found, limit);
-                found.into_iter().cloned().collect()
-            }),
-            _ => {
-                let mut found = self.merged();
-                first_by_key(&mut found, limit);
-                found
+    /// How many objects are wanted.
+    pub async fn count(&self) -> usize {
+        self.wanted().await.len()
+    }
+
+    /// The wanted objects of every cache, each once (two watches may hold the same
+    /// object), in no particular order.
+    async fn wanted(&self) -> Vec<Arc<CachedObject>> {
+        let mut found = Vec::new();
+        for informer in &self.caches {
+            let objects = informer.cache().snapshot(self.namespace);
+            for (i, slice) in objects.chunks(SLICE).enumerate() {
+                if i > 0 {
+                    tokio::task::yield_now().await;
+                }
+                let matching = slice.iter().filter(|o| self.selector.matches(&o.labels));
+                found.extend(matching.cloned());
             }
         }
-    }
-
-    /// How many objects are wanted, cloning none from a single cache.
-    pub fn count(&self) -> usize {
-        match self.caches.as_slice() {
-            [one] => {
-                (one.cache()).with_objects(|objects| objects.filter(|o| self.wants(o)).count())
-            }
-            _ => self.merged().len(),
+        if self.caches.len() > 1 {
+            found.sort_unstable_by(|a, b| by_key(a, b));
+            found.dedup_by(|a, b| by_key(a, b).is_eq());
         }
-    }
-
-    /// The wanted objects of several caches, each once (two watches may hold the same
-    /// object), by namespace and name.
-    fn merged(&self) -> Vec<Arc<CachedObject>> {
-        let mut found: Vec<Arc<CachedObject>> = (self.caches.iter())
-            .flat_map(|informer| informer.cache().list(|o| self.wants(o)))
-            .collect();
-        found.sort_unstable_by(|a, b| by_key(a, b));
-        found.dedup_by(|a, b| by_key(a, b).is_eq());
         found
     }
 }

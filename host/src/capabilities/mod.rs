@@ -6,16 +6,18 @@
 //! [`CapabilityError`], which the plugin receives as the WIT `error`. Reads are here;
 //! writes, made only while this replica leads, are in `writes`.
 
+pub mod bounds;
 mod declared;
 mod error;
 mod granted;
+mod head;
 mod listing;
 mod object_writes;
 mod plugin_cluster;
 mod target;
 mod writes;
 
-pub use declared::{Declared, grants, list_call, list_scope};
+pub use declared::{Declared, grants, list_call, list_selector, list_what};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
 pub use granted::{Granted, Review};
@@ -188,7 +190,7 @@ impl ClusterAccess {
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
         let mut found = (crate::kube::writes::get(&self.client, &kind, ns, name).await)
-            .map_err(|e| writes::failed(&op, e))?;
+            .map_err(|e| self.refused(&op, e))?;
         found.metadata.managed_fields = None;
         let json = serde_json::to_string(&found)
             .map_err(|e| CapabilityError::Other(format!("{op}: {e}")))?;
@@ -198,7 +200,7 @@ impl ClusterAccess {
 
     /// JSON of the cached objects of `gvk` in `namespace` (all if none) matching
     /// `label_selector`, by namespace and name: all of them, or the first `limit`.
-    pub fn list(
+    pub async fn list(
         &self,
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
@@ -207,7 +209,7 @@ impl ClusterAccess {
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
         let op = list_call(limit);
         let listing = self.listing(op, gvk, namespace, label_selector)?;
-        let found = listing.first(limit);
+        let found = listing.first(limit).await;
         let bytes = found.iter().map(|o| o.json.len()).sum();
         self.declared
             .check_result_size(&format!("{op} {}", listing.what), bytes)?;
@@ -215,15 +217,14 @@ impl ClusterAccess {
     }
 
     /// How many objects `list` would return, copying none.
-    pub fn count(
+    pub async fn count(
         &self,
         gvk: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<usize, CapabilityError> {
-        Ok(self
-            .listing("count", gvk, namespace, label_selector)?
-            .count())
+        let listing = self.listing("count", gvk, namespace, label_selector)?;
+        Ok(listing.count().await)
     }
 
     /// What a `list`, `list-first` or `count` (`op`) reads: the readable caches of
@@ -235,8 +236,9 @@ impl ClusterAccess {
         namespace: Option<&'a str>,
         label_selector: Option<&str>,
     ) -> Result<Listing<'a>, CapabilityError> {
-        let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
+        let what = list_what(gvk, namespace);
         let caches = self.readable_caches(op, &what, gvk, namespace)?;
+        let selector = list_selector(op, &what, label_selector)?;
         Ok(Listing {
             what,
             caches,

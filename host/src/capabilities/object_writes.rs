@@ -2,13 +2,11 @@
 //! and its target checked before anything is sent, the verb required, the API rate
 //! and leadership admitted, and the stored object read back into the caches.
 
-use std::borrow::Cow;
-
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::writes::failed;
-use super::{CapabilityError, ClusterAccess, Target, applied_target};
+use super::head::object_head;
+use super::{CapabilityError, ClusterAccess, Target};
 use crate::contract::{PatchKind, Verb};
 use crate::kube::names::shorten;
 use crate::kube::object_writes::{self, PatchBody, SUBRESOURCES};
@@ -17,16 +15,16 @@ impl ClusterAccess {
     /// Creates the object `json` (named, or with `metadata.generateName`); returns it
     /// as stored.
     pub async fn create(&self, json: &str) -> Result<String, CapabilityError> {
-        let (value, target) = object_target("create", &self.declared.plugin, json, true)?;
+        let target = object_head("create", &self.declared.plugin, json, true)?;
         let op = format!("create {target}");
         self.declared.require(Verb::Create, "create", &target)?;
-        let object = dynamic(&op, value)?;
+        let object = dynamic(&op, parse_object("create", json)?)?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let ns = target.namespace.as_deref();
         let plugin = &self.declared.plugin;
         let written = (object_writes::create(&self.client, &kind, ns, plugin, &object).await)
-            .map_err(|e| failed(&op, e))?;
+            .map_err(|e| self.refused(&op, e))?;
         let stored = Target {
             name: written.metadata.name.clone().unwrap_or_default(),
             ..target
@@ -55,16 +53,17 @@ impl ClusterAccess {
         let plugin = &self.declared.plugin;
         let written = object_writes::patch(&self.client, &resolved, at, plugin, body, subresource)
             .await
-            .map_err(|e| failed(&op, e))?;
+            .map_err(|e| self.refused(&op, e))?;
         // A scale subresource answers with a Scale, not the object.
         self.answer(&op, target, written, subresource != Some("scale"))
     }
 
     /// Replaces an object that carries the resourceVersion it was read at.
     pub async fn update(&self, json: &str) -> Result<String, CapabilityError> {
-        let (value, target) = object_target("update", &self.declared.plugin, json, false)?;
+        let target = object_head("update", &self.declared.plugin, json, false)?;
         let op = format!("update {target}");
         self.declared.require(Verb::Update, "update", &target)?;
+        let value = parse_object("update", json)?;
         require_version(&op, &value)?;
         let object = dynamic(&op, value)?;
         self.admit_request(&op).await?;
@@ -72,7 +71,7 @@ impl ClusterAccess {
         let at = (target.namespace.as_deref(), target.name.as_str());
         let plugin = &self.declared.plugin;
         let written = (object_writes::update(&self.client, &kind, at, plugin, &object).await)
-            .map_err(|e| failed(&op, e))?;
+            .map_err(|e| self.refused(&op, e))?;
         self.answer(&op, &target, written, true)
     }
 
@@ -96,40 +95,22 @@ impl ClusterAccess {
     }
 }
 
-/// The object a plugin passed and its checked target; `generate` accepts a
-/// `metadata.generateName` (checked as the names it generates are) in place of a name,
-/// and the target is then named by the prefix.
+/// The object a plugin passed, parsed, and its checked target; `generate` accepts a
+/// `metadata.generateName` in place of a name (see [`object_head`]).
 pub(crate) fn object_target(
     call: &str,
     plugin: &str,
     json: &str,
     generate: bool,
 ) -> Result<(Value, Target), CapabilityError> {
-    let invalid = |why: String| CapabilityError::Invalid(format!("{call}: the object {why}"));
-    let value: Value =
-        serde_json::from_str(json).map_err(|e| invalid(format!("is not JSON: {e}")))?;
-    let generated = value
-        .pointer("/metadata/generateName")
-        .and_then(Value::as_str);
-    let prefix = match (generate, value.pointer("/metadata/name"), generated) {
-        (true, None, Some(prefix)) => Some(prefix.to_string()),
-        _ => None,
-    };
-    // Only a generated name needs a copy with a name in it, to be checked as one.
-    let named = match &prefix {
-        None => Cow::Borrowed(&value),
-        Some(prefix) => {
-            let mut named = value.clone();
-            named["metadata"]["name"] = Value::String(format!("{prefix}x"));
-            Cow::Owned(named)
-        }
-    };
-    let target = applied_target(&named).map_err(invalid)?;
-    let mut target = Target::checked(call, plugin, target.gvk, target.namespace, target.name)?;
-    if let Some(prefix) = prefix {
-        target.name = prefix;
-    }
-    Ok((value, target))
+    let target = object_head(call, plugin, json, generate)?;
+    Ok((parse_object(call, json)?, target))
+}
+
+/// The object a plugin passed to `call`, parsed whole.
+pub(crate) fn parse_object(call: &str, json: &str) -> Result<Value, CapabilityError> {
+    serde_json::from_str(json)
+        .map_err(|e| CapabilityError::Invalid(format!("{call}: the object is not JSON: {e}")))
 }
 
 /// The verb a patch of `subresource` needs; refused for a subresource no plugin may

@@ -39,21 +39,22 @@ pub trait PluginCluster: Send + Sync + std::fmt::Debug {
 
     /// JSON of the objects of `gvk` in `namespace` (all if none) matching
     /// `label_selector`, sorted by namespace and name: all, or the first `limit`.
-    fn list(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
+    /// A future: matching thousands of objects gives the thread back between slices.
+    fn list<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
         limit: Option<usize>,
-    ) -> Result<Vec<Arc<str>>, CapabilityError>;
+    ) -> BoxFuture<'a, Result<Vec<Arc<str>>, CapabilityError>>;
 
     /// How many objects `list` would return.
-    fn count(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<usize, CapabilityError>;
+    fn count<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<usize, CapabilityError>>;
 
     /// Sets and removes labels as the plugin's field manager.
     fn patch_labels<'a>(
@@ -134,23 +135,29 @@ impl PluginCluster for ClusterAccess {
         Box::pin(ClusterAccess::get(self, target))
     }
 
-    fn list(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
+    fn list<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
         limit: Option<usize>,
-    ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        ClusterAccess::list(self, gvk, namespace, label_selector, limit)
+    ) -> BoxFuture<'a, Result<Vec<Arc<str>>, CapabilityError>> {
+        Box::pin(ClusterAccess::list(
+            self,
+            gvk,
+            namespace,
+            label_selector,
+            limit,
+        ))
     }
 
-    fn count(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<usize, CapabilityError> {
-        ClusterAccess::count(self, gvk, namespace, label_selector)
+    fn count<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<usize, CapabilityError>> {
+        Box::pin(ClusterAccess::count(self, gvk, namespace, label_selector))
     }
 
     fn patch_labels<'a>(

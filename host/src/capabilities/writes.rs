@@ -6,6 +6,8 @@ use kube::api::{DynamicObject, Preconditions, PropagationPolicy};
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 
+use super::head::object_head;
+use super::object_writes::parse_object;
 use super::{CapabilityError, ClusterAccess, Target, from_kube};
 use crate::contract::{DeleteOptions, ErrorCode, EventRecord, Propagation, Verb};
 use crate::kube::discovery::{ResolvedKind, display_gvk, split_api_version};
@@ -37,14 +39,19 @@ impl ClusterAccess {
         Ok(())
     }
 
-    /// The API resource of `gvk`, for an error message prefixed with `op`.
+    /// The API resource of `gvk`, for an error message prefixed with `op`. A lookup
+    /// the host has to make for it is a request the plugin caused: it takes a token of
+    /// the plugin's API rate and is counted as one of its requests, like a write.
     pub(super) async fn resolve(
         &self,
         op: &str,
         gvk: &GroupVersionKind,
     ) -> Result<ResolvedKind, CapabilityError> {
-        self.registry
-            .resolver()
+        let resolver = self.registry.resolver();
+        if !resolver.knows(gvk) {
+            self.declared.budget.api_request().await;
+        }
+        resolver
             .resolve(gvk)
             .await
             .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))
@@ -82,7 +89,7 @@ impl ClusterAccess {
             remove,
         )
         .await
-        .map_err(|e| failed(&op, e))?;
+        .map_err(|e| self.refused(&op, e))?;
         self.remember(target, &written);
         Ok(())
     }
@@ -90,19 +97,10 @@ impl ClusterAccess {
     /// Server-side applies a whole object (JSON) as the plugin; returns the stored
     /// object's JSON (without `managedFields`, as the caches hold objects).
     pub async fn apply(&self, object: &str, force: bool) -> Result<String, CapabilityError> {
-        let value: Value = serde_json::from_str(object)
-            .map_err(|e| CapabilityError::Invalid(format!("apply: the object is not JSON: {e}")))?;
-        let target = applied_target(&value)
-            .map_err(|e| CapabilityError::Invalid(format!("apply: the object {e}")))?;
-        let target = Target::checked(
-            "apply",
-            &self.declared.plugin,
-            target.gvk,
-            target.namespace,
-            target.name,
-        )?;
+        let target = object_head("apply", &self.declared.plugin, object, false)?;
         let op = format!("apply {target}");
         self.declared.require(Verb::Apply, "apply", &target)?;
+        let value = parse_object("apply", object)?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
@@ -116,7 +114,7 @@ impl ClusterAccess {
             force,
         )
         .await
-        .map_err(|e| failed(&op, e))?;
+        .map_err(|e| self.refused(&op, e))?;
         self.remember(&target, &written);
         written.metadata.managed_fields = None;
         serde_json::to_string(&written).map_err(|e| CapabilityError::Other(format!("{op}: {e}")))
@@ -137,13 +135,14 @@ impl ClusterAccess {
             .require(Verb::Patch, "patch-finalizers", target)?;
         finalizers::check(add, remove)
             .map_err(|e| CapabilityError::Invalid(format!("{op}: {e}")))?;
+        self.require_leader(&op)?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let at = (target.namespace.as_deref(), target.name.as_str());
         let mut attempt = 1;
         loop {
             self.admit_request(&op).await?;
-            let read =
-                (writes::get(&self.client, &kind, at.0, at.1).await).map_err(|e| failed(&op, e))?;
+            let read = (writes::get(&self.client, &kind, at.0, at.1).await)
+                .map_err(|e| self.refused(&op, e))?;
             let current = read.metadata.finalizers.clone().unwrap_or_default();
             let wanted = finalizers::changed(&current, add, remove);
             if wanted == current {
@@ -154,7 +153,7 @@ impl ClusterAccess {
             let plugin = &self.declared.plugin;
             let written =
                 writes::set_finalizers(&self.client, &kind, at, plugin, &version, &wanted).await;
-            match written.map_err(|e| failed(&op, e)) {
+            match written.map_err(|e| self.refused(&op, e)) {
                 Ok(written) => {
                     self.remember(target, &written);
                     return Ok(());
@@ -168,17 +167,17 @@ impl ClusterAccess {
     /// Merges `status` (JSON of `.status`) into the status subresource of `target`.
     pub async fn patch_status(&self, target: &Target, status: &str) -> Result<(), CapabilityError> {
         let op = format!("patch-status {target}");
-        let value: Value = serde_json::from_str(status)
-            .map_err(|e| CapabilityError::Invalid(format!("{op}: the status is not JSON: {e}")))?;
         self.declared
             .require(Verb::PatchStatus, "patch-status", target)?;
+        let value: Value = serde_json::from_str(status)
+            .map_err(|e| CapabilityError::Invalid(format!("{op}: the status is not JSON: {e}")))?;
         self.admit_request(&op).await?;
         let kind = self.resolve(&op, &target.gvk).await?;
         let (ns, name) = (target.namespace.as_deref(), &target.name);
         let written =
             writes::patch_status(&self.client, &kind, ns, name, &self.declared.plugin, &value)
                 .await
-                .map_err(|e| failed(&op, e))?;
+                .map_err(|e| self.refused(&op, e))?;
         self.remember(target, &written);
         Ok(())
     }
@@ -207,7 +206,7 @@ impl ClusterAccess {
         let (ns, name) = (target.namespace.as_deref(), &target.name);
         writes::delete(&self.client, &kind, ns, name, policy, preconditions)
             .await
-            .map_err(|e| failed(&op, e))
+            .map_err(|e| self.refused(&op, e))
     }
 
     /// Records an Event about `regarding`, as the plugin. The plugin may record
@@ -242,13 +241,30 @@ impl ClusterAccess {
             .record(&reference(regarding, uid), related, event)
             .await
             .map_err(|e| match e {
-                EventError::Api(e) => from_kube(&op, &e),
+                EventError::Api(e) => self.noticed(from_kube(&op, &e)),
                 other => CapabilityError::Invalid(format!("{op}: {other}")),
             })
     }
 }
 
 impl ClusterAccess {
+    /// A failed request as the plugin sees it (see [`failed`]), noticed.
+    pub(super) fn refused(&self, op: &str, error: WriteError) -> CapabilityError {
+        self.noticed(failed(op, error))
+    }
+
+    /// `error`, after asking for a review of the plugin's rights at once if the API
+    /// server refused the request as forbidden: the plugin's state then names the
+    /// rule it lacks within a second, not at the next periodic review.
+    pub(super) fn noticed(&self, error: CapabilityError) -> CapabilityError {
+        if let CapabilityError::Api(e) = &error
+            && e.status == Some(403)
+        {
+            self.granted.review_soon();
+        }
+        error
+    }
+
     /// The uid of `target` if the plugin's caches hold it (Events name it).
     fn cached_uid(&self, target: &Target) -> Option<String> {
         self.caches_of(&target.gvk, target.namespace.as_deref())

@@ -84,11 +84,12 @@ impl GuestError {
         }
     }
 
-    /// The same error with its message and causes cut to log-line size: a plugin's
-    /// text ends up in the host's log.
+    /// The same error with its message and causes cut to log-line size and their
+    /// control characters escaped: a plugin's text ends up in the host's log, where a
+    /// newline would start a line the plugin wrote to look like the host's.
     pub fn capped(mut self, max_bytes: usize) -> GuestError {
         const MAX_CAUSES: usize = 16;
-        let cut = |m: &str| crate::logs::cut(m, max_bytes);
+        let cut = |m: &str| crate::logs::escape_cut(m, max_bytes).0;
         self.message = cut(&self.message);
         self.causes.truncate(MAX_CAUSES);
         for c in &mut self.causes {
@@ -108,3 +109,34 @@ impl fmt::Display for GuestError {
 }
 
 impl std::error::Error for GuestError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capped_error_is_one_escaped_line_of_bounded_size() {
+        let forged = "failed\n2026-12-05T00:00:00Z  INFO wcm_host: became leader";
+        let huge = format!("{forged}{}", "\u{7}".repeat(10 << 20));
+        let mut error = GuestError::new(ErrorCode::Other, huge);
+        error.causes = vec![
+            Cause {
+                field: "spec\nx".into(),
+                reason: String::new(),
+                message: String::new(),
+                manager: None,
+            };
+            100
+        ];
+        let capped = error.capped(4096);
+        assert!(
+            capped.message.starts_with("failed\\n2026"),
+            "{}",
+            &capped.message[..40]
+        );
+        assert!(!capped.to_string().chars().any(char::is_control));
+        assert!(capped.message.len() < 4096 + 64, "{}", capped.message.len());
+        assert_eq!(capped.causes.len(), 16);
+        assert_eq!(capped.causes[0].field, "spec\\nx");
+    }
+}

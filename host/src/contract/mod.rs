@@ -130,11 +130,17 @@ pub struct MetricDeclaration {
     pub buckets: Vec<f64>,
 }
 
-/// What a plugin's `register` returned: its identity and needs.
+/// What a plugin's `register` returned: its needs, under the identity the operator
+/// gave it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Registration {
-    /// Unique plugin name: field manager and Event reporting controller.
+    /// The plugin's identity: ServiceAccount, field manager, Event reporting
+    /// controller, metric label, budgets. What `register` returned until the host
+    /// puts it [`under`](Registration::under) the name the operator chose.
     pub name: String,
+    /// The name `register` returned, when it differs from the identity: shown in the
+    /// plugin table and the log, never acted on.
+    pub registered_as: Option<String>,
     /// The plugin's own version.
     pub version: String,
     /// The kinds it watches.
@@ -147,6 +153,19 @@ pub struct Registration {
     pub resync_period_ms: Option<u64>,
     /// The plugin's own metrics.
     pub metrics: Vec<MetricDeclaration>,
+}
+
+impl Registration {
+    /// This registration under `identity`, the name the operator gave the plugin (its
+    /// file's name): the plugin's code does not choose whom it acts as. A different
+    /// name it registered is kept in `registered_as`, to be shown.
+    pub fn under(mut self, identity: &str) -> Registration {
+        if self.name != identity {
+            let claimed = std::mem::replace(&mut self.name, identity.to_string());
+            self.registered_as = Some(claimed);
+        }
+        self
+    }
 }
 
 /// The key a plugin reconciles.

@@ -1,6 +1,7 @@
 //! A running plugin's health: `running`, `degraded` (a watch it needs does not work),
 //! `crash-looping` (its reconciles trap or time out again and again) or `forbidden`
-//! (RBAC no longer lets it read a kind it watches).
+//! (RBAC no longer lets it read a kind it watches, or denies a rule it declared for
+//! writing).
 //!
 //! A crash-looping plugin is slowed down as the kubelet slows a container in
 //! CrashLoopBackOff: after [`CRASH_LOOP_AFTER`] traps or timeouts in a row, each
@@ -13,6 +14,7 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
+use crate::capabilities::Granted;
 use crate::kube::access::Rule;
 use crate::kube::informer::Informer;
 
@@ -133,19 +135,30 @@ impl CrashLoop {
     }
 }
 
-/// The health of a plugin with these `informers` and crash count. A watch that does
-/// not work comes first: the plugin cannot do anything right without it.
+/// The health of a plugin with these `informers`, crash count and rights. What RBAC
+/// denies comes first — a read it needs (it is not served that kind), then a rule it
+/// declared for writing (those writes are refused) — then a watch that does not work:
+/// the plugin cannot do anything right without either.
 pub fn health_of(
     informers: &[std::sync::Arc<Informer>],
     crashes: &CrashLoop,
-    denied: &[Rule],
+    granted: &Granted,
 ) -> Health {
-    if !denied.is_empty() {
-        let denied: Vec<String> = denied.iter().map(ToString::to_string).collect();
+    let closed = granted.closed_rules();
+    if !closed.is_empty() {
         let why = format!(
             "forbidden: its ServiceAccount is no longer granted: {} (it is not served that \
              kind until RBAC grants it)",
-            denied.join("; ")
+            listed(&closed)
+        );
+        return Health::Forbidden(why);
+    }
+    let denied = granted.denied_rules();
+    if !denied.is_empty() {
+        let why = format!(
+            "forbidden: its ServiceAccount is not granted: {} (the API server refuses the \
+             writes that need it until RBAC grants it)",
+            listed(&denied)
         );
         return Health::Forbidden(why);
     }
@@ -157,6 +170,11 @@ pub fn health_of(
         Some(why) => Health::CrashLooping(why),
         None => Health::Running,
     }
+}
+
+fn listed(rules: &[Rule]) -> String {
+    let rules: Vec<String> = rules.iter().map(ToString::to_string).collect();
+    rules.join("; ")
 }
 
 #[cfg(test)]

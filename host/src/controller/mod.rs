@@ -229,8 +229,11 @@ impl PluginController {
     /// Whether the plugin works: its watches, and whether it is crash-looping.
     pub fn health(&self) -> Health {
         let version = self.current.borrow();
-        let denied = version.access.granted().closed_rules();
-        health_of(&version.informers, &version.crashes, &denied)
+        health_of(
+            &version.informers,
+            &version.crashes,
+            version.access.granted(),
+        )
     }
 
     /// The running version's rights: declared rules against denied ones, if its
@@ -247,6 +250,19 @@ impl PluginController {
             .informers
             .iter()
             .any(|i| !i.is_synced() && i.problem().is_none())
+    }
+
+    /// Asks for a review of the running version's rights at once (RBAC changed).
+    pub fn review_soon(&self) {
+        self.current.borrow().access.granted().review_soon();
+    }
+
+    /// Retries every key in backoff now, its failures forgotten: the plugin recovered
+    /// (a right came back, a watch works again, it stopped crash-looping), so what
+    /// failed meanwhile is tried again at once rather than after a backoff that may
+    /// have grown to minutes.
+    pub fn recovered(&self) {
+        self.queue.retry_failed_now();
     }
 
     /// The plugin's budgets.

@@ -189,8 +189,13 @@ pub async fn review_at_load(
     Ok((declared, Granted::reviewed(closed, review)))
 }
 
-/// Re-reviews `plugin`'s rights every `every`, applies them to `granted` and logs
-/// what changed. A review that fails leaves the last one standing.
+/// The shortest time between two reviews of one plugin, however often reviews are
+/// asked for (each is a SubjectAccessReview per rule).
+const MIN_REVIEW_GAP: Duration = Duration::from_secs(1);
+
+/// Re-reviews `plugin`'s rights every `every`, and at once when asked (a write refused
+/// as forbidden, a change of RBAC), applies them to `granted` and logs what changed.
+/// A review that fails leaves the last one standing.
 pub async fn keep_reviewing(
     reviewer: AccessReviewer,
     plugin: String,
@@ -200,8 +205,15 @@ pub async fn keep_reviewing(
 ) {
     let start = tokio::time::Instant::now() + every;
     let mut ticks = tokio::time::interval_at(start, every);
+    let mut last = tokio::time::Instant::now();
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = granted.review_asked() => {
+                tokio::time::sleep_until(last + MIN_REVIEW_GAP).await;
+            }
+        }
+        last = tokio::time::Instant::now();
         match declared.review(&reviewer, &plugin).await {
             Ok((closed, review)) => {
                 log_changes(&plugin, &granted, &closed, &review);

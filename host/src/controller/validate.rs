@@ -36,11 +36,16 @@ const PREDICATES_MAX: usize = 8;
 /// Checks `reg` against the rules and the plugin's `budget`.
 pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
     let refuse = |reason: String| Err(StartError::Registration(reason));
-    if !is_dns_label(&reg.name) {
-        return refuse(format!(
-            "name {:?} must be a DNS-1123 label (lower-case alphanumeric or '-', at most 63)",
-            shorten(&reg.name)
-        ));
+    for name in [Some(&reg.name), reg.registered_as.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        if !is_dns_label(name) {
+            return refuse(format!(
+                "name {:?} must be a DNS-1123 label (lower-case alphanumeric or '-', at most 63)",
+                shorten(name)
+            ));
+        }
     }
     let printable = |s: &str| !s.is_empty() && !s.chars().any(|c| c.is_control() || c == ' ');
     if !printable(&reg.version) || reg.version.len() > VERSION_MAX {
@@ -183,6 +188,7 @@ mod tests {
     fn registration() -> Registration {
         Registration {
             name: "pod-counter".into(),
+            registered_as: None,
             version: "0.1.0".into(),
             watches: vec![Watch {
                 kind: pods(),

@@ -213,13 +213,15 @@ impl ObjectCache {
             .collect()
     }
 
-    /// `read` applied to every object held, under one read lock: a count or a
-    /// selection of a few reads thousands of objects without cloning each.
-    pub fn with_objects<R>(
-        &self,
-        read: impl FnOnce(&mut dyn Iterator<Item = &Arc<CachedObject>>) -> R,
-    ) -> R {
-        read(&mut self.read().objects.values())
+    /// The objects held (of `namespace` only, if given), as pointers taken under the
+    /// read lock: whatever a caller then does with them — a plugin's label selector
+    /// over thousands of objects — runs without the lock, so neither the informer's
+    /// writes nor other plugins' reads wait for it.
+    pub fn snapshot(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        let entries = self.read();
+        let wanted =
+            |o: &&Arc<CachedObject>| namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns));
+        entries.objects.values().filter(wanted).cloned().collect()
     }
 
     /// Number of objects held.

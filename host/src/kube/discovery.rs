@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::core::GroupVersionKind;
@@ -16,26 +17,41 @@ pub struct ResolvedKind {
     pub namespaced: bool,
 }
 
+/// How long a failed lookup is remembered: a plugin looping over a kind that is not
+/// served (a bogus group it declared) costs one discovery request per this period,
+/// not one per call; a CRD installed meanwhile is seen at most this late.
+pub const NOT_SERVED_TTL: Duration = Duration::from_secs(5);
+
 /// A kind could not be resolved.
-#[derive(Debug, thiserror::Error)]
-#[error("kind {gvk} is not served by the API server: {source}")]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("kind {gvk} is not served by the API server: {reason}")]
 pub struct DiscoveryError {
     /// The kind as `group/version/Kind`.
     pub gvk: String,
     /// What discovery answered.
-    #[source]
-    pub source: kube::Error,
+    pub reason: String,
+    /// The API server does not serve the kind (yet): its group/version is unknown
+    /// (404) or lacks the kind, as before a CRD is installed.
+    not_served: bool,
 }
 
 impl DiscoveryError {
+    fn new(gvk: &GroupVersionKind, source: &kube::Error) -> DiscoveryError {
+        DiscoveryError {
+            gvk: display_gvk(gvk),
+            reason: source.to_string(),
+            not_served: match source {
+                kube::Error::Api(status) => status.code == 404,
+                kube::Error::Discovery(_) => true,
+                _ => false,
+            },
+        }
+    }
+
     /// Whether the API server simply does not serve the kind (yet): its group/version
     /// is unknown (404) or lacks the kind, as before a CRD is installed.
     pub fn is_not_served(&self) -> bool {
-        match &self.source {
-            kube::Error::Api(status) => status.code == 404,
-            kube::Error::Discovery(_) => true,
-            _ => false,
-        }
+        self.not_served
     }
 }
 
@@ -54,10 +70,30 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     api_version.rsplit_once('/').unwrap_or(("", api_version))
 }
 
-/// Discovery with a cache: each kind is looked up once per host run.
+/// Discovery with a cache: each kind is looked up once per host run, and a kind that
+/// is not served at most once per [`NOT_SERVED_TTL`].
 pub struct KindResolver {
     client: Client,
-    known: Mutex<HashMap<GroupVersionKind, ResolvedKind>>,
+    known: Mutex<Known>,
+}
+
+#[derive(Default)]
+struct Known {
+    served: HashMap<GroupVersionKind, ResolvedKind>,
+    failed: HashMap<GroupVersionKind, (Instant, DiscoveryError)>,
+}
+
+impl Known {
+    /// What is known of `gvk` now: resolved, or a failure not yet expired.
+    fn of(&mut self, gvk: &GroupVersionKind) -> Option<Result<ResolvedKind, DiscoveryError>> {
+        if let Some(found) = self.served.get(gvk) {
+            return Some(Ok(found.clone()));
+        }
+        let now = Instant::now();
+        self.failed
+            .retain(|_, (at, _)| now.duration_since(*at) < NOT_SERVED_TTL);
+        self.failed.get(gvk).map(|(_, e)| Err(e.clone()))
+    }
 }
 
 impl KindResolver {
@@ -65,31 +101,42 @@ impl KindResolver {
     pub fn new(client: Client) -> KindResolver {
         KindResolver {
             client,
-            known: Mutex::new(HashMap::new()),
+            known: Mutex::new(Known::default()),
         }
+    }
+
+    /// Whether resolving `gvk` now would be answered without a request.
+    pub fn knows(&self, gvk: &GroupVersionKind) -> bool {
+        self.lock().of(gvk).is_some()
     }
 
     /// Resolves `gvk`, from the cache when it was seen before.
     pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<ResolvedKind, DiscoveryError> {
-        if let Some(found) = self.lock().get(gvk) {
-            return Ok(found.clone());
+        if let Some(known) = self.lock().of(gvk) {
+            return known;
         }
-        let (resource, caps) =
-            pinned_kind(&self.client, gvk)
-                .await
-                .map_err(|source| DiscoveryError {
-                    gvk: display_gvk(gvk),
-                    source,
-                })?;
-        let resolved = ResolvedKind {
-            resource,
-            namespaced: caps.scope == Scope::Namespaced,
-        };
-        self.lock().insert(gvk.clone(), resolved.clone());
-        Ok(resolved)
+        let found = pinned_kind(&self.client, gvk).await;
+        let mut known = self.lock();
+        match found {
+            Ok((resource, caps)) => {
+                let resolved = ResolvedKind {
+                    resource,
+                    namespaced: caps.scope == Scope::Namespaced,
+                };
+                known.served.insert(gvk.clone(), resolved.clone());
+                Ok(resolved)
+            }
+            Err(source) => {
+                let error = DiscoveryError::new(gvk, &source);
+                known
+                    .failed
+                    .insert(gvk.clone(), (Instant::now(), error.clone()));
+                Err(error)
+            }
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, ResolvedKind>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -47,6 +47,11 @@ pub fn parse(selector: &str) -> Result<FieldSelector, FieldSelectorError> {
             selector.len()
         )));
     }
+    // No object's field holds one, and the selector reaches the host's log lines and
+    // metric labels (an informer's `fields`).
+    if selector.chars().any(char::is_control) {
+        return Err(err("control characters are not allowed".into()));
+    }
     let mut requirements = Vec::new();
     for term in split_unescaped(selector, ',') {
         if term.is_empty() && selector.is_empty() {
@@ -173,6 +178,7 @@ mod tests {
             ("status.phase=a=b", "unescaped '='"),
             (r"status.phase=a\b", "invalid escape"),
             ("a=b,,c=d", "has no operator"),
+            ("metadata.name=a\nb", "control characters"),
         ] {
             let err = parse(selector).expect_err(selector).to_string();
             assert!(

@@ -4,12 +4,13 @@
 //! optional DNS-subdomain prefix and a slash, then a name of at most 63 characters;
 //! a value is empty or a name-like string of at most 63 characters.
 
-use super::names::is_dns_subdomain;
+use super::names::{is_dns_subdomain, shorten};
 
 /// A label key or value that Kubernetes would reject, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LabelError {
-    /// The key breaks the qualified-name rules.
+    /// The key breaks the qualified-name rules (the key shortened, as all input
+    /// quoted in errors: it may be hostile and huge).
     #[error("invalid label key {key:?}: {reason}")]
     Key {
         /// The offending key.
@@ -36,7 +37,7 @@ const NAME_RULE: &str = "must be at most 63 characters, alphanumeric, '-', '_' o
 /// Checks a label key: `[prefix/]name`.
 pub fn validate_key(key: &str) -> Result<(), LabelError> {
     let err = |reason| LabelError::Key {
-        key: key.to_string(),
+        key: shorten(key),
         reason,
     };
     let (prefix, name) = match key.split_once('/') {
@@ -60,8 +61,8 @@ pub fn validate_value(key: &str, value: &str) -> Result<(), LabelError> {
         return Ok(());
     }
     Err(LabelError::Value {
-        key: key.to_string(),
-        value: value.to_string(),
+        key: shorten(key),
+        value: shorten(value),
         reason: "must be empty or at most 63 characters, alphanumeric, '-', '_' or '.', \
                  and start and end with an alphanumeric character",
     })

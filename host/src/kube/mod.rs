@@ -15,5 +15,6 @@ pub mod labels;
 pub mod names;
 pub mod object_writes;
 pub mod predicates;
+pub mod rbac_changes;
 pub mod selector;
 pub mod writes;

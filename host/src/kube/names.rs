@@ -11,7 +11,7 @@
 /// Longest object name Kubernetes accepts (a DNS subdomain).
 pub const NAME_MAX: usize = 253;
 /// Longest namespace, API version or DNS label.
-const LABEL_MAX: usize = 63;
+pub const LABEL_MAX: usize = 63;
 
 /// A name, namespace or kind the API server would refuse or that would change the
 /// meaning of a request URL.

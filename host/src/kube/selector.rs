@@ -10,11 +10,15 @@ use kube::core::{Expression, Selector};
 
 use super::labels::validate_key;
 
-/// A selector string the API server would reject.
+/// Most requirements in one selector: each is checked against every object a `list`
+/// or `count` reads, so their number bounds the work per object.
+pub const MAX_TERMS: usize = 32;
+
+/// A selector string the API server would reject, or one with too many requirements.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid label selector {selector:?}: {reason}")]
 pub struct SelectorError {
-    /// The whole selector as given.
+    /// The selector as given, shortened.
     pub selector: String,
     /// What is wrong with it.
     pub reason: String,
@@ -23,11 +27,18 @@ pub struct SelectorError {
 /// Parses a selector; the empty string selects everything.
 pub fn parse(selector: &str) -> Result<Selector, SelectorError> {
     let err = |reason: String| SelectorError {
-        selector: selector.to_string(),
+        selector: super::names::shorten(selector),
         reason,
     };
+    let terms = split_terms(selector);
+    if terms.len() > MAX_TERMS {
+        return Err(err(format!(
+            "{} requirements, more than {MAX_TERMS}",
+            terms.len()
+        )));
+    }
     let mut exprs = Vec::new();
-    for term in split_terms(selector) {
+    for term in terms {
         let term = term.trim();
         if term.is_empty() {
             if selector.trim().is_empty() {
@@ -156,5 +167,18 @@ mod tests {
         }
         // An empty value is a valid value, as in Kubernetes.
         assert!(parse("app=").is_ok());
+        let many = (0..MAX_TERMS + 1)
+            .map(|i| format!("!k{i}"))
+            .collect::<Vec<_>>();
+        let e = parse(&many.join(",")).expect_err("too many");
+        assert!(
+            e.to_string().contains("33 requirements, more than 32"),
+            "{e}"
+        );
+        assert!(
+            e.selector.len() < 120,
+            "the selector is shortened: {}",
+            e.selector
+        );
     }
 }

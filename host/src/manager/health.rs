@@ -27,7 +27,15 @@ impl Manager {
             if health.name() != running.health.name() {
                 let was = running.health.name();
                 match &health {
-                    Health::Running => tracing::info!(file, plugin, was, "plugin recovered"),
+                    Health::Running => {
+                        running.controller.recovered();
+                        tracing::info!(
+                            file,
+                            plugin,
+                            was,
+                            "plugin recovered; failed keys retried now"
+                        )
+                    }
                     Health::Degraded(why) => {
                         tracing::warn!(file, plugin, why, "plugin degraded: a watch it needs fails")
                     }

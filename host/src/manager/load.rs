@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::waiting::WaitFor;
 use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
+use crate::plugin_file;
 use crate::runtime::settings::{self, Settings};
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 
@@ -67,7 +68,12 @@ pub(super) async fn load(
     ctx: ControllerContext,
 ) -> LoadOutcome {
     let began = Instant::now();
-    let read = match PluginFile::read(&job.path).await {
+    let identity = match plugin_file::identity(&job.path) {
+        Ok(identity) => identity,
+        Err(e) => return failed(None, LoadError::Read(e).into()),
+    };
+    let max_bytes = runtime.limits().max_plugin_file_bytes;
+    let read = match PluginFile::read(&job.path, max_bytes).await {
         Ok(read) => read,
         Err(e) => return failed(None, e.into()),
     };
@@ -87,10 +93,12 @@ pub(super) async fn load(
     loaded.code = loaded.code.with_settings(settings.map(|s| s.json));
     let registering = Instant::now();
     let registration = match loaded.code.register(&job.file).await {
-        Ok(r) => r,
+        // The operator's name for the plugin, whatever it registered as.
+        Ok(r) => r.under(&identity),
         Err(e) => return failed(Some(hash), LoadError::Register(e).into()),
     };
     let register = registering.elapsed();
+    note_if_renamed(&job.file, &registration);
     let replaces = job.running_hash.is_some();
     prepare(loaded, registration, &ctx, replaces, register, began).await
 }
@@ -141,4 +149,15 @@ fn version_hash(file: &str, settings: Option<&Settings>) -> String {
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {
     LoadOutcome::Failed { hash, error }
+}
+
+/// Says once per load that a plugin registered under another name than the one it
+/// runs as: its file's name decides whom it acts as, never its code.
+fn note_if_renamed(file: &str, registration: &crate::contract::Registration) {
+    if let Some(claimed) = &registration.registered_as {
+        let claimed = crate::kube::names::shorten(claimed);
+        tracing::info!(file, plugin = %registration.name, registered_as = ?claimed,
+            "the plugin runs under its file's name, not the name it registered: the file's name \
+             is its identity (ServiceAccount, field manager, metrics)");
+    }
 }

@@ -19,6 +19,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, Health, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
+use crate::kube::rbac_changes::RbacChanges;
 use crate::leader::LeaderGate;
 use crate::metrics::Metrics;
 use crate::probes::Probes;
@@ -30,6 +31,7 @@ use waiting::Waiting;
 
 mod health;
 mod load;
+mod rights;
 mod start;
 mod waiting;
 
@@ -68,14 +70,6 @@ pub enum PluginError {
     /// Its settings file cannot be used.
     #[error(transparent)]
     Settings(#[from] crate::runtime::settings::SettingsError),
-    /// Another file already registered this name.
-    #[error("plugin name {name:?} is already used by {other}")]
-    DuplicateName {
-        /// The contested name.
-        name: String,
-        /// The file that has it.
-        other: String,
-    },
 }
 
 /// A file whose plugin runs.
@@ -111,6 +105,8 @@ pub struct Manager {
     first_scan: Option<usize>,
     /// What `/readyz` answers, kept current by the health tick.
     probes: Probes,
+    /// Changes of RBAC that concern plugins' accounts, when their rights are reviewed.
+    rbac: Option<RbacChanges>,
 }
 
 impl Manager {
@@ -151,6 +147,7 @@ impl Manager {
         // (the second time it is found unchanged), never missed.
         let watcher = DirWatcher::start(&config.plugins_dir, config.settle)?;
         let files = plugin_files(&config.plugins_dir)?;
+        let rbac = rights::watch_rbac(&ctx).await;
         let mut manager = Manager {
             runtime: Arc::new(runtime),
             ctx,
@@ -165,6 +162,7 @@ impl Manager {
             stopping: JoinSet::new(),
             first_scan: Some(files.len()),
             probes,
+            rbac,
             config,
         };
         for path in files {
@@ -197,6 +195,9 @@ impl Manager {
                 Some(done) = self.loads.join_next_with_id() => self.finish_load(done),
                 Some(_) = self.stopping.join_next() => {}
                 _ = retry.tick(), if !self.waiting.is_empty() => self.retry_waiting(),
+                Some(concerned) = rights::next_change(&mut self.rbac) => {
+                    self.rights_changed(&concerned)
+                }
                 _ = health.tick() => self.refresh_health(),
             }
         };

@@ -29,12 +29,9 @@ impl Manager {
         }
     }
 
-    /// Starts a ready plugin: new, an upgrade of the same name, or a replacement.
+    /// Starts a ready plugin, or upgrades the one its file runs (a file's plugin
+    /// keeps its identity, the file's name, so a new version always takes over).
     fn start_ready(&mut self, file: &str, ready: Ready) {
-        let name = ready.prepared.registration().name.clone();
-        if let Err(e) = self.check_unique(file, &name) {
-            return self.failed(file, Some(&ready.loaded.hash), &e);
-        }
         let Ready {
             loaded,
             prepared,
@@ -44,30 +41,22 @@ impl Manager {
         let registration = prepared.registration().clone();
         let review = prepared.review_took();
         let previous = match self.running.get_mut(file) {
-            Some(running) if running.controller.registration().name == name => {
+            Some(running) => {
                 let old = running.controller.registration().clone();
                 running.controller.upgrade(loaded.code.clone(), prepared);
                 running.hash = loaded.hash.clone();
                 running.health = Health::Running;
                 Some(format!("{} {}", old.name, old.version))
             }
-            _ => {
+            None => {
                 let controller = PluginController::start(loaded.code.clone(), prepared, &self.ctx);
                 let fresh = Running {
                     controller,
                     hash: loaded.hash.clone(),
                     health: Health::Running,
                 };
-                let replaced = self.running.insert(file.to_string(), fresh);
-                replaced.map(|old| {
-                    let reg = old.controller.registration().clone();
-                    let was = format!("{} {}", reg.name, reg.version);
-                    self.stop_in_background(old.controller, move || {
-                        tracing::info!(plugin = %reg.name, version = %reg.version,
-                            "replaced plugin stopped");
-                    });
-                    was
-                })
+                self.running.insert(file.to_string(), fresh);
+                None
             }
         };
         let steps = [
@@ -114,26 +103,13 @@ impl Manager {
             concurrent_reconciles: controller.concurrency(),
             budget: controller.budget().clone(),
         };
-        let row = PluginStatus::running(file, &reg.name, &reg.version, &loaded.hash);
+        let row = PluginStatus::running(file, &reg.name, &reg.version, &loaded.hash)
+            .with_registered_as(reg.registered_as.as_deref());
         let contract = loaded.code.contract().to_string();
         self.table
             .set(row.with_limits(limits).with_contract(contract));
         super::health::show_rights(&self.ctx, &self.table, file, controller);
         self.ctx.metrics.set_plugin_state(&reg.name, "running");
-    }
-
-    fn check_unique(&self, file: &str, name: &str) -> Result<(), PluginError> {
-        let other = self
-            .running
-            .iter()
-            .find(|(f, r)| *f != file && r.controller.registration().name == name);
-        match other {
-            Some((other, _)) => Err(PluginError::DuplicateName {
-                name: name.into(),
-                other: other.clone(),
-            }),
-            None => Ok(()),
-        }
     }
 
     /// Records a failure: a running version keeps running and its row notes the

@@ -60,6 +60,8 @@ pub(super) struct Waiting {
     loaded: Loaded,
     registration: Registration,
     not_before: Instant,
+    /// It waits for a right (or a review of its rights), not for a kind.
+    for_rights: bool,
 }
 
 impl Manager {
@@ -87,7 +89,8 @@ impl Manager {
             let upgrade = format!("upgrade to {} waits: {reason}", registration.version);
             self.table.set_reason(file, Some(upgrade));
         } else {
-            let row = PluginStatus::waiting(file, (&plugin, &registration.version), state, &reason);
+            let row = PluginStatus::waiting(file, (&plugin, &registration.version), state, &reason)
+                .with_registered_as(registration.registered_as.as_deref());
             self.table.set(row);
         }
         if let (WaitFor::Rights(e), false) = (why, self.running.contains_key(file)) {
@@ -104,6 +107,7 @@ impl Manager {
             loaded: loaded.clone(),
             registration,
             not_before: Instant::now() + pause,
+            for_rights: !matches!(why, WaitFor::Kind(_)),
         };
         self.waiting.insert(file.to_string(), waiting);
     }
@@ -154,6 +158,25 @@ impl Manager {
             self.retrying.insert(file.clone());
             self.loading.insert(file, handle);
         }
+    }
+
+    /// Files of plugins waiting for a right whose plugin `concerns` names.
+    pub(super) fn waiting_for_rights(&self, concerns: &dyn Fn(&str) -> bool) -> Vec<String> {
+        (self.waiting.iter())
+            .filter(|(_, w)| w.for_rights && concerns(&w.registration.name))
+            .map(|(file, _)| file.clone())
+            .collect()
+    }
+
+    /// Lets `files`' waiting plugins try again after `pause`, whatever their backoff.
+    pub(super) fn retry_waiting_now(&mut self, files: &[String], pause: Duration) {
+        let at = Instant::now() + pause;
+        for file in files {
+            if let Some(waiting) = self.waiting.get_mut(file) {
+                waiting.not_before = at;
+            }
+        }
+        self.retry_waiting();
     }
 
     /// Forgets `file`'s waiting plugin (the file changed or went): its series go

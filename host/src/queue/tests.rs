@@ -107,6 +107,27 @@ async fn failures_back_off_and_forget_resets() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_recovered_plugins_failed_keys_run_at_once_with_their_backoff_forgotten() {
+    let q = queue();
+    q.add("a".to_string());
+    let taken = q.next().await.expect("a");
+    for _ in 0..20 {
+        q.add_rate_limited(taken.clone()); // a backoff of minutes by now
+    }
+    q.done(&taken);
+    q.add_after("b".to_string(), Duration::from_secs(60)); // a requeue, not a failure
+    q.retry_failed_now();
+    assert_eq!(q.len(), 1, "a is ready at once");
+    assert_eq!(q.next().await.as_deref(), Some("a"));
+    assert_eq!(q.delayed(), 1, "b still waits for its deadline");
+    assert_eq!(
+        q.add_rate_limited("a".into()),
+        Duration::from_millis(5),
+        "forgotten"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn add_after_waits_and_an_earlier_add_wins() {
     let q = queue();
     q.add_after("a".to_string(), Duration::from_secs(60));

@@ -8,6 +8,7 @@ use crate::budget::Budget;
 use crate::config::Limits;
 use crate::contract::Registration;
 use crate::controller::{StartError, validate};
+use crate::plugin_file;
 use crate::runtime::settings::{self, Settings, SettingsError};
 use crate::runtime::{CallError, LoadError, PluginCode, Runtime, chain};
 use crate::watcher::plugin_files;
@@ -39,8 +40,9 @@ pub enum RegistrationError {
 }
 
 /// The registration of every plugin in `paths` (files, or directories of plugins),
-/// in the order given (a directory's files sorted). Compiled code is kept in and taken
-/// from `compile_cache`, as the host does.
+/// in the order given (a directory's files sorted), each under its identity — its
+/// file's name, as the host runs it. Compiled code is kept in and taken from
+/// `compile_cache`, as the host does.
 pub async fn registrations(
     paths: &[PathBuf],
     compile_cache: Option<&Path>,
@@ -50,8 +52,12 @@ pub async fn registrations(
     let runtime = Arc::new(runtime);
     let mut found = Vec::new();
     for path in expand(paths)? {
+        let identity = plugin_file::identity(&path).map_err(|e| RegistrationError::Load {
+            path: path.clone(),
+            cause: LoadError::Read(e),
+        })?;
         let (_, registration) = load_registered(&runtime, &path).await?;
-        found.push((path, registration));
+        found.push((path, registration.under(&identity)));
     }
     Ok(found)
 }

@@ -13,7 +13,8 @@ pub use rights::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with
 
 /// The host's own rights when it runs `plugins`: list and watch what they watch (the
 /// informers are shared), impersonate their ServiceAccounts, create
-/// SubjectAccessReviews, and hold its Lease in its namespace.
+/// SubjectAccessReviews, list and watch RBAC itself (a change of a role or binding
+/// has the plugins it concerns reviewed at once), and hold its Lease in its namespace.
 pub fn host_rights(plugins: &[PluginRights], naming: &Naming) -> Rights {
     let mut rights = Rights::new();
     for plugin in plugins {
@@ -36,6 +37,15 @@ pub fn host_rights(plugins: &[PluginRights], naming: &Naming) -> Rights {
             ..Target::new(home.clone(), "", "serviceaccounts")
         };
         rights.insert(target, ["impersonate"].into());
+        for resource in [
+            "clusterrolebindings",
+            "clusterroles",
+            "rolebindings",
+            "roles",
+        ] {
+            let rbac = Target::new(None, "rbac.authorization.k8s.io", resource);
+            rights.insert(rbac, ["list", "watch"].into());
+        }
     }
     let reviews = Target::new(None, "authorization.k8s.io", "subjectaccessreviews");
     rights.insert(reviews, ["create"].into());

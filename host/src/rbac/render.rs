@@ -26,8 +26,9 @@ pub fn render(plugins: &[PluginRights], host: &Rights, naming: &Naming) -> Strin
         "# RBAC for wasm-controller-manager and its plugins, written by\n\
          # `wasm-controller-manager rbac` from the plugins' registrations. Each plugin acts\n\
          # as its own ServiceAccount (the host impersonates it), so this is all a plugin\n\
-         # may do; the host itself may only list and watch what the plugins watch,\n\
-         # impersonate their ServiceAccounts, review their access and hold its Lease."
+         # may do; the host itself may only list and watch what the plugins watch and\n\
+         # RBAC itself, impersonate their ServiceAccounts, review their access and hold\n\
+         # its Lease."
     );
     for plugin in plugins {
         let account = naming.accounts.name(&plugin.plugin);

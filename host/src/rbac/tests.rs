@@ -27,6 +27,7 @@ fn watch(kind: Gvk, namespace: Option<&str>) -> Watch {
 fn registration(name: &str, watches: Vec<Watch>, permissions: Vec<Permission>) -> Registration {
     Registration {
         name: name.into(),
+        registered_as: None,
         version: "1.0.0".into(),
         watches,
         permissions,

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use kube::core::GroupVersionKind;
 
 use crate::capabilities::{
-    CapabilityError, PluginCluster, Target, check_kind, check_namespace, list_call,
+    CapabilityError, PluginCluster, Target, bounds, check_kind, check_namespace, list_call,
 };
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
+use crate::kube::finalizers::MAX_PER_CALL as MAX_FINALIZERS_PER_CALL;
+use crate::kube::names::NAME_MAX;
 use crate::metrics::plugin::{MetricError, Update};
 use crate::metrics::{HostCallResult, Limit};
 
@@ -83,12 +85,14 @@ impl HostState {
         let limit = limit.map(|l| l as usize);
         let function = list_call(limit);
         let (access, plugin) = self.parts();
-        let result = (|| {
+        let result = async move {
+            bounds::selector(function, &plugin, label_selector.as_deref())?;
             let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
-            let found = access?.list(&gvk, ns, selector, limit)?;
+            let found = access?.list(&gvk, ns, selector, limit).await?;
             Ok(found.iter().map(|j| j.to_string()).collect())
-        })();
+        };
+        let result = result.await;
         self.counted(function, result)
     }
 
@@ -100,11 +104,13 @@ impl HostState {
         label_selector: Option<String>,
     ) -> Result<u64, GuestError> {
         let (access, plugin) = self.parts();
-        let result = (|| {
+        let result = async move {
+            bounds::selector("count", &plugin, label_selector.as_deref())?;
             let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
-            Ok(access?.count(&gvk, ns, selector)? as u64)
-        })();
+            Ok(access?.count(&gvk, ns, selector).await? as u64)
+        };
+        let result = result.await;
         self.counted("count", result)
     }
 
@@ -117,6 +123,7 @@ impl HostState {
     ) -> Result<(), GuestError> {
         let (access, plugin) = self.parts();
         let result = async move {
+            bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
             let target = target("patch-labels", &plugin, obj)?;
             access?.patch_labels(&target, &set, &remove).await
         };
@@ -133,6 +140,21 @@ impl HostState {
     ) -> Result<(), GuestError> {
         let (access, plugin) = self.parts();
         let result = async move {
+            let bound = (MAX_FINALIZERS_PER_CALL, NAME_MAX);
+            bounds::strings(
+                "patch-finalizers",
+                &plugin,
+                "finalizers to add",
+                &add,
+                bound,
+            )?;
+            bounds::strings(
+                "patch-finalizers",
+                &plugin,
+                "finalizers to remove",
+                &remove,
+                bound,
+            )?;
             let target = target("patch-finalizers", &plugin, obj)?;
             access?.patch_finalizers(&target, &add, &remove).await
         };
@@ -164,16 +186,23 @@ impl HostState {
         object: String,
         force: bool,
     ) -> Result<String, GuestError> {
-        let (access, _) = self.parts();
-        let result = async move { access?.apply(&object, force).await };
+        let (access, plugin) = self.parts();
+        let result = async move {
+            bounds::body("apply", &plugin, "the object", &object)?;
+            access?.apply(&object, force).await
+        };
         let result = result.await;
         self.counted("apply", result)
     }
 
     /// `create`: the stored object's JSON.
     pub(crate) async fn host_create(&mut self, object: String) -> Result<String, GuestError> {
-        let (access, _) = self.parts();
-        let result = async move { access?.create(&object).await }.await;
+        let (access, plugin) = self.parts();
+        let result = async move {
+            bounds::body("create", &plugin, "the object", &object)?;
+            access?.create(&object).await
+        };
+        let result = result.await;
         self.counted("create", result)
     }
 
@@ -187,6 +216,7 @@ impl HostState {
     ) -> Result<String, GuestError> {
         let (access, plugin) = self.parts();
         let result = async move {
+            bounds::body("patch", &plugin, "the patch", &patch)?;
             let target = target("patch", &plugin, obj)?;
             (access?.patch(&target, kind, &patch, subresource.as_deref())).await
         };
@@ -196,8 +226,12 @@ impl HostState {
 
     /// `update`: the stored object's JSON.
     pub(crate) async fn host_update(&mut self, object: String) -> Result<String, GuestError> {
-        let (access, _) = self.parts();
-        let result = async move { access?.update(&object).await }.await;
+        let (access, plugin) = self.parts();
+        let result = async move {
+            bounds::body("update", &plugin, "the object", &object)?;
+            access?.update(&object).await
+        };
+        let result = result.await;
         self.counted("update", result)
     }
 
@@ -209,6 +243,7 @@ impl HostState {
     ) -> Result<(), GuestError> {
         let (access, plugin) = self.parts();
         let result = async move {
+            bounds::body("patch-status", &plugin, "the status", &status)?;
             let target = target("patch-status", &plugin, obj)?;
             access?.patch_status(&target, &status).await
         };
@@ -224,6 +259,11 @@ impl HostState {
     ) -> Result<(), GuestError> {
         let (access, plugin) = self.parts();
         let result = async move {
+            let preconditions = [&options.uid, &options.resource_version];
+            for value in preconditions.into_iter().flatten() {
+                let max = bounds::MAX_PRECONDITION_BYTES;
+                bounds::at_most("delete", &plugin, "a precondition", value.len(), max)?;
+            }
             let target = target("delete", &plugin, obj)?;
             access?.delete(&target, &options).await
         };

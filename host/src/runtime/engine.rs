@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use crate::config::Limits;
 
 /// How often the engine's epoch advances; deadlines are whole ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Instances the pooling allocator keeps slots for: concurrent reconciles of all
-/// plugins together. Slots hold no memory until used.
+/// plugins together. Slots hold no memory until used. One plugin holds at most one
+/// instance per worker (`--max-concurrent-reconciles`) plus one for `register`, each of
+/// at most the bounds of `runtime::state` (core instances, memories, tables), so no
+/// plugin can take more than that share of the pool.
 const POOLED_INSTANCES: u32 = 256;
 
 /// Builds the engine: component model, async calls, epoch interruption, and the
@@ -24,6 +28,9 @@ pub fn build_engine(limits: &Limits) -> wasmtime::Result<Engine> {
     if limits.pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOLED_INSTANCES);
+        pool.max_core_instances_per_component(MAX_CORE_INSTANCES as u32);
+        pool.max_memories_per_component(MAX_MEMORIES as u32);
+        pool.max_tables_per_component(MAX_TABLES as u32);
         pool.total_core_instances(POOLED_INSTANCES * 8);
         pool.total_memories(POOLED_INSTANCES * 2);
         pool.total_tables(POOLED_INSTANCES * 4);

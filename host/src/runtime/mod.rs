@@ -31,6 +31,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::bindings::{ContractPre, ContractVersion, SERVED};
 use crate::config::Limits;
+use crate::plugin_file::{self, SizeLimit};
 
 /// Everything needed to load and run plugins. Cheap to share behind an `Arc`.
 pub struct Runtime {
@@ -60,10 +61,15 @@ pub struct PluginFile {
 }
 
 impl PluginFile {
-    /// Reads `path` whole and hashes it (the content is checked by `prepare`).
-    pub async fn read(path: &Path) -> Result<PluginFile, LoadError> {
+    /// Reads `path` whole and hashes it (the content is checked by `prepare`): a
+    /// regular file inside its directory, of at most `max_bytes`.
+    pub async fn read(path: &Path, max_bytes: u64) -> Result<PluginFile, LoadError> {
         let started = Instant::now();
-        let bytes = tokio::fs::read(path).await.map_err(LoadError::Read)?;
+        let limit = SizeLimit {
+            max: max_bytes,
+            hint: " (--max-plugin-file-mib)",
+        };
+        let bytes = plugin_file::read_async(path, limit).await?;
         let hash = content_hash(&bytes);
         Ok(PluginFile {
             bytes,
@@ -126,7 +132,7 @@ impl Runtime {
     /// Reads, validates, compiles (or takes from the compile cache) and pre-links one
     /// plugin file.
     pub async fn load(self: &Arc<Self>, path: &Path) -> Result<Loaded, LoadError> {
-        let file = PluginFile::read(path).await?;
+        let file = PluginFile::read(path, self.limits.max_plugin_file_bytes).await?;
         self.prepare(file).await
     }
 
@@ -244,7 +250,14 @@ impl Runtime {
             .turns
             .run(bytes.len(), || Component::new(&self.engine, bytes));
         release_freed_memory();
-        let component = compiled.map_err(|e| LoadError::Compile(chain(&e)))?;
+        let component = compiled.map_err(|e| {
+            let text = chain(&e);
+            // The instance pool refuses a component larger than its slots at compile.
+            match text.contains("pooling allocator") {
+                true => LoadError::Compile(format!("{text}: {}", state::shape_bounds())),
+                false => LoadError::Compile(text),
+            }
+        })?;
         if let Some(cache) = &self.cache {
             cache.write(hash, &component);
         }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS};
+use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
 use super::{ReusePolicy, Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
 use crate::capabilities::PluginCluster;
@@ -19,9 +19,10 @@ const YIELD_EVERY_TICKS: u64 = 1;
 /// Why a plugin file could not be loaded; the file name is added by the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The file could not be read.
-    #[error("cannot read the file: {0}")]
-    Read(#[source] std::io::Error),
+    /// The file could not be read: missing, not a regular file, outside the
+    /// directory, too large.
+    #[error(transparent)]
+    Read(#[from] crate::plugin_file::PluginFileError),
     /// No Wasm magic number.
     #[error("not a WebAssembly file")]
     NotWasm,
@@ -184,7 +185,7 @@ impl PluginCode {
     /// Sorts a failed call by where it failed.
     pub(super) fn failed(&self, e: CallFailure) -> CallError {
         match e {
-            CallFailure::Instantiate(e) => CallError::Instantiate(chain(&e)),
+            CallFailure::Instantiate(e) => instantiate_failed(e, self.runtime.limits()),
             CallFailure::Call(e) => self.classify(e),
         }
     }
@@ -226,6 +227,20 @@ impl PluginCode {
             None => CallError::Trap(cause),
         }
     }
+}
+
+/// Sorts a failed instantiation: memory the instance's memories and tables would
+/// take past the limit, counts past the bounds on a component's shape (said whole, so
+/// a plugin refused at load tells its author what to change), or another cause.
+fn instantiate_failed(e: wasmtime::Error, limits: &crate::config::Limits) -> CallError {
+    let text = chain(&e);
+    if text.contains("growing memory") {
+        return CallError::MemoryLimit(limits.max_memory_bytes);
+    }
+    if text.contains("count too high") {
+        return CallError::Instantiate(format!("{text}: {}", shape_bounds()));
+    }
+    CallError::Instantiate(text)
 }
 
 /// The error a guest returned, its message and causes cut to a log line's size: the

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::artifacts::content_hash;
+use crate::plugin_file::{self, PluginFileError, SizeLimit};
 
 /// Largest settings file read.
 pub const MAX_SETTINGS_BYTES: u64 = 64 << 10;
@@ -30,23 +31,10 @@ pub struct Settings {
 /// Why a plugin's settings cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    /// The file cannot be read.
-    #[error("settings {}: {source}", .file.display())]
-    Read {
-        /// The file.
-        file: PathBuf,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is larger than the bound.
-    #[error("settings {}: {bytes} bytes, more than {MAX_SETTINGS_BYTES}", .file.display())]
-    TooLarge {
-        /// The file.
-        file: PathBuf,
-        /// Its size.
-        bytes: u64,
-    },
+    /// The file cannot be read: not a regular file, outside the plugins directory,
+    /// larger than [`MAX_SETTINGS_BYTES`].
+    #[error("settings: {0}")]
+    Read(#[from] PluginFileError),
     /// Not a mapping in JSON or YAML.
     #[error("settings {}: {reason}", .file.display())]
     Invalid {
@@ -82,8 +70,8 @@ pub fn plugin_of(path: &Path) -> Option<PathBuf> {
 pub async fn read_beside(plugin: &Path) -> Result<Option<Settings>, SettingsError> {
     let [json, yaml] = files_of(plugin);
     let found = (
-        tokio::fs::try_exists(&json).await.unwrap_or(false),
-        tokio::fs::try_exists(&yaml).await.unwrap_or(false),
+        plugin_file::exists(&json).await,
+        plugin_file::exists(&yaml).await,
     );
     let file = match found {
         (false, false) => return Ok(None),
@@ -94,22 +82,19 @@ pub async fn read_beside(plugin: &Path) -> Result<Option<Settings>, SettingsErro
     read(&file).await.map(Some)
 }
 
-/// Reads and checks one settings file.
+/// Reads and checks one settings file: a regular file inside its directory, at most
+/// [`MAX_SETTINGS_BYTES`], a JSON or YAML mapping.
 pub async fn read(file: &Path) -> Result<Settings, SettingsError> {
-    let read_err = |source| SettingsError::Read {
-        file: file.to_path_buf(),
-        source,
+    let limit = SizeLimit {
+        max: MAX_SETTINGS_BYTES,
+        hint: "",
     };
-    let bytes = tokio::fs::metadata(file).await.map_err(read_err)?.len();
-    if bytes > MAX_SETTINGS_BYTES {
-        let file = file.to_path_buf();
-        return Err(SettingsError::TooLarge { file, bytes });
-    }
-    let text = tokio::fs::read_to_string(file).await.map_err(read_err)?;
+    let bytes = plugin_file::read_async(file, limit).await?;
     let invalid = |reason: String| SettingsError::Invalid {
         file: file.to_path_buf(),
         reason,
     };
+    let text = String::from_utf8(bytes).map_err(|e| invalid(format!("not UTF-8: {e}")))?;
     let value: Value = match file.extension().and_then(|e| e.to_str()) {
         Some("yaml") => serde_saphyr::from_str(&text).map_err(|e| invalid(e.to_string()))?,
         _ => serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?,
@@ -186,6 +171,6 @@ mod tests {
         }
         std::fs::write(&json, "x".repeat(MAX_SETTINGS_BYTES as usize + 1)).expect("write");
         let err = read_beside(&plugin).await.expect_err("large").to_string();
-        assert!(err.contains("more than 65536"), "{err}");
+        assert!(err.contains("more than the limit of 65536"), "{err}");
     }
 }

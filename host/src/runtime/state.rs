@@ -5,11 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::StoreLimitsBuilder;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::limiter::InstanceLimits;
+use super::limiter::{InstanceBounds, InstanceLimits};
 use super::stderr::GuestStderr;
 use crate::capabilities::{CapabilityError, PluginCluster};
 use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
@@ -23,8 +22,22 @@ pub const MAX_HOST_HANDLES: usize = 10_000;
 pub const MAX_TABLE_ELEMENTS: usize = 20_000;
 /// The one argument a plugin gets: its program name.
 const PROGRAM_NAME: &str = "plugin";
-/// Core instances, tables and memories one component may create.
-const MAX_INSTANCES: usize = 100;
+/// Core instances one component may create: Rust plugins create 3, Go and JavaScript
+/// 4, Python 14 (componentize-py links libpython's modules). Each holds a slot of the
+/// shared instance pool for as long as the plugin's instance lives.
+pub const MAX_CORE_INSTANCES: usize = 32;
+/// Linear memories one component may define (every plugin built here defines one).
+pub const MAX_MEMORIES: usize = 4;
+/// Tables one component may define (every plugin built here defines two).
+pub const MAX_TABLES: usize = 8;
+
+/// The bounds on a component's shape, as a refusal states them.
+pub fn shape_bounds() -> String {
+    format!(
+        "a plugin's component may create at most {MAX_CORE_INSTANCES} core instances, \
+         {MAX_MEMORIES} memories and {MAX_TABLES} tables"
+    )
+}
 
 /// Data of one Store.
 pub struct HostState {
@@ -106,16 +119,13 @@ impl HostState {
         HostState {
             wasi: wasi.build(),
             table,
-            limits: InstanceLimits::new(
-                StoreLimitsBuilder::new()
-                    .memory_size(max_memory_bytes)
-                    .table_elements(MAX_TABLE_ELEMENTS)
-                    .instances(MAX_INSTANCES)
-                    .tables(MAX_INSTANCES)
-                    .memories(MAX_INSTANCES)
-                    .trap_on_grow_failure(true)
-                    .build(),
-            ),
+            limits: InstanceLimits::new(InstanceBounds {
+                memory_bytes: max_memory_bytes,
+                table_elements: MAX_TABLE_ELEMENTS,
+                core_instances: MAX_CORE_INSTANCES,
+                memories: MAX_MEMORIES,
+                tables: MAX_TABLES,
+            }),
             plugin,
             key,
             stderr,

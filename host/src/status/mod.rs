@@ -71,8 +71,12 @@ pub struct PluginStatus {
     pub file: String,
     /// Running or failed.
     pub state: State,
-    /// Registered name of the running version.
+    /// The plugin's identity: its file's name without `.wasm`.
     pub plugin: Option<String>,
+    /// The name its `register` returned, when that is another: shown, never acted
+    /// on (the file's name decides whom the plugin acts as).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_as: Option<String>,
     /// Registered version string of the running version.
     pub version: Option<String>,
     /// SHA-256 of the running version's file.
@@ -116,6 +120,7 @@ impl PluginStatus {
             file: file.into(),
             state: State::Running,
             plugin: Some(plugin.into()),
+            registered_as: None,
             version: Some(version.into()),
             hash: Some(hash.into()),
             loaded_at: Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string()),
@@ -123,6 +128,14 @@ impl PluginStatus {
             limits: None,
             contract: None,
             rights: None,
+        }
+    }
+
+    /// The same row noting the name the plugin registered as, if it is another.
+    pub fn with_registered_as(self, registered_as: Option<&str>) -> PluginStatus {
+        PluginStatus {
+            registered_as: registered_as.map(str::to_string),
+            ..self
         }
     }
 
@@ -167,6 +180,7 @@ impl PluginStatus {
             file: file.into(),
             state,
             plugin: None,
+            registered_as: None,
             version: None,
             hash: None,
             loaded_at: None,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
-use crate::capabilities::{CapabilityError, Declared, Target, list_call, list_scope};
+use crate::capabilities::{CapabilityError, Declared, Target, list_call, list_selector, list_what};
 use crate::contract::{ErrorCode, GuestError, Predicate, Verb};
 use crate::keys::{KeyMapping, ReconcileKey};
 use crate::kube::cache::{CachedObject, Change};
@@ -248,8 +248,9 @@ impl MemoryCluster {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<(String, Views), CapabilityError> {
-        let (what, selector) = list_scope(op, gvk, namespace, label_selector)?;
+        let what = list_what(gvk, namespace);
         let watches = self.watches_of(op, &what, gvk, namespace)?;
+        let selector = list_selector(op, &what, label_selector)?;
         let world = self.world();
         let mut found = BTreeMap::new();
         for (id, object) in world.store.objects() {

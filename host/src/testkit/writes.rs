@@ -248,26 +248,24 @@ impl PluginCluster for MemoryCluster {
         Box::pin(ready(self.read(target)))
     }
 
-    fn list(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
+    fn list<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
         limit: Option<usize>,
-    ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        self.read_all(gvk, namespace, label_selector, limit)
+    ) -> BoxFuture<'a, Result<Vec<Arc<str>>, CapabilityError>> {
+        Box::pin(async move { self.read_all(gvk, namespace, label_selector, limit) })
     }
 
-    fn count(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<usize, CapabilityError> {
-        Ok(self
-            .matching("count", gvk, namespace, label_selector)?
-            .1
-            .len())
+    fn count<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<usize, CapabilityError>> {
+        let matching = self.matching("count", gvk, namespace, label_selector);
+        Box::pin(async move { Ok(matching?.1.len()) })
     }
 
     fn patch_labels<'a>(

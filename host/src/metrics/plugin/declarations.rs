@@ -30,18 +30,47 @@ pub fn check(declarations: &[MetricDeclaration]) -> Result<(), String> {
         if declarations[..i].iter().any(|d| d.name == m.name) {
             return Err(format!("metric {:?} declared twice", m.name));
         }
+        let samples = samples_of(m);
+        let earlier = declarations[..i].iter().flat_map(samples_of);
+        if let Some(clash) = earlier.into_iter().find(|s| samples.contains(s)) {
+            return Err(format!(
+                "metric {:?}: its samples would be named {clash:?}, as another metric's are",
+                m.name
+            ));
+        }
     }
     Ok(())
 }
 
+/// The names of a metric's sample lines: a counter's `_total`, a histogram's
+/// `_bucket`, `_sum` and `_count`, a gauge's own name.
+fn samples_of(m: &MetricDeclaration) -> Vec<String> {
+    let suffixes: &[&str] = match m.kind {
+        MetricKind::Counter => &["_total"],
+        MetricKind::Gauge => &[""],
+        MetricKind::Histogram => &["_bucket", "_sum", "_count"],
+    };
+    suffixes.iter().map(|s| format!("{}{s}", m.name)).collect()
+}
+
 fn check_one(m: &MetricDeclaration) -> Result<(), String> {
     check_name(&m.name)?;
+    // `__` separates the plugin's name from the metric's in the exported name, so
+    // neither a name nor its ending with a suffix may hold one.
+    if m.name.contains("__") || m.name.ends_with('_') {
+        return Err("a name must not contain `__` or end in `_`".into());
+    }
     if m.kind == MetricKind::Counter && m.name.ends_with("_total") {
         return Err("a counter's name must not end in _total (it is added)".into());
     }
-    let printable = !m.help.is_empty() && !m.help.chars().any(char::is_control);
+    // Help is written into the exposition as it is: a backslash or a quote would
+    // start an escape or a string a parser reads differently.
+    let printable =
+        !m.help.is_empty() && !(m.help.chars()).any(|c| c.is_control() || c == '\\' || c == '"');
     if !printable || m.help.len() > MAX_HELP {
-        return Err(format!("help must be 1 to {MAX_HELP} printable characters"));
+        return Err(format!(
+            "help must be 1 to {MAX_HELP} printable characters, without \\ or \""
+        ));
     }
     if m.labels.len() > MAX_LABELS {
         return Err(format!("{} labels, more than {MAX_LABELS}", m.labels.len()));

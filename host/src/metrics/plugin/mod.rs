@@ -83,11 +83,10 @@ impl PluginMetrics {
     /// The metrics of `plugin` as `declarations` (already checked) say, with at most
     /// `max_series` series across them.
     pub fn new(plugin: &str, declarations: &[MetricDeclaration], max_series: usize) -> Self {
-        let prefix = format!("wcm_plugin_{}", plugin.replace('-', "_"));
         let metrics = (declarations.iter())
             .map(|m| {
                 let declared = Declared {
-                    exported: format!("{prefix}_{}", m.name),
+                    exported: family_name(plugin, &m.name),
                     help: m.help.clone(),
                     labels: m.labels.clone(),
                     series: series_of(m),
@@ -237,6 +236,16 @@ impl PluginMetrics {
         }
         Ok(())
     }
+}
+
+/// The family a plugin's metric is exported as: `wcm_plugin_<plugin>__<name>`, the
+/// plugin's `-` written `_`. The double underscore keeps every plugin in a namespace
+/// of its own: the host's own names have none, and a metric name may not contain one
+/// (`declarations`), so no (plugin, metric) pair can name another pair's family or
+/// one of the host's (a plugin `missing` declaring `rights` would otherwise have been
+/// `wcm_plugin_missing_rights`).
+pub fn family_name(plugin: &str, metric: &str) -> String {
+    format!("wcm_plugin_{}__{metric}", plugin.replace('-', "_"))
 }
 
 /// What identifies a sample line's series: its metric (without a histogram's

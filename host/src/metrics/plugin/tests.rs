@@ -56,10 +56,10 @@ fn updates_are_exported_under_the_plugins_prefix_with_its_label() {
         .expect("observe");
     let text = exported(metrics);
     for line in [
-        "# TYPE wcm_plugin_web_app_widgets counter",
-        r#"wcm_plugin_web_app_widgets_total{plugin="web-app",state="ready"} 2.0"#,
-        r#"wcm_plugin_web_app_queue_length{plugin="web-app"} 5.0"#,
-        r#"wcm_plugin_web_app_sync_seconds_bucket{le="1.0",plugin="web-app"} 1"#,
+        "# TYPE wcm_plugin_web_app__widgets counter",
+        r#"wcm_plugin_web_app__widgets_total{plugin="web-app",state="ready"} 2.0"#,
+        r#"wcm_plugin_web_app__queue_length{plugin="web-app"} 5.0"#,
+        r#"wcm_plugin_web_app__sync_seconds_bucket{le="1.0",plugin="web-app"} 1"#,
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
@@ -180,4 +180,40 @@ fn the_test_kits_samples_are_in_the_same_order_whatever_order_series_were_made_i
         "{histogram:?}"
     );
     assert!(histogram[4].contains("le=\"+Inf\""), "{histogram:?}");
+}
+
+#[test]
+fn no_plugin_metric_can_be_named_as_the_hosts_or_another_plugins() {
+    // Before, `missing` + `rights` exported `wcm_plugin_missing_rights`, the host's.
+    assert_eq!(
+        family_name("missing", "rights"),
+        "wcm_plugin_missing__rights"
+    );
+    assert_ne!(family_name("a-b", "c"), family_name("a", "b_c"));
+    let refused = |name: &str| check(&[declared(name, MetricKind::Gauge, &[])]).expect_err(name);
+    for name in ["b__c", "ends_"] {
+        assert!(
+            refused(name).contains("must not contain `__` or end in `_`"),
+            "{name}"
+        );
+    }
+    // Samples of one metric named as another's: a gauge `a_count` beside a histogram `a`.
+    let clash = [
+        declared("a", MetricKind::Histogram, &[]),
+        declared("a_count", MetricKind::Gauge, &[]),
+    ];
+    let e = check(&clash).expect_err("clash");
+    assert!(e.contains(r#"would be named "a_count""#), "{e}");
+    // A histogram named `label_count` alone is fine.
+    assert!(check(&[declared("label_count", MetricKind::Histogram, &[])]).is_ok());
+}
+
+#[test]
+fn help_that_would_read_as_an_escape_or_a_string_is_refused() {
+    for help in ["a \\ b", "say \"hi\"", "two\nlines"] {
+        let mut m = declared("widgets", MetricKind::Gauge, &[]);
+        m.help = help.into();
+        let e = check(&[m]).expect_err(help);
+        assert!(e.contains("help must be"), "{e}");
+    }
 }

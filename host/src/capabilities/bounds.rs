@@ -1,0 +1,124 @@
+//! The size of every argument a plugin passes to a host call, checked at the edge
+//! before anything is parsed, escaped or copied again, for the live cluster and the
+//! test kit alike.
+//!
+//! A guest argument arrives as one host copy of what the guest passed. Everything after
+//! that must cost at most a small multiple of it: a JSON body parsed into
+//! `serde_json::Value` takes tens of bytes per element, a label selector a heap node per
+//! term, an escaped message up to six bytes per byte. So each kind of argument has a
+//! bound that the API server's own limits make harmless, and is refused past it with
+//! `invalid` naming the bound — before the plugin's verb, kind or budget is looked at,
+//! since that check is free and the others are not needed for a refusal.
+
+use super::CapabilityError;
+
+/// Longest JSON body (an object, a patch, a status): the API server's own limit on a
+/// request body (3 MiB, `MaxRequestBodyBytes`); a larger one could never be written.
+pub const MAX_BODY_BYTES: usize = 3 << 20;
+/// Longest label selector of a `list`, `list-first` or `count`, as a watch's.
+pub const MAX_SELECTOR_BYTES: usize = 1024;
+/// Most labels one `patch-labels` sets and removes together.
+pub const MAX_LABELS_PER_CALL: usize = 64;
+/// Longest `uid` or `resourceVersion` precondition of a `delete`.
+pub const MAX_PRECONDITION_BYTES: usize = 256;
+/// Longest label value of a plugin metric update, and most values (as declared; the
+/// declaration's bounds are checked when the update is applied).
+pub const MAX_METRIC_ARGUMENT_BYTES: usize = 1024;
+
+/// Refuses `what` of `op` when it is longer than `max` bytes.
+pub fn at_most(
+    op: &str,
+    plugin: &str,
+    what: &str,
+    len: usize,
+    max: usize,
+) -> Result<(), CapabilityError> {
+    if len <= max {
+        return Ok(());
+    }
+    Err(CapabilityError::Invalid(format!(
+        "{op} by plugin {plugin}: {what} is {len} bytes, more than the {max} a plugin may pass; \
+         nothing was parsed or sent"
+    )))
+}
+
+/// A JSON body: at most [`MAX_BODY_BYTES`].
+pub fn body(op: &str, plugin: &str, what: &str, body: &str) -> Result<(), CapabilityError> {
+    at_most(op, plugin, what, body.len(), MAX_BODY_BYTES)
+}
+
+/// A label selector: at most [`MAX_SELECTOR_BYTES`] (its terms are bounded when it is
+/// parsed).
+pub fn selector(op: &str, plugin: &str, selector: Option<&str>) -> Result<(), CapabilityError> {
+    let len = selector.map_or(0, str::len);
+    at_most(op, plugin, "the label selector", len, MAX_SELECTOR_BYTES)
+}
+
+/// The labels of a `patch-labels`: at most [`MAX_LABELS_PER_CALL`] (each is checked
+/// against Kubernetes' rules, which bound its size, before anything is sent).
+pub fn labels(op: &str, plugin: &str, set: usize, remove: usize) -> Result<(), CapabilityError> {
+    let count = set.saturating_add(remove);
+    if count <= MAX_LABELS_PER_CALL {
+        return Ok(());
+    }
+    Err(CapabilityError::Invalid(format!(
+        "{op} by plugin {plugin}: {count} labels to set and remove, more than the \
+         {MAX_LABELS_PER_CALL} one call may change; nothing was sent"
+    )))
+}
+
+/// The strings of a list: each at most `max` bytes, and at most `count` of them.
+pub fn strings(
+    op: &str,
+    plugin: &str,
+    what: &str,
+    strings: &[String],
+    (count, max): (usize, usize),
+) -> Result<(), CapabilityError> {
+    if strings.len() > count {
+        return Err(CapabilityError::Invalid(format!(
+            "{op} by plugin {plugin}: {} {what}, more than {count}; nothing was parsed or sent",
+            strings.len()
+        )));
+    }
+    for s in strings {
+        at_most(op, plugin, what, s.len(), max)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_call_the_plugin_and_the_bound_but_not_the_input() {
+        let huge = "x".repeat(MAX_BODY_BYTES + 1);
+        let e = body("apply", "p", "the object", &huge).expect_err("too large");
+        let text = e.to_string();
+        assert!(
+            text.contains("apply by plugin p: the object is 3145729 bytes"),
+            "{text}"
+        );
+        assert!(text.contains("more than the 3145728"), "{text}");
+        assert!(
+            text.len() < 200,
+            "the input is not quoted: {} bytes",
+            text.len()
+        );
+        assert!(body("apply", "p", "the object", "{}").is_ok());
+        let e = selector("count", "p", Some(&"!a,".repeat(400))).expect_err("long");
+        assert!(
+            e.to_string().contains("the label selector is 1200 bytes"),
+            "{e}"
+        );
+        assert!(selector("count", "p", None).is_ok());
+        let e = labels("patch-labels", "p", 60, 5).expect_err("many");
+        assert!(e.to_string().contains("65 labels"), "{e}");
+        let many = vec!["a".to_string(); 3];
+        let e = strings("x", "p", "finalizers", &many, (2, 10)).expect_err("count");
+        assert!(e.to_string().contains("3 finalizers, more than 2"), "{e}");
+        let long = vec!["a".repeat(11)];
+        assert!(strings("x", "p", "finalizers", &long, (2, 10)).is_err());
+    }
+}

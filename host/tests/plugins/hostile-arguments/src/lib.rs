@@ -1,0 +1,228 @@
+//! A hostile test plugin. It watches ConfigMaps labelled `wcm.test/hostile-arguments`
+//! and, for each, calls every host import with one argument of `mib` MiB (the
+//! ConfigMap's data, default 48): a name, a namespace, a kind, a label selector, label
+//! keys and values and a million of them, finalizers, an Event's reason and note,
+//! JSON bodies shaped to cost the most to parse (a flat array, a wide object, deep
+//! nesting), a patch, a status, delete preconditions, metric names and values, a log
+//! message of control characters and its fields. It writes each call's error code into
+//! the ConfigMap's `results` (`call=code`, one per line), a `1` beside the code when
+//! the message names the size bound, and labels it `wcm.test/done=true`.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use wasm_controller_sdk::wit::wcm::controller::cluster as host;
+use wasm_controller_sdk::wit::wcm::controller::log as host_log;
+use wasm_controller_sdk::wit::wcm::controller::metrics as host_metrics;
+use wasm_controller_sdk::{
+    Action, Controller, Error, EventType, Failure, Gvk, ObjectRef, Registration, Request, Verb,
+    Watch, cluster, export_controller,
+};
+
+/// The plugin.
+pub struct HostileArguments;
+
+const LABEL: &str = "wcm.test/hostile-arguments";
+
+impl Controller for HostileArguments {
+    fn registration() -> Registration {
+        Registration::new("hostile-arguments", "0.1.0")
+            .watch(Watch::all::<ConfigMap>().labels(LABEL))
+            .permit::<ConfigMap>(&[
+                Verb::Patch,
+                Verb::Apply,
+                Verb::Create,
+                Verb::Update,
+                Verb::Delete,
+                Verb::PatchStatus,
+            ])
+            .counter("calls", "Calls made", &["call"])
+    }
+
+    fn reconcile(req: Request) -> Result<Action, Failure> {
+        let cm: ConfigMap = match cluster::get(req.namespace.as_deref(), &req.name) {
+            Ok(cm) => cm,
+            Err(e) if e.is_not_found() => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
+        };
+        let labels = cm.metadata.labels.clone().unwrap_or_default();
+        if labels.contains_key("wcm.test/done") {
+            return Ok(Action::Done);
+        }
+        let data = cm.data.clone().unwrap_or_default();
+        let mib: usize = data.get("mib").and_then(|m| m.parse().ok()).unwrap_or(48);
+        let me = ObjectRef::of(&cm);
+        let only: Vec<String> = (data.get("only").map(String::as_str).unwrap_or_default())
+            .split(',')
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect();
+        let results = call_everything(&me, mib << 20, &only);
+        let text: Vec<String> = results
+            .iter()
+            .map(|(call, outcome)| format!("{call}={outcome}"))
+            .collect();
+        let patch = serde_json::json!({"data": {"results": text.join("\n")}});
+        cluster::merge_patch(&me, &patch)?;
+        cluster::patch_labels(&me, &[("wcm.test/done", "true")], &[])?;
+        Ok(Action::Done)
+    }
+}
+
+/// What one call answered: its error code, and `1` if the message names the bound.
+fn outcome<T>(result: Result<T, Error>) -> String {
+    match result {
+        Ok(_) => "ok".into(),
+        Err(e) => {
+            let bound = e.message.contains("more than") && e.message.len() < 4096;
+            let code = format!("{:?}", e.code).to_lowercase();
+            let code = code.rsplit("::").next().unwrap_or_default().to_string();
+            format!("{code}{}", if bound { " 1" } else { "" })
+        }
+    }
+}
+
+fn config_maps() -> Gvk {
+    Gvk {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+    }
+}
+
+/// `n` bytes of `unit` repeated.
+fn filled(unit: &str, n: usize) -> String {
+    unit.repeat(n / unit.len())
+}
+
+/// One host call with arguments of `n` bytes; returns what it answered.
+type Call = fn(&ObjectRef, usize) -> String;
+
+/// The calls, by name.
+const CALLS: [(&str, Call); 18] = [
+    ("get-name", |me, n| {
+        outcome(host::get(&named(me, filled("n", n))))
+    }),
+    ("get-group", |me, n| {
+        let kind = Gvk {
+            group: filled("g", n),
+            ..config_maps()
+        };
+        outcome(host::get(&ObjectRef { kind, ..me.clone() }))
+    }),
+    ("list", |me, n| {
+        let selector = filled("!a,", n);
+        outcome(host::list(
+            &config_maps(),
+            me.namespace.as_deref(),
+            Some(&selector),
+        ))
+    }),
+    ("count", |me, n| {
+        let selector = filled("!a,", n);
+        outcome(host::count(
+            &config_maps(),
+            me.namespace.as_deref(),
+            Some(&selector),
+        ))
+    }),
+    ("label-key", |me, n| {
+        outcome(host::patch_labels(me, &[(filled("k", n), "v".into())], &[]))
+    }),
+    ("labels-many", |me, n| {
+        let many: Vec<(String, String)> = (0..(n / 64))
+            .map(|i| (format!("k{i}"), String::new()))
+            .collect();
+        outcome(host::patch_labels(me, &many, &[]))
+    }),
+    ("finalizer", |me, n| {
+        outcome(host::patch_finalizers(me, &[filled("f", n)], &[]))
+    }),
+    ("event-reason", |me, n| {
+        outcome(host::record_event(&event(me, filled("R", n), "n")))
+    }),
+    ("event-note", |me, n| {
+        let note = filled("x", n);
+        outcome(host::record_event(&event(me, "Big".into(), &note)))
+    }),
+    ("apply-array", |_, n| {
+        outcome(host::apply(&format!("[{}0]", filled("0,", n)), false))
+    }),
+    ("create-object", |_, n| {
+        outcome(host::create(&format!(
+            "{{{}\"z\":0}}",
+            filled("\"a\":0,", n)
+        )))
+    }),
+    ("update-nested", |_, n| {
+        outcome(host::update(&filled("[", n)))
+    }),
+    ("patch", |me, n| {
+        outcome(host::patch(
+            me,
+            host::PatchType::Merge,
+            &wide_patch(n),
+            None,
+        ))
+    }),
+    ("patch-status", |me, n| {
+        outcome(host::patch_status(me, &wide_patch(n)))
+    }),
+    ("delete", |me, n| {
+        let options = host::DeleteOptions {
+            propagation: host::Propagation::Background,
+            uid: Some(filled("u", n)),
+            resource_version: None,
+        };
+        outcome(host::delete(&named(me, "nothing".into()), &options))
+    }),
+    ("metric-name", |_, n| {
+        outcome(host_metrics::add(&filled("m", n), &[], 1.0))
+    }),
+    ("metric-value", |_, n| {
+        outcome(host_metrics::add("calls", &[filled("v", n)], 1.0))
+    }),
+    ("log", |_, n| {
+        let message = filled("\u{1}", n);
+        host_log::log(
+            host_log::Level::Info,
+            &message,
+            &[("k".into(), message.clone())],
+        );
+        "ok".into()
+    }),
+];
+
+/// Makes every call, or those `only` names, with arguments of `n` bytes.
+fn call_everything(me: &ObjectRef, n: usize, only: &[String]) -> Vec<(&'static str, String)> {
+    (CALLS.iter())
+        .filter(|(call, _)| only.is_empty() || only.iter().any(|o| o == call))
+        .map(|(call, make)| (*call, make(me, n)))
+        .collect()
+}
+
+/// A ConfigMap of `me`'s namespace named `name`.
+fn named(me: &ObjectRef, name: String) -> ObjectRef {
+    ObjectRef {
+        kind: config_maps(),
+        namespace: me.namespace.clone(),
+        name,
+    }
+}
+
+/// An Event about `me`.
+fn event(me: &ObjectRef, reason: String, note: &str) -> host::Event {
+    host::Event {
+        regarding: me.clone(),
+        related: None,
+        type_: EventType::Normal,
+        reason,
+        action: String::new(),
+        note: note.into(),
+    }
+}
+
+/// A merge patch of `n` bytes: data with very many keys.
+fn wide_patch(n: usize) -> String {
+    format!("{{\"data\":{{{}\"z\":\"0\"}}}}", filled("\"a\":\"0\",", n))
+}
+
+export_controller!(HostileArguments);
