@@ -6,8 +6,9 @@ mod support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
@@ -317,12 +318,13 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         GroupVersionKind::gvk("", "v1", "ConfigMap"),
         HashSet::from([Verb::Patch]),
     )]);
+    let granted = Arc::new(Granted::everything());
     let access = ClusterAccess::new(
         budget(PLUGIN),
         "test-host",
         registry,
         restricted,
-        (vec![], Arc::new(Granted::everything())),
+        (vec![], granted.clone()),
         grants,
         LeaderGate::always_open(),
     );
@@ -338,6 +340,10 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         "forbidden",
         "wcm-restricted",
     );
+    // The refusal asked for a review of the plugin's rights at once, so its state
+    // names the rule within a second, not at the next periodic review.
+    let asked = tokio::time::timeout(Duration::from_secs(5), granted.review_asked()).await;
+    ensure!(asked.is_ok(), "a 403 did not ask for a review");
     Ok(())
 }
 
@@ -898,5 +904,50 @@ async fn create_patch_and_update_write_as_the_plugin_and_keep_their_precondition
     let (obj, kind, body, _) = merge(json!({"spec": {"replicas": 2}}));
     let scale = state.patch(obj, kind, body, Some("scale".into())).await;
     assert_wit_error(scale, "forbidden", "patch/scale");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lookup_of_a_kind_the_api_server_does_not_serve_is_a_counted_request_made_once()
+-> Result<()> {
+    let ns = TestNamespace::create("cap-bogus").await?;
+    let client = ns.client();
+    let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
+    let bogus = GroupVersionKind::gvk("bogus.example.com", "v1", "Thing");
+    let access = ClusterAccess::new(
+        Arc::new(PluginBudget::new(
+            PLUGIN,
+            Budget::default(),
+            metrics.clone(),
+        )),
+        "test-host",
+        Arc::new(InformerRegistry::new(client.clone(), Default::default())),
+        client,
+        (vec![], Arc::new(Granted::everything())),
+        HashMap::from([(bogus, HashSet::from([Verb::Patch]))]),
+        LeaderGate::always_open(),
+    );
+    let mut state = HostState::for_reconcile(Arc::new(access), "key".into(), 64 << 20);
+    let thing = ObjectRef {
+        kind: Gvk {
+            group: "bogus.example.com".into(),
+            version: "v1".into(),
+            kind: "Thing".into(),
+        },
+        namespace: Some(ns.name().into()),
+        name: "x".into(),
+    };
+    // A plugin looping over a kind it declared that does not exist.
+    for _ in 0..50 {
+        let patched = state
+            .patch_finalizers(thing.clone(), vec!["example.com/f".into()], vec![])
+            .await;
+        assert_wit_error(patched, "invalid", "not served by the API server");
+    }
+    let text = metrics.encode();
+    let line = (text.lines())
+        .find(|l| l.starts_with("wcm_plugin_api_requests_total") && l.contains(PLUGIN))
+        .context("no request counted")?;
+    ensure!(line.ends_with(" 1"), "one lookup for fifty calls: {line}");
     Ok(())
 }

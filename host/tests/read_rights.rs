@@ -289,3 +289,60 @@ async fn upgrade_scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str
     upgraded?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_change_of_rights_is_seen_at_once_and_a_recovered_plugin_acts_at_once() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("rights-change").await?;
+    let prefix = format!("{}-", ns.name());
+    let granted = apply_rbac(plane, ns.name(), &prefix, &[plugin_file("pod-counter")])?;
+    let result = rights_change_scenario(&ns, &prefix).await;
+    delete_rbac(plane, &granted);
+    result
+}
+
+/// pod-counter, reviewed only every five minutes: its `patch` on Nodes revoked, it is
+/// `forbidden` naming the rule within seconds; a burst of Pods meanwhile fails its
+/// key over and over, growing its backoff to minutes; the rule restored, it counts
+/// again within seconds, not after that backoff.
+async fn rights_change_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
+    let client = ns.client();
+    let node = format!("{}-control-plane", ns.name());
+    create_node(&client, &node, true, ns.labels()).await?;
+    let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
+    let flags = [
+        "--plugin-service-account-namespace",
+        ns.name(),
+        "--plugin-service-account-prefix",
+        prefix,
+        "--access-review-interval=5m",
+    ];
+    let host = HostProcess::start(dir.path(), &flags)?;
+    host.row_in("pod-counter.wasm", State::Running, WAIT)
+        .await?;
+    let role = format!("{prefix}pod-counter");
+    set_verbs(&client, &role, "nodes", &["get", "list", "watch"]).await?;
+    let row = host
+        .row_in("pod-counter.wasm", State::Forbidden, WAIT)
+        .await?;
+    let why = row.reason.unwrap_or_default();
+    ensure!(why.contains("patch resource \"nodes\""), "{why}");
+    // Each Pod wakes the key at once and fails it again: 16 failures in a row put
+    // its next retry more than five minutes away.
+    for i in 0..16 {
+        create_pod(&client, ns.name(), &format!("burst-{i}")).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    set_verbs(&client, &role, "nodes", &["get", "list", "patch", "watch"]).await?;
+    host.row_in("pod-counter.wasm", State::Running, WAIT)
+        .await?;
+    let counted = eventually(WAIT, || async {
+        let pods = all_pods(&client).await.ok()?.len();
+        (node_label(&client, &node, COUNT).await.ok()?? == pods.to_string()).then_some(())
+    })
+    .await;
+    counted.context("the restored plugin did not count again before its backoff ran out")?;
+    host.wait_for_log(&["plugin recovered", "failed keys retried now"], WAIT)
+        .await?;
+    Ok(())
+}
