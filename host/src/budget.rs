@@ -44,6 +44,16 @@ pub struct Budget {
     /// retires it, in bytes.
     #[serde(default = "default_reuse_growth")]
     pub reuse_instance_growth_bytes: usize,
+    /// Bytes of the host's caches the plugin's watches may hold (shared informers
+    /// divided among their users); past it the plugin is stopped.
+    #[serde(default = "default_cache_bytes")]
+    pub max_cache_bytes: usize,
+}
+
+/// The default bound on what a plugin's watches may make the host cache: 1 GiB, a
+/// hundred thousand Pods' worth of JSON.
+fn default_cache_bytes() -> usize {
+    1 << 30
 }
 
 /// The default bound on a reused instance's memory growth: 8 MiB.
@@ -69,6 +79,7 @@ impl Default for Budget {
             max_metric_series: default_metric_series(),
             reuse_instance_calls: 0,
             reuse_instance_growth_bytes: default_reuse_growth(),
+            max_cache_bytes: default_cache_bytes(),
         }
     }
 }
@@ -115,7 +126,7 @@ impl BudgetSettings {
     /// Applies one `NAME:KEY=VALUE[,KEY=VALUE...]` override on top of the defaults
     /// (call after the defaults are final). Keys: `api-qps`, `api-burst`,
     /// `max-result-mib`, `max-watches`, `max-metric-series`, `log-rate`, `log-burst`,
-    /// `reuse-instance-calls`, `reuse-instance-growth-mib`.
+    /// `reuse-instance-calls`, `reuse-instance-growth-mib`, `max-cache-mib`.
     pub fn add_override(&mut self, given: &str) -> Result<(), OverrideError> {
         let err = |reason: String| OverrideError {
             given: given.to_string(),
@@ -159,6 +170,10 @@ fn set(budget: &mut Budget, key: &str, value: &str) -> Result<(), String> {
         "reuse-instance-growth-mib" => {
             let mib: usize = value.parse().map_err(|e| bad(&e))?;
             budget.reuse_instance_growth_bytes = mib.checked_shl(20).ok_or("too large")?;
+        }
+        "max-cache-mib" => {
+            let mib: usize = value.parse().map_err(|e| bad(&e))?;
+            budget.max_cache_bytes = mib.checked_shl(20).ok_or("too large")?;
         }
         other => return Err(format!("unknown key {other:?}")),
     }

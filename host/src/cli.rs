@@ -234,10 +234,14 @@ pub struct BudgetArgs {
     /// it, in MiB.
     #[arg(long, default_value_t = Budget::default().reuse_instance_growth_bytes >> 20)]
     pub reuse_instance_growth_mib: usize,
+    /// MiB of the host's informer caches one plugin's watches may hold (an informer
+    /// shared with other plugins counted in part); past it the plugin is stopped.
+    #[arg(long, default_value_t = Budget::default().max_cache_bytes >> 20)]
+    pub max_cache_mib_per_plugin: usize,
     /// Other budgets for one plugin: `NAME:KEY=VALUE[,KEY=VALUE...]` with keys
     /// api-qps, api-burst, max-result-mib, max-watches, max-metric-series, log-rate,
-    /// log-burst, reuse-instance-calls, reuse-instance-growth-mib. Repeat for more
-    /// plugins.
+    /// log-burst, reuse-instance-calls, reuse-instance-growth-mib, max-cache-mib.
+    /// Repeat for more plugins.
     #[arg(long, value_name = "NAME:KEY=VALUE,...")]
     pub plugin_override: Vec<String>,
 }
@@ -256,6 +260,7 @@ impl BudgetArgs {
                 max_metric_series: self.max_metric_series_per_plugin,
                 reuse_instance_calls: self.reuse_instance_calls,
                 reuse_instance_growth_bytes: self.reuse_instance_growth_mib.saturating_mul(1 << 20),
+                max_cache_bytes: self.max_cache_mib_per_plugin.saturating_mul(1 << 20),
             },
             overrides: Default::default(),
         };

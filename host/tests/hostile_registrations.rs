@@ -183,3 +183,53 @@ async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Res
     revoke(&admin, &role).await;
     recovered
 }
+
+#[tokio::test]
+async fn a_plugin_that_multiplies_the_hosts_caches_is_stopped_at_its_bound() -> Result<()> {
+    let ns = TestNamespace::create("many-informers").await?;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(ns.client(), ns.name());
+    // 200 ConfigMaps of about 1 KiB: some 200 KiB for each of its sixteen informers.
+    for i in 0..200 {
+        let cm = serde_json::from_value(json!({
+            "metadata": {"name": format!("cm-{i}"), "labels": {"wcm.test/many": ""}},
+            "data": {"payload": "x".repeat(1024)},
+        }))?;
+        configmaps.create(&PostParams::default(), &cm).await?;
+    }
+    let dir = plugins_dir(&[
+        ("many.wasm", plugin_bytes("hostile-many-informers")),
+        ("harmless.wasm", plugin_bytes("hostile-registration")),
+    ])?;
+    let host = HostProcess::start(dir.path(), &["--max-cache-mib-per-plugin", "2"])?;
+    let stopped = row_in(&host, "many.wasm", State::Failed).await?;
+    let why = stopped.reason.unwrap_or_default();
+    ensure!(
+        why.contains("of the host's caches") && why.contains("more than its limit of 2 MiB"),
+        "{why}"
+    );
+    host.wait_for_log(
+        &[
+            "plugin stopped: it makes the host cache too much",
+            "many.wasm",
+        ],
+        WAIT,
+    )
+    .await?;
+    // Its informers went with it; the other plugin runs on, its share counted.
+    row_in(&host, "harmless.wasm", State::Running).await?;
+    let gone = eventually(WAIT, || async {
+        let text = host.metrics().await.ok()?;
+        (!text.contains("wcm.test/many")).then_some(())
+    })
+    .await;
+    gone.context("the stopped plugin's informers still run")?;
+    let cached = host
+        .metric("wcm_plugin_cache_bytes", &[("plugin", "harmless")])
+        .await;
+    ensure!(
+        cached.is_ok(),
+        "no cache bytes of the running plugin: {cached:?}"
+    );
+    Ok(())
+}

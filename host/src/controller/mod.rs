@@ -252,6 +252,12 @@ impl PluginController {
             .any(|i| !i.is_synced() && i.problem().is_none())
     }
 
+    /// Bytes of the host's caches the plugin's watches hold (shared informers divided
+    /// among their users).
+    pub fn cache_bytes(&self) -> usize {
+        self.watches.cache_bytes()
+    }
+
     /// Asks for a review of the running version's rights at once (RBAC changed).
     pub fn review_soon(&self) {
         self.current.borrow().access.granted().review_soon();

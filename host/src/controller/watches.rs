@@ -14,7 +14,7 @@ use crate::contract::{KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
 use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
-use crate::kube::predicates;
+use crate::kube::{field_selector, predicates, selector};
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::WorkQueue;
 
@@ -48,11 +48,15 @@ impl Watches {
             let mapping = resolve_mapping(&watch.maps_to, &gvk, registry).await?;
             let predicates: Arc<[Predicate]> = Predicate::parse_known(&watch.predicates).into();
             for namespace in watch.informer_namespaces() {
+                // Selectors written one way, so watches that say the same share.
+                let canonical = |s: &Option<String>, f: fn(&str) -> String| {
+                    s.as_deref().map(f).filter(|s| !s.is_empty())
+                };
                 let scope = WatchScope {
                     gvk: gvk.clone(),
                     namespace,
-                    label_selector: watch.label_selector.clone(),
-                    field_selector: watch.field_selector.clone(),
+                    label_selector: canonical(&watch.label_selector, selector::canonical),
+                    field_selector: canonical(&watch.field_selector, field_selector::canonical),
                     metadata_only: watch.metadata_only,
                 };
                 watches.push(Feed {
@@ -67,6 +71,16 @@ impl Watches {
             attached: Vec::new(),
             resync: None,
         })
+    }
+
+    /// Bytes of the host's caches these watches hold: each informer's divided among
+    /// its subscriptions, of this plugin and others (a plugin subscribed twice to one
+    /// informer pays for it twice over; one informer shared with another plugin,
+    /// half).
+    pub fn cache_bytes(&self) -> usize {
+        (self.watches.iter())
+            .map(|f| f.informer.cache().bytes() / f.informer.subscribers().max(1))
+            .sum()
     }
 
     /// The informers, for the plugin's cache reads.

@@ -145,6 +145,8 @@ struct WrittenCopy {
 #[derive(Debug)]
 struct Entries {
     objects: HashMap<ObjectKey, Arc<CachedObject>>,
+    /// Bytes of JSON of `objects`, kept with every change.
+    bytes: usize,
     /// Written copies waiting for their watch event, by object.
     written: HashMap<ObjectKey, WrittenCopy>,
     /// The last (object, version) pairs the watch delivered; the oldest is forgotten
@@ -157,6 +159,7 @@ impl Default for Entries {
     fn default() -> Self {
         Entries {
             objects: HashMap::new(),
+            bytes: 0,
             written: HashMap::new(),
             seen: LruCache::new(SEEN_VERSIONS),
         }
@@ -164,6 +167,21 @@ impl Default for Entries {
 }
 
 impl Entries {
+    /// Stores `obj` under `key`, keeping the byte count; returns what it replaced.
+    fn insert(&mut self, key: ObjectKey, obj: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
+        self.bytes += obj.json.len();
+        let replaced = self.objects.insert(key, obj);
+        self.bytes -= replaced.as_ref().map_or(0, |o| o.json.len());
+        replaced
+    }
+
+    /// Removes `key`'s object, keeping the byte count.
+    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        let removed = self.objects.remove(key);
+        self.bytes -= removed.as_ref().map_or(0, |o| o.json.len());
+        removed
+    }
+
     fn saw(&mut self, obj: &CachedObject) {
         let Some(version) = &obj.resource_version else {
             return;
@@ -229,6 +247,11 @@ impl ObjectCache {
         self.read().objects.len()
     }
 
+    /// Bytes of JSON held: what the cache costs, within a few percent.
+    pub fn bytes(&self) -> usize {
+        self.read().bytes
+    }
+
     /// Whether the cache holds nothing.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -255,7 +278,7 @@ impl ObjectCache {
             }
             before = entries.written.remove(&key).map(|w| w.delivered);
         }
-        let replaced = entries.objects.insert(key, obj.clone());
+        let replaced = entries.insert(key, obj.clone());
         Change::Applied {
             new: obj,
             old: before.or(replaced),
@@ -291,7 +314,7 @@ impl ObjectCache {
             delivered,
         };
         entries.written.insert(key.clone(), copy);
-        entries.objects.insert(key, obj);
+        entries.insert(key, obj);
         true
     }
 
@@ -299,7 +322,7 @@ impl ObjectCache {
     pub fn delete(&self, key: &ObjectKey) -> Option<Change> {
         let mut entries = self.write();
         entries.written.remove(key);
-        entries.objects.remove(key).map(Change::Deleted)
+        entries.remove(key).map(Change::Deleted)
     }
 
     /// Replaces the whole content after a (re)list; returns every object of the new
@@ -311,6 +334,7 @@ impl ObjectCache {
             for obj in fresh.values() {
                 entries.saw(obj);
             }
+            entries.bytes = fresh.values().map(|o| o.json.len()).sum();
             std::mem::replace(&mut entries.objects, fresh.clone())
         };
         let mut changes: Vec<Change> = fresh
@@ -345,6 +369,26 @@ mod tests {
         }))
         .expect("pod json");
         Arc::new(CachedObject::from_dynamic(obj).expect("serialise"))
+    }
+
+    #[test]
+    fn the_bytes_held_follow_every_change() {
+        let cache = ObjectCache::default();
+        let (a, b) = (pod("a"), pod("b"));
+        let one = a.json.len();
+        cache.apply(a);
+        cache.apply(b.clone());
+        assert_eq!(cache.bytes(), 2 * one);
+        cache.apply(pod_at("a", "8")); // replaced, the same size
+        assert_eq!(cache.bytes(), 2 * one);
+        cache.delete(&b.key());
+        assert_eq!(cache.bytes(), one);
+        let fresh: HashMap<_, _> = [pod("c"), pod("d"), pod("e")]
+            .into_iter()
+            .map(|o| (o.key(), o))
+            .collect();
+        cache.replace(fresh);
+        assert_eq!(cache.bytes(), 3 * one);
     }
 
     #[test]

@@ -62,6 +62,19 @@ pub fn parse(selector: &str) -> Result<FieldSelector, FieldSelectorError> {
     Ok(FieldSelector { requirements })
 }
 
+/// `selector` with its requirements sorted and once each (escapes kept), so that two
+/// watches whose field selectors list the same requirements share one informer. For a
+/// selector that parses.
+pub fn canonical(selector: &str) -> String {
+    let mut terms: Vec<String> = (split_unescaped(selector, ',').into_iter())
+        .map(|t| t.trim().replacen("==", "=", 1))
+        .filter(|t| !t.is_empty())
+        .collect();
+    terms.sort();
+    terms.dedup();
+    terms.join(",")
+}
+
 fn requirement(term: &str) -> Result<Requirement, String> {
     let (field, value, equal) = ["!=", "==", "="]
         .iter()
@@ -167,6 +180,19 @@ mod tests {
         }
         let escaped = parse(r"metadata.name=a\,b").expect("valid");
         assert!(escaped.matches(&json!({"metadata": {"name": "a,b"}})));
+    }
+
+    #[test]
+    fn field_selectors_listing_the_same_requirements_are_written_the_same() {
+        let one = canonical("status.phase!=Failed,spec.nodeName==a\\,b");
+        assert_eq!(one, "spec.nodeName=a\\,b,status.phase!=Failed");
+        assert_eq!(
+            canonical("spec.nodeName=a\\,b,status.phase!=Failed,status.phase!=Failed"),
+            one
+        );
+        let pod = serde_json::json!({"spec": {"nodeName": "a,b"}, "status": {"phase": "Running"}});
+        let given = parse("status.phase!=Failed,spec.nodeName==a\\,b").expect("parses");
+        assert!(parse(&one).expect("parses").matches(&pod) && given.matches(&pod));
     }
 
     #[test]

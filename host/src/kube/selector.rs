@@ -51,6 +51,41 @@ pub fn parse(selector: &str) -> Result<Selector, SelectorError> {
     Ok(exprs.into_iter().collect())
 }
 
+/// `selector` written one way — requirements sorted and once each, `==` as `=`, a
+/// set's values sorted, spaces only around `in` and `notin` — so that two watches whose
+/// selectors say the same thing differently share one informer. For a selector that
+/// parses.
+pub fn canonical(selector: &str) -> String {
+    let mut terms: Vec<String> = (split_terms(selector).into_iter())
+        .map(|t| canonical_term(t.trim()))
+        .filter(|t| !t.is_empty())
+        .collect();
+    terms.sort();
+    terms.dedup();
+    terms.join(",")
+}
+
+fn canonical_term(term: &str) -> String {
+    if let Some(key) = term.strip_prefix('!') {
+        return format!("!{}", key.trim());
+    }
+    for (op, written) in [("!=", "!="), ("==", "="), ("=", "=")] {
+        if let Some((k, v)) = term.split_once(op) {
+            return format!("{}{written}{}", k.trim(), v.trim());
+        }
+    }
+    for op in [" notin ", " in "] {
+        if let Some((k, set)) = term.split_once(op) {
+            let inner = set.trim().trim_start_matches('(').trim_end_matches(')');
+            let mut values: Vec<&str> = inner.split(',').map(str::trim).collect();
+            values.sort_unstable();
+            values.dedup();
+            return format!("{} {} ({})", k.trim(), op.trim(), values.join(","));
+        }
+    }
+    term.to_string()
+}
+
 /// Splits on commas that are not inside a `(...)` value set.
 fn split_terms(s: &str) -> Vec<&str> {
     let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
@@ -157,6 +192,19 @@ mod tests {
             let parsed = parse(sel).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(parsed.matches(&l), want, "{sel}");
         }
+    }
+
+    #[test]
+    fn selectors_that_say_the_same_are_written_the_same() {
+        let one = canonical("tier in (front, back),app==web, app=web");
+        assert_eq!(one, "app=web,tier in (back,front)");
+        assert_eq!(canonical(" app = web , tier in (back,front) "), one);
+        assert_eq!(canonical("!a,b!=c,d notin (y, x)"), "!a,b!=c,d notin (x,y)");
+        for selector in [one.as_str(), "!a,b!=c,d notin (x,y)"] {
+            let (parsed, again) = (parse(selector), parse(&canonical(selector)));
+            assert_eq!(parsed, again, "{selector}");
+        }
+        assert_eq!(canonical(""), "");
     }
 
     #[test]

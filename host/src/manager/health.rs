@@ -8,15 +8,20 @@ use super::Manager;
 use crate::controller::{ControllerContext, Health, PluginController};
 use crate::metrics::PluginLabels;
 use crate::status::PluginTable;
-use crate::status::{Rights, State};
+use crate::status::{PluginStatus, Rights, State};
 
 impl Manager {
     /// Looks at every running plugin and records the ones whose health changed. A
     /// change of state is logged; newer details of the same state (another crash,
     /// another API error) only update the table.
     pub(super) fn refresh_health(&mut self) {
+        let mut over_cache = Vec::new();
         for (file, running) in &mut self.running {
             running.controller.refresh_metrics();
+            if let Some(cached) = over_its_cache(&self.ctx, &running.controller) {
+                over_cache.push((file.clone(), cached));
+                continue;
+            }
             show_rights(&self.ctx, &self.table, file, &running.controller);
             let health = running.controller.health();
             if health == running.health {
@@ -54,7 +59,38 @@ impl Manager {
             self.table.set_health(file, state, reason);
             running.health = health;
         }
+        for (file, cached) in over_cache {
+            self.stop_over_cache(&file, cached);
+        }
         self.probes.set_ready(self.readiness());
+    }
+
+    /// Stops `file`'s plugin, whose watches hold `cached` bytes of the host's caches,
+    /// more than its limit: the informers only it used are released with it, and it
+    /// stays stopped (`failed`, saying why) until its file or settings change.
+    fn stop_over_cache(&mut self, file: &str, cached: usize) {
+        let Some(running) = self.running.remove(file) else {
+            return;
+        };
+        let plugin = running.controller.registration().name.clone();
+        let limit = running.controller.budget().max_cache_bytes;
+        let why = format!(
+            "its watches hold {} MiB of the host's caches (informers shared with other \
+             plugins counted in part), more than its limit of {} MiB \
+             (--max-cache-mib-per-plugin); stopped until its file or settings change",
+            cached >> 20,
+            limit >> 20
+        );
+        tracing::error!(
+            file,
+            plugin,
+            why,
+            "plugin stopped: it makes the host cache too much"
+        );
+        self.table.set(PluginStatus::failed(file, &why));
+        self.stop_in_background(running.controller, move || {
+            tracing::info!(plugin, "plugin over its cache limit stopped");
+        });
     }
 
     /// Ready once the first scan's files are loaded (or failed) and every informer a
@@ -74,6 +110,18 @@ impl Manager {
             false => Err(format!("informers of {} still listing", waiting.join(", "))),
         }
     }
+}
+
+/// The bytes of the host's caches `controller`'s watches hold, kept in its metric;
+/// `Some` when that is more than its limit.
+fn over_its_cache(ctx: &ControllerContext, controller: &PluginController) -> Option<usize> {
+    let cached = controller.cache_bytes();
+    let labels = PluginLabels {
+        plugin: controller.registration().name.clone(),
+    };
+    let gauge = ctx.metrics.plugin_cache_bytes.get_or_create(&labels);
+    gauge.set(cached as i64);
+    (cached > controller.budget().max_cache_bytes).then_some(cached)
 }
 
 /// The table's state and reason for `health`.

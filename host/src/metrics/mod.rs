@@ -47,6 +47,11 @@ pub struct Metrics {
     pub informer_lists: Family<InformerLabels, Counter>,
     /// Objects an informer's cache holds.
     pub informer_objects: Family<InformerLabels, Gauge>,
+    /// Bytes of JSON an informer's cache holds.
+    pub informer_bytes: Family<InformerLabels, Gauge>,
+    /// Bytes of the host's caches a plugin's watches hold, shared ones divided among
+    /// the plugins that share them.
+    pub plugin_cache_bytes: Family<PluginLabels, Gauge>,
     /// One series, value 1, naming the Lease holder this replica last saw.
     pub leader_election_holder: Family<LeaderLabels, Gauge>,
     /// The Lease's `leaseTransitions` as this replica last saw it.
@@ -112,6 +117,13 @@ impl Metrics {
             "Objects held in an informer's cache",
             informer_objects.clone(),
         );
+        let informer_bytes = Family::default();
+        let help = "Bytes of JSON held in an informer's cache";
+        registry.register("informer_bytes", help, informer_bytes.clone());
+        let plugin_cache_bytes = Family::default();
+        let help = "Bytes of the host's caches a plugin's watches hold, shared ones divided \
+                    among the plugins sharing them";
+        registry.register("plugin_cache_bytes", help, plugin_cache_bytes.clone());
         let leader_election_holder = Family::default();
         let help = "The leader Lease's holder as this replica last saw it (value 1)";
         registry.register(
@@ -184,6 +196,8 @@ impl Metrics {
             informer_events,
             informer_lists,
             informer_objects,
+            informer_bytes,
+            plugin_cache_bytes,
             plugin_metrics,
         }
     }
@@ -287,6 +301,7 @@ impl Metrics {
         };
         self.standard.forget(plugin);
         self.plugin_events.remove(&labels);
+        self.plugin_cache_bytes.remove(&labels);
         for function in HOST_FUNCTIONS {
             for result in HostCallResult::ALL {
                 self.host_calls.remove(&HostCallLabels {

@@ -82,6 +82,7 @@ pub struct Informer {
     events: Counter,
     lists: Counter,
     objects: Gauge,
+    bytes: Gauge,
     task: Mutex<Option<JoinHandle<()>>>,
     /// Why the watch is not working, while it is not: see [`Informer::problem`].
     problem: Mutex<Health>,
@@ -129,10 +130,12 @@ impl Informer {
         let events = metrics.informer_events.get_or_create(&labels).clone();
         let lists = metrics.informer_lists.get_or_create(&labels).clone();
         let objects = metrics.informer_objects.get_or_create(&labels).clone();
+        let bytes = metrics.informer_bytes.get_or_create(&labels).clone();
         let informer = Arc::new(Informer {
             events,
             lists,
             objects,
+            bytes,
             labels,
             selector,
             fields: fields.ok(),
@@ -318,6 +321,14 @@ impl Informer {
             }
         }
         self.objects.set(self.cache.len() as i64);
+        self.bytes.set(self.cache.bytes() as i64);
+    }
+
+    /// How many subscribers its changes are delivered to: the plugins (versions)
+    /// that use it, among whom its cost is divided.
+    pub fn subscribers(&self) -> usize {
+        let subs = self.subscribers.read().unwrap_or_else(|p| p.into_inner());
+        subs.len()
     }
 }
 
@@ -334,6 +345,7 @@ impl Drop for Informer {
         self.metrics.informer_events.remove(&self.labels);
         self.metrics.informer_lists.remove(&self.labels);
         self.metrics.informer_objects.remove(&self.labels);
+        self.metrics.informer_bytes.remove(&self.labels);
         tracing::info!(kind = %display_gvk(&self.scope.gvk), namespace = ?self.scope.namespace, "informer stopped");
     }
 }

@@ -18,6 +18,10 @@
 //!   not support for them (`spec.nodeName`): well-formed, so it loads, and the API
 //!   server's refusal of the list shows as the plugin's problem.
 //!
+//! - `many-informers` watches ConfigMaps labelled `wcm.test/many` sixteen times, each
+//!   with another field selector that excludes nothing (`metadata.name!=not-<i>`):
+//!   sixteen informers holding the same objects, the host's caches multiplied.
+//!
 //! Without a feature it is a harmless ConfigMap watcher.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -51,6 +55,8 @@ const NAME: &str = if cfg!(feature = "resync-1ms") {
     "hostile-namespace-a"
 } else if cfg!(feature = "unsupported-field") {
     "hostile-unsupported-field"
+} else if cfg!(feature = "many-informers") {
+    "hostile-many-informers"
 } else {
     "hostile-none"
 };
@@ -75,6 +81,11 @@ impl Controller for HostileRegistration {
             reg.watch(configmaps.clone().fields("spec.nodeName=node-1"))
         } else if cfg!(feature = "too-many-watches") {
             (0..17).fold(reg, |reg, _| reg.watch(configmaps.clone()))
+        } else if cfg!(feature = "many-informers") {
+            let many = Watch::all::<ConfigMap>().labels("wcm.test/many");
+            (0..16).fold(reg, |reg, i| {
+                reg.watch(many.clone().fields(&format!("metadata.name!=not-{i}")))
+            })
         } else {
             reg.watch(configmaps)
         };
