@@ -26,7 +26,7 @@ cp target/wasm32-wasip2/plugin/pod_counter.wasm target/test-plugins/pod-counter-
 cargo build --target wasm32-wasip2 --profile plugin -p pod-counter
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/plugins/pod-counter.wasm
 # The hostile-plugin tests' registrations, one variant per feature.
-for feature in resync-1ms resync-max bad-selector too-many-watches secrets secrets-peek namespace-a unsupported-field many-informers; do
+for feature in resync-1ms resync-max bad-selector too-many-watches secrets secrets-peek namespace-a unsupported-field many-informers metrics; do
   cargo build --target wasm32-wasip2 --profile plugin -p hostile-registration --features "$feature"
   cp target/wasm32-wasip2/plugin/hostile_registration.wasm "target/test-plugins/hostile-$feature.wasm"
 done

@@ -2,7 +2,8 @@
 # Builds the local node's images without a container engine: the Go tools in
 # control-plane/images (oci-image, which writes image archives; pause, the Pods'
 # sandbox; web, the example web server WebApps run; install-plugins, the entrypoint of
-# plugin images) and the pause and web image archives, into the cache. Prints nothing
+# plugin images; check-metrics, the Prometheus parser the tests read /metrics with) and
+# the pause and web image archives, into the cache. Prints nothing
 # but logs; `images.sh path NAME` prints an archive's or a tool's path, and
 # `images.sh import ARCHIVE` imports an image archive into the local node if it runs.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -15,7 +16,7 @@ images_key() {
 }
 IMAGES_DIR="$CACHE_ROOT/images-$(images_key)"
 
-TOOLS=(oci-image pause web install-plugins)
+TOOLS=(oci-image pause web install-plugins check-metrics)
 
 build_tools() {
   local tool missing=false
@@ -65,9 +66,9 @@ case "${1:-build}" in
     build_images
     case "${2:-}" in
       pause | web) echo "$IMAGES_DIR/$2.tar" ;;
-      oci-image | install-plugins) echo "$IMAGES_DIR/$2" ;;
-      *) die "images.sh path pause|web|oci-image|install-plugins" ;;
+      oci-image | install-plugins | check-metrics) echo "$IMAGES_DIR/$2" ;;
+      *) die "images.sh path pause|web|oci-image|install-plugins|check-metrics" ;;
     esac
     ;;
-  *) die "usage: images.sh [build | import ARCHIVE | path pause|web|oci-image|install-plugins]" ;;
+  *) die "usage: images.sh [build | import ARCHIVE | path pause|web|oci-image|install-plugins|check-metrics]" ;;
 esac

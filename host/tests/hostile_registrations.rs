@@ -233,3 +233,82 @@ async fn a_plugin_that_multiplies_the_hosts_caches_is_stopped_at_its_bound() -> 
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn plugin_names_and_values_never_break_or_forge_the_exposition() -> Result<()> {
+    let ns = TestNamespace::create("hostile-metrics").await?;
+    let bytes = plugin_bytes("hostile-metrics");
+    let settings = |metric: &str| format!(r#"{{"metric": "{metric}"}}"#).into_bytes();
+    // `missing` + `rights` was the host's own `wcm_plugin_missing_rights`; `a-b` + `c`
+    // and `a` + `b_c` were one family.
+    let dir = plugins_dir(&[
+        ("missing.wasm", bytes.clone()),
+        ("missing.settings.json", settings("rights")),
+        ("a-b.wasm", bytes.clone()),
+        ("a-b.settings.json", settings("c")),
+        ("a.wasm", bytes),
+        ("a.settings.json", settings("b_c")),
+    ])?;
+    let host = HostProcess::start(dir.path(), &[])?;
+    let text = r#"a "quoted" \back\slash} # HELP forged"#;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(ns.client(), ns.name());
+    let cm = serde_json::from_value(json!({
+        "metadata": {"name": "hostile", "labels": {"wcm.test/hostile-metrics": ""}},
+        "data": {"text": text},
+    }))?;
+    configmaps.create(&PostParams::default(), &cm).await?;
+    let value = format!("text={text:?}");
+    let families = [
+        "wcm_plugin_missing__rights",
+        "wcm_plugin_a_b__c",
+        "wcm_plugin_a__b_c",
+    ];
+    let samples = eventually(WAIT, || async {
+        let samples = support::check_metrics(&host.metrics().await.ok()?).ok()?;
+        let all = (families.iter()).all(|f| {
+            samples
+                .iter()
+                .any(|s| s.starts_with(&format!("{f}{{")) && s.contains(&value))
+        });
+        all.then_some(samples)
+    })
+    .await;
+    let metrics = host.metrics().await?;
+    let samples = match samples {
+        Some(samples) => samples,
+        None => support::check_metrics(&metrics)?, // says why it does not parse
+    };
+    ensure!(
+        (families.iter()).all(|f| samples.iter().any(|s| s.starts_with(&format!("{f}{{")))),
+        "the plugins' series are missing: {samples:#?}"
+    );
+    // No series but those the plugins declared is named as a plugin's metric, and the
+    // host's own series of the plugin `missing` is still the host's.
+    let plugins_own: Vec<&String> = (samples.iter())
+        .filter(|s| {
+            s.starts_with("wcm_plugin_") && s.split('{').next().is_some_and(|n| n.contains("__"))
+        })
+        .collect();
+    ensure!(
+        plugins_own
+            .iter()
+            .all(|s| families.iter().any(|f| s.starts_with(&format!("{f}{{")))),
+        "series no plugin declared: {plugins_own:#?}"
+    );
+    ensure!(
+        samples.iter().any(
+            |s| s.starts_with("wcm_plugin_missing_rights{") && s.contains("plugin=\"missing\"")
+        ),
+        "the host's missing-rights series of plugin missing: {samples:#?}"
+    );
+    // The informer's field selector, escapes and all, is a label value like any other.
+    ensure!(
+        samples
+            .iter()
+            .any(|s| s.starts_with("wcm_informer_objects{")
+                && s.contains(r#"fields="metadata.name!=a\\,b\\=c\\\\d""#)),
+        "no informer series with the field selector: {samples:#?}"
+    );
+    Ok(())
+}

@@ -436,3 +436,42 @@ pub fn kubectl<S: AsRef<std::ffi::OsStr>>(plane: &ControlPlane, args: &[S]) -> R
     );
     Ok(String::from_utf8(out.stdout)?)
 }
+
+/// `text` (a `/metrics` exposition) parsed by the Prometheus project's own text
+/// parser (`control-plane/images/cmd/check-metrics`, built once into the cache): its
+/// samples as `name{label="value",...}`, sorted; an error if it does not parse or
+/// describes one family twice.
+pub fn check_metrics(text: &str) -> Result<Vec<String>> {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../control-plane/scripts/images.sh"
+    );
+    let path = Command::new(script)
+        .args(["path", "check-metrics"])
+        .output()?;
+    anyhow::ensure!(
+        path.status.success(),
+        "{}",
+        String::from_utf8_lossy(&path.stderr)
+    );
+    let tool = String::from_utf8(path.stdout)?.trim().to_string();
+    let mut check = Command::new(tool)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    use std::io::Write;
+    let mut stdin = check.stdin.take().context("check-metrics' stdin")?;
+    stdin.write_all(text.as_bytes())?;
+    drop(stdin);
+    let out = check.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "/metrics does not parse: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?
+        .lines()
+        .map(String::from)
+        .collect())
+}

@@ -22,12 +22,18 @@
 //!   with another field selector that excludes nothing (`metadata.name!=not-<i>`):
 //!   sixteen informers holding the same objects, the host's caches multiplied.
 //!
+//! - `metrics` declares one gauge, named by its settings' `metric` (`value`
+//!   by default), with a label `text`, and sets it, for each ConfigMap labelled
+//!   `wcm.test/hostile-metrics`, with the label value of the ConfigMap's `text`; it
+//!   watches them through a field selector full of escapes: copies under chosen file
+//!   names try to name their metrics as the host's or each other's.
+//!
 //! Without a feature it is a harmless ConfigMap watcher.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasm_controller_sdk::{
-    Action, Controller, Failure, ObjectRef, Registration, Request, Verb, Watch, cluster,
-    export_controller,
+    Action, Controller, Failure, ObjectRef, Registration, Request, Verb, Watch, cluster, config,
+    export_controller, metrics,
 };
 
 /// The plugin.
@@ -57,6 +63,8 @@ const NAME: &str = if cfg!(feature = "resync-1ms") {
     "hostile-unsupported-field"
 } else if cfg!(feature = "many-informers") {
     "hostile-many-informers"
+} else if cfg!(feature = "metrics") {
+    "hostile-metrics"
 } else {
     "hostile-none"
 };
@@ -81,6 +89,17 @@ impl Controller for HostileRegistration {
             reg.watch(configmaps.clone().fields("spec.nodeName=node-1"))
         } else if cfg!(feature = "too-many-watches") {
             (0..17).fold(reg, |reg, _| reg.watch(configmaps.clone()))
+        } else if cfg!(feature = "metrics") {
+            let settings: Option<serde_json::Value> = config::settings().ok().flatten();
+            let metric = settings
+                .as_ref()
+                .and_then(|s| s["metric"].as_str().map(String::from));
+            let metric = metric.unwrap_or_else(|| "value".into());
+            let watch = Watch::all::<ConfigMap>()
+                .labels("wcm.test/hostile-metrics")
+                .fields(r"metadata.name!=a\,b\=c\\d");
+            reg.watch(watch)
+                .gauge(&metric, "Hostile label values", &["text"])
         } else if cfg!(feature = "many-informers") {
             let many = Watch::all::<ConfigMap>().labels("wcm.test/many");
             (0..16).fold(reg, |reg, i| {
@@ -112,6 +131,15 @@ impl Controller for HostileRegistration {
             };
             let target = ObjectRef::new::<Secret>(namespace, &req.name);
             cluster::patch_labels(&target, &[(label, "true")], &[])?;
+        } else if cfg!(feature = "metrics") {
+            let source = cluster::get::<ConfigMap>(namespace, &req.name)?;
+            let data = source.data.unwrap_or_default();
+            let text = data.get("text").map(String::as_str).unwrap_or_default();
+            let settings: Option<serde_json::Value> = config::settings().ok().flatten();
+            let metric = settings
+                .as_ref()
+                .and_then(|s| s["metric"].as_str().map(String::from));
+            metrics::set(metric.as_deref().unwrap_or("value"), &[text], 1.0)?;
         } else if cfg!(feature = "namespace-a") {
             let source = cluster::get::<ConfigMap>(namespace, &req.name)?;
             let labels = source.metadata.labels.unwrap_or_default();
