@@ -7,6 +7,13 @@
 //! message of control characters and its fields. It writes each call's error code into
 //! the ConfigMap's `results` (`call=code`, one per line), a `1` beside the code when
 //! the message names the size bound, and labels it `wcm.test/done=true`.
+//!
+//! A ConfigMap with `loop: N` instead has it count, for N seconds, the ConfigMaps it
+//! watches: each time first with a selector of 100,000 requirements every object
+//! meets (which the host must refuse before it costs anything), then with the
+//! costliest one a plugin may pass (32 such requirements); it labels the ConfigMap
+//! `wcm.test/counts=<how many counts>` and `wcm.test/huge=<the first one's answer>`.
+//! ConfigMaps with neither key are left alone.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use wasm_controller_sdk::wit::wcm::controller::cluster as host;
@@ -14,7 +21,7 @@ use wasm_controller_sdk::wit::wcm::controller::log as host_log;
 use wasm_controller_sdk::wit::wcm::controller::metrics as host_metrics;
 use wasm_controller_sdk::{
     Action, Controller, Error, EventType, Failure, Gvk, ObjectRef, Registration, Request, Verb,
-    Watch, cluster, export_controller,
+    Watch, cluster, config, export_controller,
 };
 
 /// The plugin.
@@ -24,8 +31,18 @@ const LABEL: &str = "wcm.test/hostile-arguments";
 
 impl Controller for HostileArguments {
     fn registration() -> Registration {
+        // A test keeps it to its own namespace with settings `namespace: ...`.
+        let settings: Option<serde_json::Value> = config::settings().ok().flatten();
+        let namespace = settings
+            .as_ref()
+            .and_then(|s| s["namespace"].as_str().map(String::from));
+        let watch = Watch::all::<ConfigMap>().labels(LABEL);
+        let watch = match &namespace {
+            Some(ns) => watch.in_namespace(ns),
+            None => watch,
+        };
         Registration::new("hostile-arguments", "0.1.0")
-            .watch(Watch::all::<ConfigMap>().labels(LABEL))
+            .watch(watch)
             .permit::<ConfigMap>(&[
                 Verb::Patch,
                 Verb::Apply,
@@ -48,8 +65,20 @@ impl Controller for HostileArguments {
             return Ok(Action::Done);
         }
         let data = cm.data.clone().unwrap_or_default();
-        let mib: usize = data.get("mib").and_then(|m| m.parse().ok()).unwrap_or(48);
         let me = ObjectRef::of(&cm);
+        if let Some(seconds) = data.get("loop").and_then(|s| s.parse().ok()) {
+            let (counts, huge) = count_for(&me, seconds)?;
+            let counts = counts.to_string();
+            let labels = [
+                ("wcm.test/counts", counts.as_str()),
+                ("wcm.test/huge", &huge),
+            ];
+            cluster::patch_labels(&me, &labels, &[])?;
+            return Ok(Action::Done);
+        }
+        let Some(mib) = data.get("mib").and_then(|m| m.parse::<usize>().ok()) else {
+            return Ok(Action::Done);
+        };
         let only: Vec<String> = (data.get("only").map(String::as_str).unwrap_or_default())
             .split(',')
             .filter(|c| !c.is_empty())
@@ -91,6 +120,29 @@ fn config_maps() -> Gvk {
 /// `n` bytes of `unit` repeated.
 fn filled(unit: &str, n: usize) -> String {
     unit.repeat(n / unit.len())
+}
+
+/// A selector of `terms` requirements no object fails.
+fn always_true(terms: usize) -> String {
+    let terms: Vec<String> = (0..terms).map(|i| format!("!absent-{i}")).collect();
+    terms.join(",")
+}
+
+/// Counts the watched ConfigMaps of `me`'s namespace again and again for `seconds`,
+/// each time with a selector of 100,000 requirements and then with one of 32; returns
+/// how many counts of the second kind it made, and what the first kind answered.
+fn count_for(me: &ObjectRef, seconds: u64) -> Result<(u64, String), Error> {
+    let (huge, costliest) = (always_true(100_000), always_true(32));
+    let ns = me.namespace.as_deref();
+    let started = std::time::Instant::now();
+    let (mut counts, mut answer) = (0, String::new());
+    while started.elapsed() < std::time::Duration::from_secs(seconds) {
+        answer = outcome(host::count(&config_maps(), ns, Some(&huge)));
+        answer = answer.replace(' ', "-");
+        host::count(&config_maps(), ns, Some(&costliest))?;
+        counts += 1;
+    }
+    Ok((counts, answer))
 }
 
 /// One host call with arguments of `n` bytes; returns what it answered.
