@@ -6,7 +6,7 @@ CARGO ?= cargo
 PLUGIN_PACKAGES = $(foreach d,$(wildcard plugins/*/Cargo.toml host/tests/plugins/*/Cargo.toml),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(d) | head -n1))
 TEST_CLUSTER_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/wasm-controller-manager/test-cluster
 
-.PHONY: setup build plugins run test lint cluster-up cluster-down bench measure-failover image deploy
+.PHONY: setup build plugins run test lint cluster-up cluster-down bench fuzz measure-failover image deploy
 
 ## setup: install the Rust target and Debian tools (containerd, runc, CNI), build the pinned control plane (cached)
 setup:
@@ -46,6 +46,11 @@ bench: setup plugins
 	scripts/build-peers.sh
 	control-plane/scripts/up.sh >/dev/null
 	$(CARGO) bench -p wasm-controller-manager
+
+## fuzz: the host's boundary under long runs of hostile call sequences (WCM_FUZZ_CASES, default 5000)
+fuzz: setup plugins
+	control-plane/scripts/up.sh >/dev/null
+	WCM_FUZZ_CASES=$${WCM_FUZZ_CASES:-5000} $(CARGO) test -p wasm-controller-manager --test boundary_fuzz -- --nocapture
 
 ## measure-failover: leader failover times (kill, SIGTERM), short and default timings, medians of 5
 measure-failover: setup plugins

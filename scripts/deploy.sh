@@ -74,8 +74,11 @@ plugins_from_config_maps() {
 
 # The patch that makes the plugins volume an emptyDir filled by one init container per
 # plugin image (restricted like the host's container).
+# Each plugin image installs into a volume of its own (its init container runs the
+# image author's entrypoint, so it may write nothing else); then the host's own image
+# gathers them into the plugins volume, refusing a file name two images both ship.
 plugins_from_images() {
-  local i=0 ref
+  local i=0 ref from=""
   echo "      - op: replace"
   echo "        path: /spec/template/spec/volumes/0"
   echo "        value: {name: plugins, emptyDir: {sizeLimit: 512Mi}}"
@@ -87,10 +90,27 @@ plugins_from_images() {
     echo "            image: \"$ref\""
     echo "            imagePullPolicy: IfNotPresent"
     echo "            args: [-from, /wcm-plugins, -to, /plugins]"
-    echo "            volumeMounts: [{name: plugins, mountPath: /plugins}]"
+    echo "            volumeMounts: [{name: plugin-image-$i, mountPath: /plugins}]"
     echo "            resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 64Mi}}"
     echo "            securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}"
+    from="$from, --from=/images/$i"
     i=$((i + 1))
+  done
+  echo "          - name: gather-plugins"
+  echo "            image: wasm-controller-manager"
+  echo "            imagePullPolicy: IfNotPresent"
+  echo "            args: [gather-plugins, --to=/plugins${from}]"
+  echo "            volumeMounts:"
+  echo "              - {name: plugins, mountPath: /plugins}"
+  for ((j = 0; j < i; j++)); do
+    echo "              - {name: plugin-image-$j, mountPath: /images/$j, readOnly: true}"
+  done
+  echo "            resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 600Mi}}"
+  echo "            securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}"
+  for ((j = 0; j < i; j++)); do
+    echo "      - op: add"
+    echo "        path: /spec/template/spec/volumes/-"
+    echo "        value: {name: plugin-image-$j, emptyDir: {sizeLimit: 512Mi}}"
   done
 }
 

@@ -53,6 +53,21 @@ pub enum Command {
     /// Python or JavaScript, a unit test, fixtures for `test`, a Makefile (`make
     /// build`, `make test`) and a README; the contract and SDK come from this binary.
     New(NewArgs),
+    /// Copy the plugins of several plugin images, each installed into a directory of
+    /// its own by its image's init container, into the plugins directory: run from the
+    /// host's image, so no plugin image can write another's plugins. A file name two
+    /// images both ship is refused and nothing is installed.
+    GatherPlugins(GatherArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GatherArgs {
+    /// A plugin image's directory (repeat for each image).
+    #[arg(long = "from", required = true)]
+    pub from: Vec<PathBuf>,
+    /// The plugins directory the host watches.
+    #[arg(long, default_value = "/plugins")]
+    pub to: PathBuf,
 }
 
 #[derive(Debug, Args)]

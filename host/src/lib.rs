@@ -20,6 +20,7 @@ pub mod logs;
 pub mod manager;
 pub mod metrics;
 pub mod plugin_file;
+pub mod plugin_images;
 pub mod probes;
 pub mod queue;
 pub mod rate;

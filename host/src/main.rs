@@ -32,6 +32,7 @@ fn main() -> anyhow::Result<()> {
             Command::Componentize(args) => componentize(&args),
             Command::Test(args) => test_plugin(args).await,
             Command::New(args) => new_project(&args),
+            Command::GatherPlugins(args) => gather_plugins(&args),
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result
@@ -255,6 +256,20 @@ fn componentize(args: &cli::ComponentizeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("{}", args.module.display()))?;
     std::fs::write(&args.output, component)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
+    Ok(())
+}
+
+/// Gathers plugin images' plugins into the plugins directory (`gather-plugins`).
+fn gather_plugins(args: &cli::GatherArgs) -> anyhow::Result<()> {
+    let gathered = wcm_host::plugin_images::gather(&args.from, &args.to)?;
+    for file in gathered {
+        println!(
+            "installed {} from {}: {} bytes",
+            file.name,
+            file.from.display(),
+            file.bytes
+        );
+    }
     Ok(())
 }
 

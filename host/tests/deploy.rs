@@ -187,10 +187,11 @@ async fn runs_a_webapp(client: &Client) -> Result<()> {
 /// A new version in the ConfigMap: hot-loaded by the running Pods, none restarts. It
 /// also watches ConfigMaps, so the operator first grants the new plugin set's RBAC.
 async fn hot_loads_from_the_config_map(plane: &ControlPlane, client: &Client) -> Result<()> {
-    let plugins = [
-        plugin_file("pod-counter-next"),
-        plugin_file("deployment-reconcile"),
-    ];
+    // The new version's RBAC from the file as it is deployed: its name is its identity.
+    let deployed = tempfile::tempdir()?;
+    let next_file = deployed.path().join("pod-counter.wasm");
+    std::fs::write(&next_file, plugin_bytes("pod-counter-next"))?;
+    let plugins = [next_file, plugin_file("deployment-reconcile")];
     let rbac = rbac_file(&plugins)?;
     let apply = ["apply", "-f"].map(std::ffi::OsStr::new);
     kubectl(plane, &[&apply[..], &[rbac.path().as_os_str()]].concat())?;
@@ -341,6 +342,19 @@ async fn takes_plugins_from_an_image(
         installed.contains("installed phase-labeller.wasm")
             && installed.contains("installed pod-counter.wasm"),
         "{installed}"
+    );
+    // Gathered into the plugins folder by the host's own image, not the plugin image.
+    let params = LogParams {
+        container: Some("gather-plugins".into()),
+        ..Default::default()
+    };
+    let gathered = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .logs(name, &params)
+        .await?;
+    ensure!(
+        gathered.contains("installed phase-labeller.wasm from /images/0")
+            && gathered.contains("installed pod-counter.wasm from /images/0"),
+        "{gathered}"
     );
     let ns = TestNamespace::create("phase").await?;
     create_labelled_pod(

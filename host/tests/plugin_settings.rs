@@ -115,3 +115,49 @@ async fn settings_decide_the_registration_reload_on_change_and_bad_ones_are_refu
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn only_bounded_regular_files_inside_the_plugins_directory_are_read() -> Result<()> {
+    let outside = tempfile::tempdir()?;
+    let secret = outside.path().join("kubeconfig");
+    std::fs::write(&secret, "token: hunter2\n")?;
+    let bytes = plugin_bytes("hostile-registration");
+    let dir = plugins_dir(&[
+        ("fifo.wasm", bytes.clone()),
+        ("leak.wasm", bytes.clone()),
+        ("big.wasm", bytes.clone()),
+        ("harmless.wasm", bytes),
+    ])?;
+    // A FIFO as settings would hang a read; a link out of the directory would hand
+    // the plugin any file the host may read; a plugin over the size bound is refused.
+    let fifo = dir.path().join("fifo.settings.yaml");
+    ensure!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()?
+            .success(),
+        "mkfifo"
+    );
+    std::os::unix::fs::symlink(&secret, dir.path().join("leak.settings.yaml"))?;
+    let big = vec![0u8; 3 << 20];
+    std::fs::write(dir.path().join("big.wasm"), big)?;
+    let host = HostProcess::start(dir.path(), &["--max-plugin-file-mib", "2"])?;
+    for (file, reason) in [
+        ("fifo.wasm", "not a regular file (a FIFO)"),
+        ("leak.wasm", "outside its directory"),
+        (
+            "big.wasm",
+            "more than the limit of 2097152 (--max-plugin-file-mib)",
+        ),
+    ] {
+        let row = host.row_in(file, State::Failed, WAIT).await?;
+        let why = row.reason.unwrap_or_default();
+        ensure!(why.contains(reason), "{file}: {why}");
+    }
+    ensure!(
+        host.lines_with(&["hunter2"]).is_empty(),
+        "the outside file reached the log"
+    );
+    host.row_in("harmless.wasm", State::Running, WAIT).await?;
+    Ok(())
+}

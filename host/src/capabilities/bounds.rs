@@ -15,6 +15,11 @@ use super::CapabilityError;
 /// Longest JSON body (an object, a patch, a status): the API server's own limit on a
 /// request body (3 MiB, `MaxRequestBodyBytes`); a larger one could never be written.
 pub const MAX_BODY_BYTES: usize = 3 << 20;
+/// Most JSON values (objects, arrays, and the members and elements in them) in one
+/// body. Parsed into a tree each costs tens of bytes however short it is written (a
+/// flat array of zeros takes some fifty times its size), so the count, not the bytes,
+/// bounds what a parse costs; a Deployment has a few hundred, a ConfigMap one per key.
+pub const MAX_BODY_VALUES: usize = 100_000;
 /// Longest label selector of a `list`, `list-first` or `count`, as a watch's.
 pub const MAX_SELECTOR_BYTES: usize = 1024;
 /// Most labels one `patch-labels` sets and removes together.
@@ -42,9 +47,38 @@ pub fn at_most(
     )))
 }
 
-/// A JSON body: at most [`MAX_BODY_BYTES`].
+/// A JSON body: at most [`MAX_BODY_BYTES`] and [`MAX_BODY_VALUES`] values, counted
+/// without parsing it.
 pub fn body(op: &str, plugin: &str, what: &str, body: &str) -> Result<(), CapabilityError> {
-    at_most(op, plugin, what, body.len(), MAX_BODY_BYTES)
+    at_most(op, plugin, what, body.len(), MAX_BODY_BYTES)?;
+    let values = json_values(body);
+    if values <= MAX_BODY_VALUES {
+        return Ok(());
+    }
+    Err(CapabilityError::Invalid(format!(
+        "{op} by plugin {plugin}: {what} holds {values} JSON values or more, more than the \
+         {MAX_BODY_VALUES} a plugin may pass; nothing was parsed or sent"
+    )))
+}
+
+/// How many values `json` holds, at least: one, and one more for every `,`, `[` and
+/// `{` outside strings (each starts or separates a value). One pass over the bytes,
+/// nothing allocated; malformed JSON is counted as well as it goes and refused later
+/// by the parser.
+fn json_values(json: &str) -> usize {
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for byte in json.bytes() {
+        match (in_string, escaped, byte) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_string = true,
+            (false, _, b',' | b'[' | b'{') => values += 1,
+            (false, _, _) => {}
+        }
+    }
+    values
 }
 
 /// A label selector: at most [`MAX_SELECTOR_BYTES`] (its terms are bounded when it is
@@ -90,6 +124,21 @@ pub fn strings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_of_too_many_values_is_refused_however_short() {
+        let zeros = format!("[{}0]", "0,".repeat(MAX_BODY_VALUES));
+        assert!(zeros.len() < MAX_BODY_BYTES);
+        let e = body("patch-status", "p", "the status", &zeros).expect_err("many");
+        assert!(e.to_string().contains("more than the 100000"), "{e}");
+        // Commas, brackets and braces inside strings are not values.
+        let text = format!(
+            r#"{{"data": {{"k": "{}"}}}}"#,
+            ",[{".repeat(MAX_BODY_VALUES)
+        );
+        assert!(body("apply", "p", "the object", &text).is_ok());
+        assert_eq!(json_values(r#"{"a": [1, 2], "b": "x,\"[y"}"#), 5);
+    }
 
     #[test]
     fn a_refusal_names_the_call_the_plugin_and_the_bound_but_not_the_input() {

@@ -1,13 +1,16 @@
-// Command install-plugins delivers the plugins of a plugin image into the host's
-// plugins folder. It is the entrypoint of the images scripts/plugin-image.sh builds,
-// run as an init container that shares an emptyDir with the host:
+// Command install-plugins delivers the plugins of a plugin image into a volume of
+// its own. It is the entrypoint of the images scripts/plugin-image.sh builds, run as
+// an init container; the host's own image then gathers every image's volume into
+// the plugins folder (wasm-controller-manager gather-plugins), so no image writes
+// another's plugins:
 //
 //	install-plugins -from /wcm-plugins -to /plugins
 //
 // Each *.wasm file of -from is copied to a temporary name in -to, synced, and renamed
-// into place, so the host never sees half a file. A name already in -to (from another
-// plugin image) is replaced and said so. It prints one line per plugin: its name, size
-// and SHA-256, the same digest the host's /plugins endpoint shows.
+// into place, so a reader never sees half a file. A name already in -to (left by an
+// earlier run of the same init container) is replaced and said so. It prints one line
+// per plugin: its name, size and SHA-256, the same digest the host's /plugins
+// endpoint shows.
 package main
 
 import (
@@ -50,7 +53,7 @@ func run(from, to string) error {
 		}
 		note := ""
 		if replaced {
-			note = " (replaced the file of the same name another image installed)"
+			note = " (replaced the file an earlier run installed)"
 		}
 		fmt.Printf("installed %s: %d bytes, sha256 %s%s\n", name, size, digest, note)
 	}
