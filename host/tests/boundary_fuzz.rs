@@ -10,14 +10,12 @@
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, PostParams};
-use kube::core::GroupVersionKind;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
@@ -27,11 +25,10 @@ use wcm_host::bindings::v0_3::wcm::controller::cluster::{
 use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
 use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
 use wcm_host::bindings::v0_3::wcm::controller::types::{EventType, Gvk, ObjectRef};
-use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{ClusterAccess, Granted};
-use wcm_host::contract::{MetricDeclaration, MetricKind, Verb};
+use wcm_host::budget::Budget;
+use wcm_host::contract::{MetricDeclaration, MetricKind};
 use wcm_host::kube::cache::CachedObject;
-use wcm_host::kube::informer::{Informer, InformerRegistry, WatchScope};
+use wcm_host::kube::informer::Informer;
 use wcm_host::leader::LeaderGate;
 use wcm_host::metrics::plugin::PluginMetrics;
 use wcm_host::runtime::HostState;
@@ -354,34 +351,20 @@ async fn fixture(ns: &TestNamespace) -> anyhow::Result<Fixture> {
         .await;
     created.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
-    let registry = Arc::new(InformerRegistry::new(client.clone(), metrics.clone()));
-    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
-    let scope = WatchScope {
-        gvk: gvk.clone(),
-        namespace: Some(ns.name().into()),
-        label_selector: None,
-        field_selector: None,
-        metadata_only: false,
-    };
-    let informer = registry.acquire(scope).await?;
-    informer.wait_synced().await;
-    let verbs = [
-        Verb::Get,
-        Verb::List,
-        Verb::Patch,
-        Verb::Apply,
-        Verb::PatchStatus,
-        Verb::Delete,
-        Verb::Create,
-        Verb::Update,
-    ];
-    let grants = HashMap::from([(gvk, verbs.into_iter().collect())]);
     let budget = Budget {
         api_qps: 1_000.0,
         api_burst: 1_000,
         ..Budget::default()
     };
-    let budget = Arc::new(PluginBudget::new("boundary-fuzz", budget, metrics.clone()));
+    let gate = (LeaderGate::always_open(), budget);
+    let (access, informer) = support::access::config_map_access(
+        "boundary-fuzz",
+        ns.name(),
+        client,
+        gate,
+        metrics.clone(),
+    )
+    .await?;
     let declared = [MetricDeclaration {
         name: "level".into(),
         help: "A level".into(),
@@ -391,16 +374,7 @@ async fn fixture(ns: &TestNamespace) -> anyhow::Result<Fixture> {
     }];
     let plugin_metrics = Arc::new(PluginMetrics::new("boundary-fuzz", &declared, 500));
     metrics.plugin_metrics.insert(plugin_metrics.clone());
-    let access = ClusterAccess::new(
-        budget,
-        "test-host",
-        registry,
-        client,
-        (vec![informer.clone()], Arc::new(Granted::everything())),
-        grants,
-        LeaderGate::always_open(),
-    )
-    .with_metrics(plugin_metrics);
+    let access = access.with_metrics(plugin_metrics);
     let state = HostState::for_reconcile(Arc::new(access), "key".into(), 64 << 20);
     Ok(Fixture {
         state,

@@ -10,8 +10,9 @@ use kube::core::GroupVersionKind;
 use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::{ClusterAccess, Granted};
 use wcm_host::contract::Verb;
-use wcm_host::kube::informer::{InformerRegistry, WatchScope};
+use wcm_host::kube::informer::{Informer, InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
+use wcm_host::metrics::Metrics;
 use wcm_host::runtime::HostState;
 
 /// The host state of `plugin`, which watches ConfigMaps in `ns` and may do anything
@@ -23,7 +24,25 @@ pub async fn config_map_plugin(
     leader: LeaderGate,
     budget: Budget,
 ) -> Result<HostState> {
-    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
+    let (access, _) =
+        config_map_access(plugin, ns, client, (leader, budget), Default::default()).await?;
+    Ok(HostState::for_reconcile(
+        Arc::new(access),
+        "key".into(),
+        64 << 20,
+    ))
+}
+
+/// The cluster access behind [`config_map_plugin`], reporting to `metrics`, and the
+/// informer of its ConfigMaps (synced).
+pub async fn config_map_access(
+    plugin: &str,
+    ns: &str,
+    client: Client,
+    (leader, budget): (LeaderGate, Budget),
+    metrics: Arc<Metrics>,
+) -> Result<(ClusterAccess, Arc<Informer>)> {
+    let registry = Arc::new(InformerRegistry::new(client.clone(), metrics.clone()));
     let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
     let scope = WatchScope {
         gvk: gvk.clone(),
@@ -45,19 +64,15 @@ pub async fn config_map_plugin(
         Verb::Update,
     ];
     let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
-    let budget = Arc::new(PluginBudget::new(plugin, budget, Default::default()));
+    let budget = Arc::new(PluginBudget::new(plugin, budget, metrics));
     let access = ClusterAccess::new(
         budget,
         "test-host",
         registry,
         client,
-        (vec![informer], Arc::new(Granted::everything())),
+        (vec![informer.clone()], Arc::new(Granted::everything())),
         grants,
         leader,
     );
-    Ok(HostState::for_reconcile(
-        Arc::new(access),
-        "key".into(),
-        64 << 20,
-    ))
+    Ok((access, informer))
 }
