@@ -105,7 +105,7 @@ plugins_from_images() {
   for ((j = 0; j < i; j++)); do
     echo "              - {name: plugin-image-$j, mountPath: /images/$j, readOnly: true}"
   done
-  echo "            resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 600Mi}}"
+  echo "            resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 64Mi}}"
   echo "            securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}"
   for ((j = 0; j < i; j++)); do
     echo "      - op: add"

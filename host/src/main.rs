@@ -75,9 +75,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let table = PluginTable::default();
     let probes = Probes::default();
     let _server = match args.metrics_bind_address.0 {
-        Some(addr) => Some(
-            wcm_host::server::serve(addr, metrics.clone(), table.clone(), probes.clone()).await?,
-        ),
+        Some(addr) => Some(wcm_host::server::serve(
+            addr,
+            metrics.clone(),
+            table.clone(),
+            probes.clone(),
+        )?),
         None => None,
     };
     let lease_duration = election.as_ref().map(|e| e.lease_duration);

@@ -108,6 +108,23 @@ pub struct SizeLimit {
 /// symlink is followed) of at most `limit.max` bytes. Blocking: call it where
 /// blocking is allowed.
 pub fn read(path: &Path, limit: SizeLimit) -> Result<Vec<u8>, PluginFileError> {
+    let file = open(path, limit)?;
+    let too_large = || PluginFileError::TooLarge {
+        path: path.to_path_buf(),
+        bytes: limit.max + 1,
+        max: limit.max,
+        hint: limit.hint,
+    };
+    let read = read_at_most(file, limit.max).map_err(|source| PluginFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read.ok_or_else(too_large)
+}
+
+/// Opens `path` for reading if it is a regular file inside its own directory (after
+/// every symlink is followed) of at most `limit.max` bytes now. Blocking.
+pub fn open(path: &Path, limit: SizeLimit) -> Result<File, PluginFileError> {
     let io = |source| PluginFileError::Io {
         path: path.to_path_buf(),
         source,
@@ -128,18 +145,15 @@ pub fn read(path: &Path, limit: SizeLimit) -> Result<Vec<u8>, PluginFileError> {
             kind,
         });
     }
-    let too_large = |bytes| PluginFileError::TooLarge {
-        path: path.to_path_buf(),
-        bytes,
-        max: limit.max,
-        hint: limit.hint,
-    };
     if meta.len() > limit.max {
-        return Err(too_large(meta.len()));
+        return Err(PluginFileError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+            max: limit.max,
+            hint: limit.hint,
+        });
     }
-    read_at_most(file, limit.max)
-        .map_err(io)?
-        .ok_or_else(|| too_large(limit.max + 1))
+    Ok(file)
 }
 
 /// [`read`] on a blocking thread.

@@ -82,9 +82,8 @@ pub fn gather(sources: &[PathBuf], to: &Path) -> Result<Vec<Gathered>, GatherErr
             max: MAX_FILE_BYTES,
             hint: "",
         };
-        let bytes = crate::plugin_file::read(&from.join(&name), limit)?;
-        install(to, &name, &bytes)?;
-        let bytes = bytes.len() as u64;
+        let file = crate::plugin_file::open(&from.join(&name), limit)?;
+        let bytes = install(to, &name, file, MAX_FILE_BYTES)?;
         gathered.push(Gathered { name, from, bytes });
     }
     Ok(gathered)
@@ -113,8 +112,10 @@ fn installable(dir: &Path) -> Result<Vec<String>, GatherError> {
     Ok(names)
 }
 
-/// Writes `bytes` to `dir/name` through a hidden temporary file, synced, renamed.
-fn install(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), GatherError> {
+/// Copies `from` (at most `max` bytes) to `dir/name` through a hidden temporary file,
+/// synced, renamed; returns its size. Streamed: a plugin of hundreds of MiB costs the
+/// copy's buffer, not its size.
+fn install(dir: &Path, name: &str, from: std::fs::File, max: u64) -> Result<u64, GatherError> {
     let target = dir.join(name);
     let io = |source| GatherError::Io {
         path: target.clone(),
@@ -124,13 +125,13 @@ fn install(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), GatherError> {
         .prefix(&format!(".{name}."))
         .tempfile_in(dir)
         .map_err(io)?;
-    std::io::Write::write_all(&mut temp, bytes).map_err(io)?;
+    let bytes = std::io::copy(&mut std::io::Read::take(from, max), &mut temp).map_err(io)?;
     temp.as_file().sync_all().map_err(io)?;
     let temp = temp.into_temp_path();
     std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .map_err(io)?;
     temp.persist(&target).map_err(|e| io(e.error))?;
-    Ok(())
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //!
 //! One listener, as controller-runtime's manager serves `/metrics` and `/healthz`:
 //! scrapers, kubelet probes and `wasm-controller-manager plugins` reach the daemon
-//! without a second port.
+//! without a second port. It is served on a thread and a runtime of its own, as the
+//! leader election is: the runtime's worker threads run plugins' guest code and the
+//! host work they cause, which yield often but can keep every worker busy at once,
+//! and a liveness probe waiting for one would restart a host that works.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +17,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
 use crate::probes::Probes;
@@ -30,7 +33,7 @@ struct Shared {
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr} for metrics: {source}")]
+#[error("cannot serve {addr} for metrics: {source}")]
 pub struct ServerError {
     /// The address asked for.
     pub addr: SocketAddr,
@@ -44,26 +47,29 @@ pub struct ServerError {
 pub struct Server {
     /// The address actually bound (a `:0` port resolved).
     pub local_addr: SocketAddr,
-    task: JoinHandle<()>,
+    /// Stops it, finishing requests in flight.
+    stop: Option<oneshot::Sender<()>>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 }
 
 /// Binds `addr` and serves `/metrics`, `/healthz`, `/readyz` and `/plugins` (JSON)
 /// until the returned value is dropped.
-pub async fn serve(
+pub fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     table: PluginTable,
     probes: Probes,
 ) -> Result<Server, ServerError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServerError { addr, source })?;
+    let bound = std::net::TcpListener::bind(addr);
+    let listener = bound.and_then(|l| l.set_nonblocking(true).map(|()| l));
+    let listener = listener.map_err(|source| ServerError { addr, source })?;
     let local_addr = listener
         .local_addr()
         .map_err(|source| ServerError { addr, source })?;
@@ -77,13 +83,37 @@ pub async fn serve(
             table,
             probes,
         });
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "metrics endpoint stopped");
-        }
-    });
+    let (stop, stopped) = oneshot::channel();
+    let serving = std::thread::Builder::new()
+        .name("http-endpoint".into())
+        .spawn(move || run(listener, app, stopped));
+    serving.map_err(|source| ServerError { addr, source })?;
     tracing::info!(address = %local_addr, "serving /metrics, /healthz, /readyz and /plugins");
-    Ok(Server { local_addr, task })
+    Ok(Server {
+        local_addr,
+        stop: Some(stop),
+    })
+}
+
+/// Serves `app` on `listener` on this thread's own runtime until `stopped`.
+fn run(listener: std::net::TcpListener, app: Router, stopped: oneshot::Receiver<()>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let served = runtime.map_err(std::io::Error::other).and_then(|runtime| {
+        runtime.block_on(async move {
+            let listener = TcpListener::from_std(listener)?;
+            let stop = async move {
+                let _ = stopped.await;
+            };
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        })
+    });
+    if let Err(e) = served {
+        tracing::error!(error = %e, "metrics endpoint stopped");
+    }
 }
 
 /// 200 `ok`, or 500 with the reason (the kubelet then restarts the container).

@@ -36,7 +36,7 @@ const EXPECTED: [(&str, &str); 18] = [
     ("count", "invalid 1"),
     ("label-key", "invalid"),
     ("labels-many", "invalid 1"),
-    ("finalizer", "invalid 1"),
+    ("finalizer", "invalid"),
     ("event-reason", "invalid"),
     ("event-note", "invalid"),
     ("apply-array", "invalid 1"),
@@ -200,11 +200,11 @@ async fn the_costliest_selector_over_a_large_cache_holds_up_no_one() -> Result<(
         counts > 10,
         "the hostile plugin counted only {counts} times"
     );
-    // Each count gives its thread back every 1,024 objects and the guest at every
-    // epoch tick, so the probe waits for a slice at most; before the selector was
-    // bounded, two counts of 100,000 requirements held both worker threads of a
-    // 2-core host for tens of seconds. (On a busy 2-core machine the slowest answer
-    // was 118 ms, the median a few.)
+    // The endpoint has a thread of its own, and each count gives its worker thread
+    // back every 1,024 objects, the guest at every epoch tick. Before the selector was
+    // bounded, two counts of 100,000 requirements held both worker threads of a 2-core
+    // host for tens of seconds and outlived their deadline. (Measured on a busy 2-core
+    // machine: median about 1 ms, slowest 6 ms.)
     latencies.sort();
     let (median, slowest) = (
         latencies[latencies.len() / 2],
@@ -212,7 +212,7 @@ async fn the_costliest_selector_over_a_large_cache_holds_up_no_one() -> Result<(
     );
     eprintln!("/healthz while {counts} counts ran: median {median:?}, slowest {slowest:?}");
     ensure!(
-        slowest < Duration::from_secs(1),
+        slowest < Duration::from_millis(100),
         "/healthz took {slowest:?} (median {median:?}) while {counts} counts ran"
     );
     Ok(())

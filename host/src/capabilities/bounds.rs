@@ -101,26 +101,6 @@ pub fn labels(op: &str, plugin: &str, set: usize, remove: usize) -> Result<(), C
     )))
 }
 
-/// The strings of a list: each at most `max` bytes, and at most `count` of them.
-pub fn strings(
-    op: &str,
-    plugin: &str,
-    what: &str,
-    strings: &[String],
-    (count, max): (usize, usize),
-) -> Result<(), CapabilityError> {
-    if strings.len() > count {
-        return Err(CapabilityError::Invalid(format!(
-            "{op} by plugin {plugin}: {} {what}, more than {count}; nothing was parsed or sent",
-            strings.len()
-        )));
-    }
-    for s in strings {
-        at_most(op, plugin, what, s.len(), max)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,10 +144,5 @@ mod tests {
         assert!(selector("count", "p", None).is_ok());
         let e = labels("patch-labels", "p", 60, 5).expect_err("many");
         assert!(e.to_string().contains("65 labels"), "{e}");
-        let many = vec!["a".to_string(); 3];
-        let e = strings("x", "p", "finalizers", &many, (2, 10)).expect_err("count");
-        assert!(e.to_string().contains("3 finalizers, more than 2"), "{e}");
-        let long = vec!["a".repeat(11)];
-        assert!(strings("x", "p", "finalizers", &long, (2, 10)).is_err());
     }
 }

@@ -38,9 +38,16 @@ impl Listing<'_> {
         found
     }
 
-    /// How many objects are wanted.
+    /// How many objects are wanted; from one cache, counted without keeping them.
     pub async fn count(&self) -> usize {
-        self.wanted().await.len()
+        match self.caches.as_slice() {
+            [one] => {
+                let mut count = 0;
+                self.each_wanted(one, |_| count += 1).await;
+                count
+            }
+            _ => self.wanted().await.len(),
+        }
     }
 
     /// The wanted objects of every cache, each once (two watches may hold the same
@@ -48,20 +55,28 @@ impl Listing<'_> {
     async fn wanted(&self) -> Vec<Arc<CachedObject>> {
         let mut found = Vec::new();
         for informer in &self.caches {
-            let objects = informer.cache().snapshot(self.namespace);
-            for (i, slice) in objects.chunks(SLICE).enumerate() {
-                if i > 0 {
-                    tokio::task::yield_now().await;
-                }
-                let matching = slice.iter().filter(|o| self.selector.matches(&o.labels));
-                found.extend(matching.cloned());
-            }
+            self.each_wanted(informer, |o| found.push(o.clone())).await;
         }
         if self.caches.len() > 1 {
             found.sort_unstable_by(|a, b| by_key(a, b));
             found.dedup_by(|a, b| by_key(a, b).is_eq());
         }
         found
+    }
+
+    /// Hands every wanted object of `informer`'s cache to `take`: matched on a
+    /// snapshot, a slice at a time, giving the thread back between slices.
+    async fn each_wanted(&self, informer: &Informer, mut take: impl FnMut(&Arc<CachedObject>)) {
+        let objects = informer.cache().snapshot(self.namespace);
+        for (i, slice) in objects.chunks(SLICE).enumerate() {
+            if i > 0 {
+                tokio::task::yield_now().await;
+            }
+            slice
+                .iter()
+                .filter(|o| self.selector.matches(&o.labels))
+                .for_each(&mut take);
+        }
     }
 }
 

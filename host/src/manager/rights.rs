@@ -4,8 +4,6 @@
 //! by default), so a grant takes effect within seconds and a revocation shows in the
 //! plugin's state within seconds.
 
-use std::time::Duration;
-
 use super::Manager;
 use crate::controller::ControllerContext;
 use crate::kube::rbac_changes::{Concerned, RbacChanges};
@@ -53,7 +51,7 @@ impl Manager {
         }
         if !waiting.is_empty() {
             tracing::debug!(files = ?waiting, "RBAC changed; plugins waiting for a right try again now");
-            self.retry_waiting_now(&waiting, Duration::ZERO);
+            self.retry_waiting_now(&waiting);
         }
     }
 }

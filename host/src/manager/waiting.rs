@@ -168,9 +168,9 @@ impl Manager {
             .collect()
     }
 
-    /// Lets `files`' waiting plugins try again after `pause`, whatever their backoff.
-    pub(super) fn retry_waiting_now(&mut self, files: &[String], pause: Duration) {
-        let at = Instant::now() + pause;
+    /// Lets `files`' waiting plugins try again now, whatever their backoff.
+    pub(super) fn retry_waiting_now(&mut self, files: &[String]) {
+        let at = Instant::now();
         for file in files {
             if let Some(waiting) = self.waiting.get_mut(file) {
                 waiting.not_before = at;

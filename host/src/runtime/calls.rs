@@ -12,8 +12,6 @@ use crate::capabilities::{
 };
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
-use crate::kube::finalizers::MAX_PER_CALL as MAX_FINALIZERS_PER_CALL;
-use crate::kube::names::NAME_MAX;
 use crate::metrics::plugin::{MetricError, Update};
 use crate::metrics::{HostCallResult, Limit};
 
@@ -140,21 +138,6 @@ impl HostState {
     ) -> Result<(), GuestError> {
         let (access, plugin) = self.parts();
         let result = async move {
-            let bound = (MAX_FINALIZERS_PER_CALL, NAME_MAX);
-            bounds::strings(
-                "patch-finalizers",
-                &plugin,
-                "finalizers to add",
-                &add,
-                bound,
-            )?;
-            bounds::strings(
-                "patch-finalizers",
-                &plugin,
-                "finalizers to remove",
-                &remove,
-                bound,
-            )?;
             let target = target("patch-finalizers", &plugin, obj)?;
             access?.patch_finalizers(&target, &add, &remove).await
         };
