@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use support::audit::writes_by;
 use support::objects::{create_node, create_pod, node_label};
-use support::rbac::{apply_rbac, delete_rbac, set_verbs};
+use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::status::State;
@@ -54,13 +54,7 @@ async fn scenario(
     let node = format!("{}-control-plane", ns.name());
     create_node(&client, &node, true, ns.labels()).await?;
     create_pod(&client, ns.name(), "first").await?;
-    let flags = [
-        "--plugin-service-account-namespace",
-        ns.name(),
-        "--plugin-service-account-prefix",
-        prefix,
-        "--access-review-interval=1s",
-    ];
+    let flags = account_flags(ns.name(), prefix, &["--access-review-interval=1s"]);
     let host = HostProcess::start(dir, &flags)?;
     let account = |plugin: &str| format!("system:serviceaccount:{}:{prefix}{plugin}", ns.name());
 

@@ -23,7 +23,7 @@ use support::objects::{
     all_pods, create_config_map, create_labelled_pod, create_node, create_pod, events_about,
     node_label,
 };
-use support::rbac::{apply_rbac, delete_rbac, set_verbs};
+use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::webapp::{install_crd, webapp_resource};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
@@ -92,13 +92,7 @@ async fn scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str) -> Res
         .collect();
     let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(f, b)| (f.as_str(), b.clone())).collect();
     let dir = plugins_dir(&files)?;
-    let flags = [
-        "--plugin-service-account-namespace",
-        ns.name(),
-        "--plugin-service-account-prefix",
-        prefix,
-        "--access-review-interval=1s",
-    ];
+    let flags = account_flags(ns.name(), prefix, &["--access-review-interval=1s"]);
     let host = HostProcess::start(dir.path(), &flags)?;
     let webapp: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "demo.wasm-controller-manager.io/v1alpha1", "kind": "WebApp",

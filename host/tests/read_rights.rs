@@ -19,7 +19,7 @@ use serde_json::json;
 use support::objects::{
     all_pods, config_map_label, create_config_map, create_node, create_pod, node_label,
 };
-use support::rbac::{apply_rbac, delete_rbac, set_verbs};
+use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::status::State;
@@ -79,14 +79,11 @@ async fn secrets_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
             plugin_bytes("hostile-secrets-peek"),
         ),
     ])?;
-    let flags = [
-        "--plugin-service-account-namespace",
+    let flags = account_flags(
         ns.name(),
-        "--plugin-service-account-prefix",
         prefix,
-        "--access-review-interval=1s",
-        "--missing-kind-retry=1s",
-    ];
+        &["--access-review-interval=1s", "--missing-kind-retry=1s"],
+    );
     let host = HostProcess::start(dir.path(), &flags)?;
 
     // The granted plugin reads the Secret from the shared cache...
@@ -199,12 +196,7 @@ async fn one_namespace_scenario(client: &Client, home: &str, prefix: &str) -> Re
         "hostile-namespace-a.wasm",
         plugin_bytes("hostile-namespace-a"),
     )])?;
-    let flags = [
-        "--plugin-service-account-namespace",
-        home,
-        "--plugin-service-account-prefix",
-        prefix,
-    ];
+    let flags = account_flags(home, prefix, &[]);
     let host = HostProcess::start(dir.path(), &flags)?;
     let touched = eventually(WAIT, || async {
         config_map_label(client, NAMESPACE_A, "here", "wcm.test/touched")
@@ -245,14 +237,11 @@ async fn upgrade_scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str
     let node = format!("{}-control-plane", ns.name());
     create_node(&client, &node, true, ns.labels()).await?;
     let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
-    let flags = [
-        "--plugin-service-account-namespace",
+    let flags = account_flags(
         ns.name(),
-        "--plugin-service-account-prefix",
         prefix,
-        "--missing-kind-retry=1s",
-        "--access-review-interval=2s",
-    ];
+        &["--missing-kind-retry=1s", "--access-review-interval=2s"],
+    );
     let host = HostProcess::start(dir.path(), &flags)?;
     host.row_in("pod-counter.wasm", State::Running, WAIT)
         .await?;
@@ -310,13 +299,7 @@ async fn rights_change_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> 
     let node = format!("{}-control-plane", ns.name());
     create_node(&client, &node, true, ns.labels()).await?;
     let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
-    let flags = [
-        "--plugin-service-account-namespace",
-        ns.name(),
-        "--plugin-service-account-prefix",
-        prefix,
-        "--access-review-interval=5m",
-    ];
+    let flags = account_flags(ns.name(), prefix, &["--access-review-interval=5m"]);
     let host = HostProcess::start(dir.path(), &flags)?;
     host.row_in("pod-counter.wasm", State::Running, WAIT)
         .await?;

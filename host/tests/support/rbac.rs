@@ -10,6 +10,20 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use wcm_control_plane::ControlPlane;
 
+/// The host's flags for plugins' ServiceAccounts named `<prefix><plugin>` in
+/// `namespace`, as `rbac --namespace --service-account-prefix` generated them, then
+/// `more`.
+pub fn account_flags<'a>(namespace: &'a str, prefix: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = vec![
+        "--plugin-service-account-namespace",
+        namespace,
+        "--plugin-service-account-prefix",
+        prefix,
+    ];
+    flags.extend_from_slice(more);
+    flags
+}
+
 /// `wasm-controller-manager rbac ARGS...`, whatever its outcome.
 pub fn rbac<S: AsRef<OsStr>>(args: &[S]) -> Result<Output> {
     Ok(Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
