@@ -54,11 +54,17 @@ create_demo_objects() {
 }
 
 # Each plugin acts as its own ServiceAccount in wcm-system: the RBAC `rbac` derives
-# from the example plugins' registrations, applied as an operator would.
+# from the example plugins' registrations (the namespace included), applied as an
+# operator would, to whichever cluster is configured; said, not hidden.
 grant_example_plugins() {
-  local state="$1"
-  api_create /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcm-system"}}' "$state"
-  "$host" rbac target/plugins | "$K8S_BIN_DIR/kubectl" apply -f - >/dev/null
+  local kubectl=kubectl
+  [ -x "$K8S_BIN_DIR/kubectl" ] && kubectl="$K8S_BIN_DIR/kubectl"
+  echo "run: granting the example plugins their RBAC: $host rbac target/plugins | kubectl apply -f -" >&2
+  if ! "$host" rbac target/plugins | "$kubectl" apply -f - >/dev/null; then
+    echo "run: applying the RBAC failed (above); apply it as a user who may grant RBAC, or run" \
+      "the host without impersonation: $host run --plugins-dir target/plugins --impersonate-plugins=false" >&2
+    exit 1
+  fi
 }
 
 if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
@@ -66,7 +72,7 @@ if [ -z "${KUBECONFIG:-}" ] && [ -z "${KUBERNETES_SERVICE_HOST:-}" ] && [ ! -f "
   export KUBECONFIG="${export_line#export KUBECONFIG=}"
   create_demo_objects "$(dirname "$KUBECONFIG")"
   create_demo_webapp "$(dirname "$KUBECONFIG")"
-  grant_example_plugins "$(dirname "$KUBECONFIG")"
+  grant_example_plugins
   cat >&2 <<HINT
 
 run: no cluster was configured, so the local control plane runs with six demo Pods and a
@@ -87,7 +93,7 @@ run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.
 
 HINT
 else
-  echo "run: plugins act as their own ServiceAccounts; grant them with" \
-    "\`$host rbac target/plugins | kubectl apply -f -\` (or pass --impersonate-plugins=false)" >&2
+  grant_example_plugins
+  echo "run: a plugin you drop in needs its own: $host rbac NEW.wasm | kubectl apply -f -" >&2
 fi
 exec "$host" run --plugins-dir target/plugins "$@"

@@ -9,6 +9,7 @@
 //! Each test then takes a [`TestNamespace`]: its own namespace, an admin client, and a
 //! label for the cluster-scoped objects it creates, all deleted when it is dropped.
 
+mod account;
 mod diagnose;
 mod namespace;
 mod poll;
@@ -41,6 +42,9 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The TokenRequest API issued no token for the ServiceAccount (`namespace/name`).
+    #[error("the TokenRequest of ServiceAccount {0} returned no token")]
+    NoToken(String),
     /// A Kubernetes API call made by the helper failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),

@@ -63,8 +63,7 @@ fn main() -> Result<()> {
         let copies = tempfile::tempdir()?;
         write_plugins(copies.path(), &pod_counters(n))?;
         grant_plugin(plane, copies.path())?;
-        let as_host =
-            runtime.block_on(kubeconfig_as(&client, plane, HOST_ACCOUNT, copies.path()))?;
+        let as_host = runtime.block_on(kubeconfig_as(plane, HOST_ACCOUNT, copies.path()))?;
         let copies_host = vec![(host_command(copies.path()), as_host.clone())];
         let in_host = runtime.block_on(measure(&client, copies_host, burst))?;
         // Native copy i acts as plugin copy i's ServiceAccount, with its rights.
@@ -72,7 +71,7 @@ fn main() -> Result<()> {
             let mut natives = Vec::new();
             for i in 0..n {
                 let account = format!("{POD_COUNTER_ACCOUNT}-{i}");
-                let kubeconfig = kubeconfig_as(&client, plane, &account, copies.path()).await?;
+                let kubeconfig = kubeconfig_as(plane, &account, copies.path()).await?;
                 natives.push((controller_runtime_command(&peer), kubeconfig));
             }
             anyhow::Ok(natives)

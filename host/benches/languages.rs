@@ -88,6 +88,7 @@ async fn measure(plugin: &str, component: &Path, fixtures: &Path) -> Result<[Str
         limits: Limits::default(),
         compile_cache: None,
         settings: None,
+        not_fixtures: Vec::new(),
     };
     let compile = loads(&options, COMPILES).await?;
     options.compile_cache = Some(cache.path().to_path_buf());

@@ -201,7 +201,7 @@ fn main() -> Result<()> {
     }
     let kubeconfigs = peers
         .iter()
-        .map(|p| runtime.block_on(kubeconfig_as(&client, plane, p.account, plugins.path())))
+        .map(|p| runtime.block_on(kubeconfig_as(plane, p.account, plugins.path())))
         .collect::<Result<Vec<_>>>()?;
     println!("peers: client rate {QPS}/s for every controller, each as its ServiceAccount");
     for burst in bursts {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use wcm_host::budget::{Budget, BudgetSettings, OverrideError};
 use wcm_host::leader::{ConfigError, ElectionConfig};
+use wcm_host::rbac::PodSecurity;
 
 /// Command-line interface of the daemon.
 #[derive(Debug, Parser)]
@@ -134,6 +135,11 @@ pub struct RbacArgs {
     /// The host's ServiceAccount (and the name of its roles and bindings).
     #[arg(long, default_value = "wasm-controller-manager")]
     pub host_service_account: String,
+    /// The Pod Security level the namespace enforces (its label
+    /// `pod-security.kubernetes.io/enforce`): the host's Pods meet `restricted`; a
+    /// namespace that also holds other Pods may need `baseline` or `privileged`.
+    #[arg(long, value_enum, default_value_t = PodSecurity::Restricted)]
+    pub pod_security: PodSecurity,
 }
 
 #[derive(Debug, Args)]
@@ -306,8 +312,9 @@ pub struct ElectionArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "wasm-controller-manager")]
     pub leader_elect_resource_name: String,
-    /// Namespace of the Lease.
-    #[arg(long, default_value = "kube-system")]
+    /// Namespace of the Lease [default: the host Pod's namespace, else wcm-system:
+    /// where `wasm-controller-manager rbac` grants the host its Lease].
+    #[arg(long, env = "POD_NAMESPACE", default_value = "wcm-system")]
     pub leader_elect_resource_namespace: String,
 }
 

@@ -308,6 +308,7 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
             ..Limits::default()
         },
         compile_cache: Some(default_compile_cache()),
+        not_fixtures: args.expect.iter().chain(&args.settings).cloned().collect(),
         settings: args.settings,
     };
     let outcome = wcm_host::testkit::run(&options).await?;
@@ -426,7 +427,7 @@ fn identity() -> String {
 
 /// `rbac`: the rights of every plugin in `args.paths` and of the host, as YAML.
 async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
-    use wcm_host::rbac::{Naming, host_rights, plugin_rights, registrations, render};
+    use wcm_host::rbac::{Naming, plugin_rights, registrations, render};
     anyhow::ensure!(
         is_dns_subdomain(&args.host_service_account),
         "--host-service-account {:?} is not a valid name",
@@ -438,6 +439,7 @@ async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
     let naming = Naming {
         accounts,
         host: args.host_service_account,
+        pod_security: args.pod_security,
     };
     let mut plugins = Vec::new();
     let mut seen = std::collections::BTreeMap::new();
@@ -450,7 +452,7 @@ async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
         );
         if let Some(first) = seen.insert(registration.name.clone(), path.clone()) {
             anyhow::bail!(
-                "{} and {} both register plugin {:?}",
+                "{} and {} are both plugin {:?} (a plugin is named by its file)",
                 first.display(),
                 path.display(),
                 registration.name
@@ -458,7 +460,6 @@ async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
         }
         plugins.push(plugin_rights(&registration));
     }
-    let host = host_rights(&plugins, &naming);
-    print!("{}", render(&plugins, &host, &naming));
+    print!("{}", render(&plugins, &naming));
     Ok(())
 }

@@ -13,8 +13,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
+use support::docs::{blocks, guide_steps, path_with_host, repo};
 use support::{HostProcess, kubectl};
 use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::rbac::PLUGIN_LABEL;
 
 const GUIDES: [&str; 4] = [
     "docs/writing-a-plugin.md",
@@ -22,31 +24,6 @@ const GUIDES: [&str; 4] = [
     "docs/writing-a-plugin-in-python.md",
     "docs/writing-a-plugin-in-javascript.md",
 ];
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
-
-/// The ```` ```sh guide ```` blocks of a guide, in order.
-fn guide_steps(markdown: &str) -> Vec<String> {
-    let mut steps = Vec::new();
-    let mut current: Option<String> = None;
-    for line in markdown.lines() {
-        match (&mut current, line.trim_end()) {
-            (None, "```sh guide") => current = Some(String::new()),
-            (Some(block), "```") => {
-                steps.push(std::mem::take(block));
-                current = None;
-            }
-            (Some(block), text) => {
-                block.push_str(text);
-                block.push('\n');
-            }
-            (None, _) => {}
-        }
-    }
-    steps
-}
 
 /// A directory holding the pinned tool `scripts/setup.sh` installed.
 fn tool_dir(variable: &str) -> Result<String> {
@@ -84,9 +61,7 @@ fn reader_env(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let host = Path::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
     let dirs = [
-        host.parent().context("host dir")?.to_path_buf(),
         ControlPlane::kubectl()
             .parent()
             .context("kubectl dir")?
@@ -94,7 +69,7 @@ fn reader_env(
         PathBuf::from(tool_dir("PYTHON_TOOLS")?).join("bin"),
     ];
     let path: Vec<String> = (dirs.iter().map(|d| d.display().to_string()))
-        .chain([std::env::var("PATH")?])
+        .chain([path_with_host()])
         .collect();
     let js = tool_dir("JS_TOOLS")? + "/node_modules/.bin/componentize-js";
     Ok(vec![
@@ -116,15 +91,28 @@ fn reader_env(
 async fn every_guide_followed_literally_ends_with_its_plugin_acting_in_the_cluster() -> Result<()> {
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("guides").await?;
-    // Where `rbac` puts plugins' ServiceAccounts by default (the host's namespace).
-    let _ = kubectl(plane, &["create", "namespace", "wcm-system"]);
     let work = tempfile::tempdir()?;
     let plugins = work.path().join("plugins");
     std::fs::create_dir(&plugins)?;
     let env = reader_env(plane, ns.name(), &plugins)?;
-    let host = HostProcess::start(&plugins, &[])?;
+    // As a reader's host runs: its plugins act as `wcm-system/wcm-plugin-<name>`, so
+    // each guide's own `rbac` step is what lets its plugin act. Nothing is created
+    // beforehand: the guide's RBAC brings the namespace.
+    let identity = ["--plugin-service-account-namespace=wcm-system"];
+    let host = HostProcess::start(&plugins, &identity)?;
+    let result = follow_guides(&env, work.path(), &host).await;
+    let label = format!("{PLUGIN_LABEL} in (keys-rs,keys-go,keys-py,keys-js)");
+    let kinds = "serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings";
+    let _ = kubectl(
+        plane,
+        &["delete", kinds, "-A", "-l", &label, "--wait=false"],
+    );
+    result
+}
+
+async fn follow_guides(env: &[(String, String)], work: &Path, host: &HostProcess) -> Result<()> {
     for guide in GUIDES {
-        let steps = guide_steps(&std::fs::read_to_string(repo(guide))?);
+        let steps = guide_steps(guide);
         ensure!(
             steps.len() >= 2,
             "{guide}: {} `sh guide` blocks",
@@ -135,7 +123,7 @@ async fn every_guide_followed_literally_ends_with_its_plugin_acting_in_the_clust
         let out = Command::new("bash")
             .args(["-c", &script])
             .envs(env.iter().cloned())
-            .current_dir(work.path())
+            .current_dir(work)
             .output()?;
         ensure!(
             out.status.success(),
@@ -155,5 +143,5 @@ async fn every_guide_followed_literally_ends_with_its_plugin_acting_in_the_clust
 #[test]
 fn guide_blocks_are_read_in_order_and_other_blocks_are_not() {
     let markdown = "text\n```sh guide\na\nb\n```\n```sh\nnot a step\n```\n```sh guide\nc\n```\n";
-    assert_eq!(guide_steps(markdown), ["a\nb\n", "c\n"]);
+    assert_eq!(blocks(markdown, "sh guide"), ["a\nb\n", "c\n"]);
 }

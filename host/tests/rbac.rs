@@ -1,18 +1,28 @@
 //! `wasm-controller-manager rbac`: the RBAC of the example plugins is the reviewed file
 //! `deploy/rbac.yaml` that `kubectl apply -k deploy/` applies, and the real API server
-//! accepts it
-//! (`kubectl apply --dry-run=server`); a file that is no plugin is refused by name.
+//! accepts it (`kubectl apply --dry-run=server`); a file that is no plugin is refused
+//! by name; one plugin's RBAC is granted and removed without touching another's.
 
 mod support;
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::{Result, ensure};
-use support::rbac::{rbac, rbac_file};
-use support::{kubectl, plugin_file};
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use support::objects::{create_config_map, events_about};
+use support::rbac::{account_flags, apply_rbac_args, delete_rbac, rbac, rbac_file};
+use support::{HostProcess, eventually, kubectl, plugin_bytes, plugin_file, plugins_dir};
+use tempfile::NamedTempFile;
 use wcm_control_plane::{ControlPlane, TestNamespace};
+use wcm_host::status::State;
 
+const WAIT: Duration = Duration::from_secs(60);
 const EXPECTED: &str = include_str!("../../deploy/rbac.yaml");
 const EXAMPLES: [&str; 5] = [
     "config-reloader",
@@ -74,4 +84,112 @@ fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
         "{said}"
     );
     Ok(())
+}
+
+/// Two plugins whose RBAC is granted one at a time, in either order, as the docs say
+/// to add a plugin later, with the host running as its own ServiceAccount: both work;
+/// removing one's RBAC (by its label) makes it `forbidden` and leaves the other
+/// working. (The host's rights were once one role for all plugins, so granting the
+/// second took them from the first.)
+#[tokio::test]
+async fn granting_or_removing_one_plugins_rbac_leaves_the_others() -> Result<()> {
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create("rbac-two").await?;
+    let host = format!("{}-host", ns.name());
+    let result = two_plugins(plane, &ns, &host).await;
+    // The host's own ClusterRole and binding are the only objects outside the
+    // namespace that no plugin label removes.
+    let roles: Api<ClusterRole> = Api::all(ns.client());
+    let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
+    let _ = roles.delete(&host, &DeleteParams::default()).await;
+    let _ = bindings.delete(&host, &DeleteParams::default()).await;
+    result
+}
+
+/// `rbac` for one plugin file, its account and the host's named for the test.
+fn grant(plane: &ControlPlane, ns: &str, host: &str, plugin: &Path) -> Result<NamedTempFile> {
+    let prefix = format!("{ns}-");
+    let args = [
+        "--namespace",
+        ns,
+        "--service-account-prefix",
+        &prefix,
+        "--host-service-account",
+        host,
+        "--pod-security",
+        "privileged",
+    ];
+    let mut args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    args.push(plugin.as_os_str());
+    apply_rbac_args(plane, &args)
+}
+
+/// Creates the ConfigMap `name` both plugins watch and waits for the Event of each of
+/// `working` about it; then none of `forbidden` may have recorded one.
+async fn each_works(
+    ns: &TestNamespace,
+    name: &str,
+    working: &[&str],
+    forbidden: &[&str],
+) -> Result<()> {
+    let client = ns.client();
+    create_config_map(&client, ns.name(), name, &[("wcm.test/step", "1")]).await?;
+    for plugin in working {
+        let seen = eventually(WAIT, || async {
+            let events = events_about(&client, ns.name(), name, "Seen1").await.ok()?;
+            by(&events, plugin).then_some(())
+        });
+        seen.await
+            .with_context(|| format!("plugin {plugin} did not see ConfigMap {name}"))?;
+    }
+    let events = events_about(&client, ns.name(), name, "Seen1").await?;
+    for plugin in forbidden {
+        ensure!(!by(&events, plugin), "{plugin} worked without its RBAC");
+    }
+    Ok(())
+}
+
+/// Whether one of `events` was recorded by `plugin`.
+fn by(events: &[Event], plugin: &str) -> bool {
+    (events.iter()).any(|e| e.reporting_controller.as_deref() == Some(plugin))
+}
+
+async fn two_plugins(plane: &ControlPlane, ns: &TestNamespace, host: &str) -> Result<()> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(ns.client(), ns.name());
+    let account = serde_json::from_value(serde_json::json!({"metadata": {"name": host}}))?;
+    accounts.create(&PostParams::default(), &account).await?;
+    let settings = format!("namespaces: [{}]\n", ns.name()).into_bytes();
+    let code = plugin_bytes("watch-options");
+    let dir = plugins_dir(&[
+        ("a.wasm", code.clone()),
+        ("a.settings.yaml", settings.clone()),
+        ("b.wasm", code),
+        ("b.settings.yaml", settings),
+    ])?;
+    let (a, b) = (dir.path().join("a.wasm"), dir.path().join("b.wasm"));
+    let b_granted = grant(plane, ns.name(), host, &b)?;
+    let a_granted = grant(plane, ns.name(), host, &a)?;
+    let kubeconfig = plane.kubeconfig_as(ns.name(), host, dir.path()).await?;
+    let prefix = format!("{}-", ns.name());
+    let flags = account_flags(ns.name(), &prefix, &["--access-review-interval=1s"]);
+    let process = HostProcess::start_with(&kubeconfig, dir.path(), &flags)?;
+    let log = || process.logs().join("\n");
+    each_works(ns, "both", &["a", "b"], &[])
+        .await
+        .with_context(|| format!("both granted; log:\n{}", log()))?;
+
+    delete_rbac(plane, &a_granted);
+    let row = process.row_in("a.wasm", State::Forbidden, WAIT).await?;
+    ensure!(row.reason.is_some(), "{row:?}");
+    each_works(ns, "without-a", &["b"], &["a"])
+        .await
+        .with_context(|| format!("a's RBAC removed; log:\n{}", log()))?;
+
+    let _a_again = grant(plane, ns.name(), host, &a)?;
+    delete_rbac(plane, &b_granted);
+    process.row_in("b.wasm", State::Forbidden, WAIT).await?;
+    process.row_in("a.wasm", State::Running, WAIT).await?;
+    each_works(ns, "without-b", &["a"], &["b"])
+        .await
+        .with_context(|| format!("b's RBAC removed, a's again; log:\n{}", log()))
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Result, ensure};
+use support::docs::{guide_steps, path_with_host};
 use support::plugin_file;
 
 /// `wasm-controller-manager test ARGS...`, whatever its outcome.
@@ -126,6 +127,41 @@ fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
             text(&out.stdout)
         );
     }
+    Ok(())
+}
+
+/// The commands `docs/testing-a-plugin.md` opens with, run literally in a plugin's
+/// project (here pod-counter's file and `testdata/`, which holds the expected report
+/// beside the fixtures, as `new` writes it): they pass, and `--update` rewrites the
+/// same report.
+#[test]
+fn the_documented_commands_work_as_written() -> Result<()> {
+    let steps = guide_steps("docs/testing-a-plugin.md");
+    ensure!(steps.len() == 1, "{steps:?}");
+    let project = tempfile::tempdir()?;
+    std::fs::copy(
+        plugin_file("pod-counter"),
+        project.path().join("my-plugin.wasm"),
+    )?;
+    let testdata = project.path().join("testdata");
+    std::fs::create_dir(&testdata)?;
+    for file in ["cluster.yaml", "expected.yaml"] {
+        let from = repo("plugins/pod-counter/testdata").join(file);
+        std::fs::copy(from, testdata.join(file))?;
+    }
+    let out = Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{}", steps[0])])
+        .env("PATH", path_with_host())
+        .current_dir(project.path())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let reviewed = std::fs::read_to_string(repo("plugins/pod-counter/testdata/expected.yaml"))?;
+    ensure!(std::fs::read_to_string(testdata.join("expected.yaml"))? == reviewed);
     Ok(())
 }
 

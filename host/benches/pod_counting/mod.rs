@@ -121,17 +121,9 @@ pub fn kubectl(plane: &ControlPlane, args: &[&str], input: Option<&[u8]>) -> Res
 }
 
 /// Applies the RBAC `wasm-controller-manager rbac` prints for the plugins (each acts
-/// as its own ServiceAccount, as deployed), in the namespace it names, and the host's
+/// as its own ServiceAccount, as deployed; it brings the namespace), then the host's
 /// ServiceAccount of `deploy/` it binds to.
 pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
-    kubectl(plane, &["create", "namespace", RBAC_NAMESPACE], None)?; // or it exists already
-    let host_account = repo("deploy/host/serviceaccount.yaml");
-    let host_account = host_account.to_str().context("deploy/ path")?;
-    kubectl(
-        plane,
-        &["apply", "-n", RBAC_NAMESPACE, "-f", host_account],
-        None,
-    )?;
     let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
         .arg("rbac")
         .arg(plugins)
@@ -141,7 +133,19 @@ pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
         "rbac: {}",
         String::from_utf8_lossy(&rbac.stderr)
     );
-    kubectl(plane, &["apply", "-f", "-"], Some(&rbac.stdout))?;
+    let applied = kubectl(plane, &["apply", "-f", "-"], Some(&rbac.stdout))?;
+    anyhow::ensure!(
+        applied.success(),
+        "kubectl apply of the plugins' RBAC failed"
+    );
+    let host_account = repo("deploy/host/serviceaccount.yaml");
+    let host_account = host_account.to_str().context("deploy/ path")?;
+    let applied = kubectl(
+        plane,
+        &["apply", "-n", RBAC_NAMESPACE, "-f", host_account],
+        None,
+    )?;
+    anyhow::ensure!(applied.success(), "kubectl apply of {host_account} failed");
     Ok(())
 }
 

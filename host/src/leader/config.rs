@@ -54,14 +54,15 @@ pub enum ConfigError {
 }
 
 impl ElectionConfig {
-    /// kube-controller-manager's defaults (15 s / 10 s / 2 s) for `identity`.
+    /// kube-controller-manager's timings (15 s / 10 s / 2 s) for `identity`, on the
+    /// Lease `wcm-system/wasm-controller-manager` (where `rbac` grants the host it).
     pub fn new(identity: &str) -> ElectionConfig {
         ElectionConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             lease_name: "wasm-controller-manager".into(),
-            lease_namespace: "kube-system".into(),
+            lease_namespace: "wcm-system".into(),
             identity: identity.into(),
         }
     }

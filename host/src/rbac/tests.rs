@@ -41,6 +41,7 @@ fn naming() -> Naming {
     Naming {
         accounts: ServiceAccounts::new("wcm-system", "wcm-plugin-").expect("valid"),
         host: "wasm-controller-manager".into(),
+        pod_security: PodSecurity::Restricted,
     }
 }
 
@@ -204,8 +205,8 @@ fn watches_in_several_namespaces_get_a_role_in_each_and_one_everywhere_makes_wri
         watch(gvk("", "v1", "Pod"), Some("a")),
         watch(gvk("", "v1", "Pod"), None),
     ];
-    let host = host_rights(
-        &[plugin_rights(&registration("all", everywhere, vec![]))],
+    let host = host_rights_for(
+        &plugin_rights(&registration("all", everywhere, vec![])),
         &naming(),
     );
     assert!(
@@ -220,15 +221,15 @@ fn watches_in_several_namespaces_get_a_role_in_each_and_one_everywhere_makes_wri
 
 #[test]
 fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
-    let plugins = [plugin_rights(&pod_counter())];
-    let host = host_rights(&plugins, &naming());
-    assert_eq!(verbs(&host, None, "", "pods"), ["list", "watch"]);
-    let impersonate = host
-        .iter()
+    let plugin = plugin_rights(&pod_counter());
+    let for_plugin = host_rights_for(&plugin, &naming());
+    assert_eq!(verbs(&for_plugin, None, "", "pods"), ["list", "watch"]);
+    let impersonate = (for_plugin.iter())
         .find(|(t, _)| t.resource == "serviceaccounts")
         .expect("impersonation rule");
     assert_eq!(impersonate.0.names, ["wcm-plugin-pod-counter"]);
     assert_eq!(impersonate.0.namespace.as_deref(), Some("wcm-system"));
+    let host = host_rights(&naming());
     assert_eq!(
         verbs(&host, None, "authorization.k8s.io", "subjectaccessreviews"),
         ["create"]
@@ -237,8 +238,12 @@ fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
         verbs(&host, Some("wcm-system"), "coordination.k8s.io", "leases"),
         ["create", "get", "list", "update", "watch"]
     );
+    let all = host.iter().chain(&for_plugin);
     assert!(
-        verbs(&host, None, "", "nodes").iter().all(|v| v != "patch"),
+        all.filter(|(t, _)| t.resource != "leases" && t.resource != "subjectaccessreviews")
+            .all(|(_, v)| v
+                .iter()
+                .all(|v| ["list", "watch", "impersonate"].contains(v))),
         "the host writes nothing itself"
     );
 }
@@ -246,15 +251,27 @@ fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
 #[test]
 fn the_yaml_binds_each_role_to_the_plugin_account_and_is_stable() {
     let plugins = [plugin_rights(&pod_counter())];
-    let host = host_rights(&plugins, &naming());
-    let yaml = render(&plugins, &host, &naming());
-    assert_eq!(yaml, render(&plugins, &host, &naming()));
+    let yaml = render(&plugins, &naming());
+    assert_eq!(yaml, render(&plugins, &naming()));
     assert!(yaml.contains(
-        "kind: ServiceAccount\nmetadata:\n  name: wcm-plugin-pod-counter\n  namespace: wcm-system\n"
+        "kind: Namespace\nmetadata:\n  name: wcm-system\n  labels:\n    \
+         pod-security.kubernetes.io/enforce: restricted\n"
     ));
-    assert!(
-        yaml.contains("kind: ClusterRole\nmetadata:\n  name: wcm-plugin-pod-counter\nrules:\n")
-    );
+    let shared = Naming {
+        pod_security: PodSecurity::Privileged,
+        ..naming()
+    };
+    assert!(render(&plugins, &shared).contains("pod-security.kubernetes.io/enforce: privileged\n"));
+    let label = "  labels:\n    wasm-controller-manager.io/plugin: pod-counter\n";
+    assert!(yaml.contains(&format!(
+        "kind: ServiceAccount\nmetadata:\n  name: wcm-plugin-pod-counter\n  namespace: wcm-system\n{label}"
+    )));
+    assert!(yaml.contains(&format!(
+        "kind: ClusterRole\nmetadata:\n  name: wcm-plugin-pod-counter\n{label}rules:\n"
+    )));
+    assert!(yaml.contains(&format!(
+        "kind: ClusterRole\nmetadata:\n  name: wasm-controller-manager:wcm-plugin-pod-counter\n{label}rules:\n"
+    )));
     assert!(yaml.contains(
         "kind: Role\nmetadata:\n  name: wasm-controller-manager\n  namespace: wcm-system\n"
     ));
@@ -263,8 +280,15 @@ fn the_yaml_binds_each_role_to_the_plugin_account_and_is_stable() {
     ));
     assert!(yaml.contains("resourceNames: [wcm-plugin-pod-counter]"));
     let documents: Vec<&str> = yaml.split("---\n").skip(1).collect();
-    // The account, its ClusterRole and binding; the host's two roles and bindings.
-    assert_eq!(documents.len(), 1 + 2 + 4, "{yaml}");
+    // The namespace; the host's own two roles and bindings; the plugin's account, its
+    // ClusterRole and binding; the host's ClusterRole and Role for it, with bindings.
+    assert_eq!(documents.len(), 1 + 4 + 1 + 2 + 4, "{yaml}");
+    let labelled = documents.iter().filter(|d| d.contains(label)).count();
+    assert_eq!(
+        labelled,
+        1 + 2 + 4,
+        "every object of the plugin, and only those"
+    );
     assert!(
         documents
             .iter()

@@ -126,9 +126,13 @@ impl Scopes {
 }
 
 /// The objects of the fixture files, in the order given, and the scopes they imply.
-pub fn read(paths: &[PathBuf]) -> Result<(Vec<(ObjectId, Value)>, Scopes), FixtureError> {
+/// A directory stands for its fixture files but those in `not_fixtures`.
+pub fn read(
+    paths: &[PathBuf],
+    not_fixtures: &[PathBuf],
+) -> Result<(Vec<(ObjectId, Value)>, Scopes), FixtureError> {
     let mut documents = Vec::new();
-    for file in files(paths)? {
+    for file in files(paths, not_fixtures)? {
         let text = std::fs::read_to_string(&file).map_err(|cause| FixtureError::Read {
             path: file.clone(),
             cause,
@@ -185,8 +189,10 @@ fn items(document: Value) -> Vec<Value> {
     }
 }
 
-/// Files as given; directories replaced by their `.yaml`/`.yml`/`.json` files, sorted.
-fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FixtureError> {
+/// Files as given; directories replaced by their `.yaml`/`.yml`/`.json` files, sorted,
+/// but those in `not_fixtures` (a file named on its own is always taken).
+fn files(paths: &[PathBuf], not_fixtures: &[PathBuf]) -> Result<Vec<PathBuf>, FixtureError> {
+    let left_out: Vec<PathBuf> = not_fixtures.iter().map(|p| same_file(p)).collect();
     let mut found = Vec::new();
     for path in paths {
         if !path.is_dir() {
@@ -199,12 +205,18 @@ fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FixtureError> {
         };
         let mut inside: Vec<PathBuf> = (std::fs::read_dir(path).map_err(read)?)
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| is_fixture(p))
+            .filter(|p| is_fixture(p) && !left_out.contains(&same_file(p)))
             .collect();
         inside.sort();
         found.extend(inside);
     }
     Ok(found)
+}
+
+/// `path` made comparable: `testdata/expected.yaml` and `./testdata/expected.yaml` are
+/// one file (a file not yet written, as `--update`'s, compares as given).
+fn same_file(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn is_fixture(path: &Path) -> bool {
@@ -251,5 +263,22 @@ mod tests {
     fn a_list_is_read_as_its_items() {
         let list = json!({"kind": "List", "items": [{"a": 1}, {"b": 2}]});
         assert_eq!(items(list).len(), 2);
+    }
+
+    #[test]
+    fn a_directory_leaves_out_the_runs_own_files_but_a_file_named_alone_is_taken() {
+        let dir = tempfile::tempdir().expect("dir");
+        let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n";
+        std::fs::write(dir.path().join("cluster.yaml"), pod).expect("write");
+        std::fs::write(dir.path().join("expected.yaml"), "reconciles: []\n").expect("write");
+        std::fs::write(dir.path().join("settings.yaml"), "mode: x\n").expect("write");
+        // As a user names them: relative to where they stand, with a `./` or not.
+        let dotted = dir.path().join(".").join("settings.yaml");
+        let own = [dir.path().join("expected.yaml"), dotted];
+        let (objects, _) = read(&[dir.path().to_path_buf()], &own).expect("read");
+        assert_eq!(objects.len(), 1, "{objects:?}");
+        let named = [dir.path().join("cluster.yaml"), own[0].clone()];
+        let refused = read(&named, &own).expect_err("expected.yaml is no object");
+        assert!(refused.to_string().contains("expected.yaml"), "{refused}");
     }
 }

@@ -36,6 +36,9 @@ pub struct TestOptions {
     pub compile_cache: Option<PathBuf>,
     /// The plugin's settings file; none takes the one beside the plugin, if any.
     pub settings: Option<PathBuf>,
+    /// Files a fixture directory leaves out: the run's own, such as the expected
+    /// report and the settings, which may sit in `testdata/` with the fixtures.
+    pub not_fixtures: Vec<PathBuf>,
 }
 
 /// Why a run could not happen at all.
@@ -113,7 +116,7 @@ impl Session {
                 load_registered_with(&runtime, &options.plugin, Some(settings)).await?
             }
         };
-        let (objects, scopes) = fixtures::read(&options.fixtures)?;
+        let (objects, scopes) = fixtures::read(&options.fixtures, &options.not_fixtures)?;
         let mut store = Store::default();
         for (id, object) in objects {
             let name = format!("{} {:?}/{}", id.kind, id.namespace, id.name);

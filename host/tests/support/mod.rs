@@ -15,6 +15,7 @@ use wcm_control_plane::ControlPlane;
 pub mod access;
 pub mod audit;
 pub mod deployed;
+pub mod docs;
 pub mod election;
 pub mod objects;
 pub mod proxy;

@@ -47,27 +47,54 @@ pub fn rbac_file<S: AsRef<OsStr>>(args: &[S]) -> Result<tempfile::NamedTempFile>
 }
 
 /// `wasm-controller-manager rbac` for `plugins`, their ServiceAccounts in `namespace`
-/// named `<prefix><plugin>`, applied for real; the file, for [`delete_rbac`].
+/// named `<prefix><plugin>`, applied for real; the file, for [`delete_rbac`]. The
+/// namespace stays `privileged`: the tests' Pods there meet no profile.
 pub fn apply_rbac(
     plane: &ControlPlane,
     namespace: &str,
     prefix: &str,
     plugins: &[PathBuf],
 ) -> Result<tempfile::NamedTempFile> {
-    let mut args: Vec<&OsStr> = ["--namespace", namespace, "--service-account-prefix", prefix]
-        .map(OsStr::new)
-        .to_vec();
+    let mut args: Vec<&OsStr> = [
+        "--namespace",
+        namespace,
+        "--service-account-prefix",
+        prefix,
+        "--pod-security",
+        "privileged",
+    ]
+    .map(OsStr::new)
+    .to_vec();
     args.extend(plugins.iter().map(|p| p.as_os_str()));
-    let file = rbac_file(&args)?;
+    apply_rbac_args(plane, &args)
+}
+
+/// `wasm-controller-manager rbac ARGS...` applied as a user applies it
+/// (`kubectl apply -f`); the file, for [`delete_rbac`].
+pub fn apply_rbac_args<S: AsRef<OsStr>>(
+    plane: &ControlPlane,
+    args: &[S],
+) -> Result<tempfile::NamedTempFile> {
+    let file = rbac_file(args)?;
     let apply = ["apply", "-f"].map(OsStr::new);
     super::kubectl(plane, &[&apply[..], &[file.path().as_os_str()]].concat())?;
     Ok(file)
 }
 
-/// Deletes what [`apply_rbac`] applied (deleting the namespace would leave the
-/// ClusterRoles and their bindings).
+/// Deletes the plugins' objects of what [`apply_rbac`] applied, as the docs remove a
+/// plugin's RBAC: by the plugin label (the namespace and the host's own objects are
+/// shared).
 pub fn delete_rbac(plane: &ControlPlane, file: &tempfile::NamedTempFile) {
-    let delete = ["delete", "--ignore-not-found", "--wait=false", "-f"].map(OsStr::new);
+    let label = wcm_host::rbac::PLUGIN_LABEL;
+    let delete = [
+        "delete",
+        "--ignore-not-found",
+        "--wait=false",
+        "-l",
+        label,
+        "-f",
+    ]
+    .map(OsStr::new);
     let _ = super::kubectl(plane, &[&delete[..], &[file.path().as_os_str()]].concat());
 }
 
