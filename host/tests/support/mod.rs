@@ -93,14 +93,22 @@ impl HostProcess {
             grant_test_plugins(cp.admin_kubeconfig())?;
             identity = vec!["--plugin-service-account-namespace", TEST_PLUGINS_NAMESPACE];
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
+        command
             .arg("run")
             .arg("--plugins-dir")
             .arg(dir)
             .args(["--metrics-bind-address", "127.0.0.1:0"])
             .args(identity)
             .args(flags)
-            .env("KUBECONFIG", kubeconfig)
+            .env("KUBECONFIG", kubeconfig);
+        Self::launch(command)
+    }
+
+    /// Runs `command`, which starts the host in the end (a script that `exec`s it, as
+    /// `make run` does), with its standard error collected as the host's log.
+    pub fn launch(mut command: Command) -> Result<HostProcess> {
+        let mut child = command
             .env("RUST_LOG", "info,wcm_host::controller=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
