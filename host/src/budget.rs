@@ -239,10 +239,14 @@ impl PluginBudget {
     }
 
     /// Counts one call the plugin made to the host.
-    pub fn host_call(&self, function: &str, result: crate::metrics::HostCallResult) {
+    pub fn host_call(
+        &self,
+        function: crate::metrics::HostFunction,
+        result: crate::metrics::HostCallResult,
+    ) {
         let labels = crate::metrics::HostCallLabels {
             plugin: self.plugin.clone(),
-            function: function.to_string(),
+            function,
             result,
         };
         self.metrics.host_calls.get_or_create(&labels).inc();

@@ -40,7 +40,10 @@ async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_wor
         .env("KUBECONFIG", plane.admin_kubeconfig());
     let host = HostProcess::launch(command)?;
     host.wait_for_log(
-        &["granting the example plugins their RBAC", "kubectl apply -f -"],
+        &[
+            "granting the example plugins their RBAC",
+            "kubectl apply -f -",
+        ],
         WAIT,
     )
     .await?;
@@ -59,7 +62,9 @@ async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_wor
     create_pod(&client, "default", "first").await?;
     let count = "pod-counter.example.com/count";
     let counted = eventually(WAIT, || async {
-        let value = node_label(&client, "newcomer-control-plane", count).await.ok()??;
+        let value = node_label(&client, "newcomer-control-plane", count)
+            .await
+            .ok()??;
         (value == "1").then_some(())
     })
     .await;

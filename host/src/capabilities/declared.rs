@@ -14,8 +14,8 @@ use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
 use crate::kube::selector;
-use crate::metrics::Limit;
 use crate::metrics::plugin::PluginMetrics;
+use crate::metrics::{HostFunction, Limit};
 
 /// A plugin's declared verbs per kind and its budgets.
 #[derive(Debug)]
@@ -138,11 +138,11 @@ impl Declared {
 }
 
 /// The contract call a listing is: `list-first` with a limit, `list` without.
-pub fn list_call(limit: Option<usize>) -> &'static str {
+pub fn list_call(limit: Option<usize>) -> HostFunction {
     if limit.is_some() {
-        "list-first"
+        HostFunction::ListFirst
     } else {
-        "list"
+        HostFunction::List
     }
 }
 

@@ -207,7 +207,7 @@ impl ClusterAccess {
         label_selector: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let op = list_call(limit);
+        let op = list_call(limit).name();
         let listing = self.listing(op, gvk, namespace, label_selector)?;
         let found = listing.first(limit).await;
         let bytes = found.iter().map(|o| o.json.len()).sum();

@@ -13,7 +13,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use super::identity::ServiceAccounts;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ReviewResult};
 
 /// One permission: a verb on a resource (or `resource/subresource`), in a namespace
 /// or at the cluster scope. Displayed as the API server words its refusals, so an
@@ -125,9 +125,9 @@ impl AccessReviewer {
         let answer = api.create(&PostParams::default(), &review).await;
         let allowed = answer.as_ref().ok().and_then(|r| r.status.as_ref());
         let result = match (&answer, allowed) {
-            (Err(_), _) => "error",
-            (Ok(_), Some(status)) if status.allowed => "allowed",
-            _ => "denied",
+            (Err(_), _) => ReviewResult::error,
+            (Ok(_), Some(status)) if status.allowed => ReviewResult::allowed,
+            _ => ReviewResult::denied,
         };
         self.metrics.count_access_review(plugin, result);
         match answer {

@@ -10,77 +10,72 @@ pub struct PluginLabels {
     pub plugin: String,
 }
 
-/// A per-plugin limit that refused, dropped, cut, delayed or stopped something.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum Limit {
-    /// A request waited for the plugin's API rate (`--plugin-api-qps`).
-    api_rate,
-    /// A `get` or `list` answer was larger than `--max-result-mib`.
-    result_size,
-    /// An Event was dropped by the per-object spam filter.
-    events,
-    /// A log line was dropped over the plugin's log rate.
-    log_rate,
-    /// A log line was cut at its maximum size.
-    log_size,
-    /// An instance hit its memory limit.
-    memory,
-    /// A call ran past its deadline.
-    timeout,
-    /// A call hit the bound on host handles or guest tables.
-    handles,
-    /// A metric update would have made one series more than the plugin's bound.
-    metric_series,
+/// Declares an enum of label values (lower-case on the wire, as the variants are
+/// named) and its `ALL`, from one list: what an unloaded plugin's series are dropped by
+/// cannot miss a value a series was made with.
+macro_rules! label_values {
+    ($(#[$meta:meta])* pub enum $name:ident {
+        $($(#[$variant_meta:meta])* $variant:ident,)+
+    }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+        #[allow(non_camel_case_types)] // label values are lower-case on the wire
+        pub enum $name {
+            $($(#[$variant_meta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, for removing a plugin's series.
+            pub const ALL: &[$name] = &[$($name::$variant),+];
+        }
+    };
 }
 
-impl Limit {
-    /// Every limit, for removing a plugin's series.
-    pub const ALL: [Limit; 9] = [
-        Limit::api_rate,
-        Limit::result_size,
-        Limit::events,
-        Limit::log_rate,
-        Limit::log_size,
-        Limit::memory,
-        Limit::timeout,
-        Limit::handles,
-        Limit::metric_series,
-    ];
+label_values! {
+    /// A per-plugin limit that refused, dropped, cut, delayed or stopped something.
+    pub enum Limit {
+        /// A request waited for the plugin's API rate (`--plugin-api-qps`).
+        api_rate,
+        /// A `get` or `list` answer was larger than `--max-result-mib`.
+        result_size,
+        /// An Event was dropped by the per-object spam filter.
+        events,
+        /// A log line was dropped over the plugin's log rate.
+        log_rate,
+        /// A log line was cut at its maximum size.
+        log_size,
+        /// An instance hit its memory limit.
+        memory,
+        /// A call ran past its deadline.
+        timeout,
+        /// A call hit the bound on host handles or guest tables.
+        handles,
+        /// A metric update would have made one series more than the plugin's bound.
+        metric_series,
+    }
 }
 
-/// How a host call ended, as the plugin saw it.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum HostCallResult {
-    /// It succeeded.
-    ok,
-    /// `not-found`.
-    not_found,
-    /// `forbidden`.
-    forbidden,
-    /// `conflict`.
-    conflict,
-    /// `invalid`.
-    invalid,
-    /// `unavailable`.
-    unavailable,
-    /// `other`.
-    other,
+label_values! {
+    /// How a host call ended, as the plugin saw it.
+    pub enum HostCallResult {
+        /// It succeeded.
+        ok,
+        /// `not-found`.
+        not_found,
+        /// `forbidden`.
+        forbidden,
+        /// `conflict`.
+        conflict,
+        /// `invalid`.
+        invalid,
+        /// `unavailable`.
+        unavailable,
+        /// `other`.
+        other,
+    }
 }
 
 impl HostCallResult {
-    /// Every result, for removing a plugin's series.
-    pub const ALL: [HostCallResult; 7] = [
-        HostCallResult::ok,
-        HostCallResult::not_found,
-        HostCallResult::forbidden,
-        HostCallResult::conflict,
-        HostCallResult::invalid,
-        HostCallResult::unavailable,
-        HostCallResult::other,
-    ];
-
     /// The result of a call's outcome.
     pub fn of<T>(result: &Result<T, crate::contract::GuestError>) -> HostCallResult {
         use crate::contract::ErrorCode as E;
@@ -104,63 +99,41 @@ pub struct HostCallLabels {
     /// The plugin's registered name.
     pub plugin: String,
     /// The WIT function: `get`, `list`, `patch-labels`, ...
-    pub function: String,
+    pub function: HostFunction,
     /// How it ended.
     pub result: HostCallResult,
 }
 
-/// Why a call into a plugin failed.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum FailureCause {
-    /// A trap: panic, `unreachable`, out-of-bounds access, stack exhaustion.
-    trap,
-    /// Past its deadline.
-    timeout,
-    /// Past its memory limit.
-    memory,
-    /// Past its bound on host handles or table elements.
-    handles,
-    /// The instance could not be created.
-    instantiate,
-    /// The plugin returned an error.
-    guest_error,
+label_values! {
+    /// Why a call into a plugin failed.
+    pub enum FailureCause {
+        /// A trap: panic, `unreachable`, out-of-bounds access, stack exhaustion.
+        trap,
+        /// Past its deadline.
+        timeout,
+        /// Past its memory limit.
+        memory,
+        /// Past its bound on host handles or table elements.
+        handles,
+        /// The instance could not be created.
+        instantiate,
+        /// The plugin returned an error.
+        guest_error,
+    }
 }
 
-impl FailureCause {
-    /// Every cause, for removing a plugin's series.
-    pub const ALL: [FailureCause; 6] = [
-        FailureCause::trap,
-        FailureCause::timeout,
-        FailureCause::memory,
-        FailureCause::handles,
-        FailureCause::instantiate,
-        FailureCause::guest_error,
-    ];
-}
-
-/// Why a reused plugin instance was retired (`--plugin-override NAME:reuse-instance-calls=N`).
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // label values are lower-case on the wire
-pub enum Recycle {
-    /// It served its number of reconciles.
-    calls,
-    /// Its linear memory grew past the bound since its first reconcile.
-    memory,
-    /// A call trapped, timed out or hit a limit: its state is unknown.
-    failure,
-    /// A new version of the plugin replaced the one it runs.
-    upgrade,
-}
-
-impl Recycle {
-    /// Every reason, for removing a plugin's series.
-    pub const ALL: [Recycle; 4] = [
-        Recycle::calls,
-        Recycle::memory,
-        Recycle::failure,
-        Recycle::upgrade,
-    ];
+label_values! {
+    /// Why a reused plugin instance was retired (`--plugin-override NAME:reuse-instance-calls=N`).
+    pub enum Recycle {
+        /// It served its number of reconciles.
+        calls,
+        /// Its linear memory grew past the bound since its first reconcile.
+        memory,
+        /// A call trapped, timed out or hit a limit: its state is unknown.
+        failure,
+        /// A new version of the plugin replaced the one it runs.
+        upgrade,
+    }
 }
 
 /// Labels of the recycled-instance counter.
@@ -172,21 +145,59 @@ pub struct RecycleLabels {
     pub reason: Recycle,
 }
 
-/// The WIT functions of `cluster`, as `wcm_host_calls_total` names them.
-pub const HOST_FUNCTIONS: [&str; 12] = [
-    "get",
-    "list",
-    "patch-labels",
-    "patch-finalizers",
-    "metrics",
-    "create",
-    "patch",
-    "update",
-    "record-event",
-    "apply",
-    "patch-status",
-    "delete",
-];
+/// Declares [`HostFunction`] from one list, so its `ALL` (what an unloaded plugin's
+/// series are dropped by) cannot miss a function the calls count.
+macro_rules! host_functions {
+    ($($variant:ident => $name:literal,)+) => {
+        /// A host function a plugin calls, as `wcm_host_calls_total{function}` names it
+        /// (its WIT name).
+        #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+        pub enum HostFunction {
+            $(
+                #[doc = concat!("`", $name, "`.")]
+                $variant,
+            )+
+        }
+
+        impl HostFunction {
+            /// Every host function, for dropping a plugin's series.
+            pub const ALL: &[HostFunction] = &[$(HostFunction::$variant),+];
+
+            /// The WIT name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(HostFunction::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+host_functions! {
+    Get => "get",
+    List => "list",
+    ListFirst => "list-first",
+    Count => "count",
+    PatchLabels => "patch-labels",
+    PatchFinalizers => "patch-finalizers",
+    Metrics => "metrics",
+    Create => "create",
+    Patch => "patch",
+    Update => "update",
+    RecordEvent => "record-event",
+    Apply => "apply",
+    PatchStatus => "patch-status",
+    Delete => "delete",
+}
+
+impl EncodeLabelValue for HostFunction {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.name())
+    }
+}
 
 /// Labels of the call-failure counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -230,12 +241,21 @@ pub const PLUGIN_STATES: [&str; 4] = ["running", "degraded", "crash-looping", "f
 pub struct AccessReviewLabels {
     /// The plugin whose ServiceAccount was reviewed.
     pub plugin: String,
-    /// `allowed`, `denied` or `error`.
-    pub result: String,
+    /// What the API server said.
+    pub result: ReviewResult,
 }
 
-/// The results an access review counts under.
-pub(super) const REVIEW_RESULTS: [&str; 3] = ["allowed", "denied", "error"];
+label_values! {
+    /// What a SubjectAccessReview of a plugin's rule said.
+    pub enum ReviewResult {
+        /// The rule is granted.
+        allowed,
+        /// It is not.
+        denied,
+        /// The review failed (the API server unreachable, the host not allowed to ask).
+        error,
+    }
+}
 
 /// Labels of per-informer series: what the watch covers.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

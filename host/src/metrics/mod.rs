@@ -11,11 +11,10 @@ pub mod plugin;
 pub mod rest;
 pub mod standard;
 
-use labels::REVIEW_RESULTS;
 pub use labels::{
-    AccessReviewLabels, FailureCause, FailureLabels, HOST_FUNCTIONS, HostCallLabels,
-    HostCallResult, InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels,
-    PLUGIN_STATES, PluginLabels, Recycle, RecycleLabels, StateLabels,
+    AccessReviewLabels, FailureCause, FailureLabels, HostCallLabels, HostCallResult, HostFunction,
+    InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels, PLUGIN_STATES, PluginLabels,
+    Recycle, RecycleLabels, ReviewResult, StateLabels,
 };
 pub use standard::{QueueMetrics, ReconcileResult, Standard};
 
@@ -286,10 +285,10 @@ impl Metrics {
     }
 
     /// Counts one SubjectAccessReview of `plugin`'s ServiceAccount.
-    pub fn count_access_review(&self, plugin: &str, result: &str) {
+    pub fn count_access_review(&self, plugin: &str, result: ReviewResult) {
         let labels = AccessReviewLabels {
             plugin: plugin.to_string(),
-            result: result.to_string(),
+            result,
         };
         self.access_reviews.get_or_create(&labels).inc();
     }
@@ -302,22 +301,22 @@ impl Metrics {
         self.standard.forget(plugin);
         self.plugin_events.remove(&labels);
         self.plugin_cache_bytes.remove(&labels);
-        for function in HOST_FUNCTIONS {
-            for result in HostCallResult::ALL {
+        for &function in HostFunction::ALL {
+            for &result in HostCallResult::ALL {
                 self.host_calls.remove(&HostCallLabels {
                     plugin: plugin.to_string(),
-                    function: function.to_string(),
+                    function,
                     result,
                 });
             }
         }
-        for cause in FailureCause::ALL {
+        for &cause in FailureCause::ALL {
             self.call_failures.remove(&FailureLabels {
                 plugin: plugin.to_string(),
                 cause,
             });
         }
-        for reason in Recycle::ALL {
+        for &reason in Recycle::ALL {
             self.instance_recycles.remove(&RecycleLabels {
                 plugin: plugin.to_string(),
                 reason,
@@ -327,13 +326,13 @@ impl Metrics {
         self.plugin_api_wait.remove(&labels);
         self.plugin_consecutive_failures.remove(&labels);
         self.missing_rights.remove(&labels);
-        for result in REVIEW_RESULTS {
+        for &result in ReviewResult::ALL {
             self.access_reviews.remove(&AccessReviewLabels {
                 plugin: plugin.to_string(),
-                result: result.to_string(),
+                result,
             });
         }
-        for limit in Limit::ALL {
+        for &limit in Limit::ALL {
             self.limit_hits.remove(&LimitLabels {
                 plugin: plugin.to_string(),
                 limit,
@@ -402,6 +401,17 @@ mod tests {
                 plugin: "gone".into(),
             })
             .inc();
+        for &function in HostFunction::ALL {
+            let labels = HostCallLabels {
+                plugin: "gone".into(),
+                function,
+                result: HostCallResult::ok,
+            };
+            m.host_calls.get_or_create(&labels).inc();
+        }
+        let text = m.encode();
+        assert!(text.contains(r#"function="list-first""#), "{text}");
+        assert!(text.contains(r#"function="count""#), "{text}");
         m.forget_plugin("gone");
         assert!(!m.encode().contains("gone"), "{}", m.encode());
     }

@@ -13,7 +13,7 @@ use crate::capabilities::{
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
 use crate::metrics::plugin::{MetricError, Update};
-use crate::metrics::{HostCallResult, Limit};
+use crate::metrics::{HostCallResult, HostFunction, Limit};
 
 use super::state::HostState;
 
@@ -43,7 +43,7 @@ impl HostState {
     /// hands its result on as the contract's error.
     fn counted<T>(
         &self,
-        function: &'static str,
+        function: HostFunction,
         result: Result<T, CapabilityError>,
     ) -> Result<T, GuestError> {
         let result = result.map_err(GuestError::from);
@@ -68,7 +68,7 @@ impl HostState {
             Ok(access?.get(&target).await?.to_string())
         };
         let result = result.await;
-        self.counted("get", result)
+        self.counted(HostFunction::Get, result)
     }
 
     /// `list` and `list-first`: the JSON of matching objects of a watched kind, all
@@ -81,7 +81,8 @@ impl HostState {
         limit: Option<u32>,
     ) -> Result<Vec<String>, GuestError> {
         let limit = limit.map(|l| l as usize);
-        let function = list_call(limit);
+        let called = list_call(limit);
+        let function = called.name();
         let (access, plugin) = self.parts();
         let result = async move {
             bounds::selector(function, &plugin, label_selector.as_deref())?;
@@ -91,7 +92,7 @@ impl HostState {
             Ok(found.iter().map(|j| j.to_string()).collect())
         };
         let result = result.await;
-        self.counted(function, result)
+        self.counted(called, result)
     }
 
     /// `count`: how many objects `list` would return.
@@ -109,7 +110,7 @@ impl HostState {
             Ok(access?.count(&gvk, ns, selector).await? as u64)
         };
         let result = result.await;
-        self.counted("count", result)
+        self.counted(HostFunction::Count, result)
     }
 
     /// `patch-labels`.
@@ -126,7 +127,7 @@ impl HostState {
             access?.patch_labels(&target, &set, &remove).await
         };
         let result = result.await;
-        self.counted("patch-labels", result)
+        self.counted(HostFunction::PatchLabels, result)
     }
 
     /// `patch-finalizers`.
@@ -142,7 +143,7 @@ impl HostState {
             access?.patch_finalizers(&target, &add, &remove).await
         };
         let result = result.await;
-        self.counted("patch-finalizers", result)
+        self.counted(HostFunction::PatchFinalizers, result)
     }
 
     /// `record-event`.
@@ -160,7 +161,7 @@ impl HostState {
                 .await
         };
         let result = result.await;
-        self.counted("record-event", result)
+        self.counted(HostFunction::RecordEvent, result)
     }
 
     /// `apply`: server-side apply of a whole object.
@@ -175,7 +176,7 @@ impl HostState {
             access?.apply(&object, force).await
         };
         let result = result.await;
-        self.counted("apply", result)
+        self.counted(HostFunction::Apply, result)
     }
 
     /// `create`: the stored object's JSON.
@@ -186,7 +187,7 @@ impl HostState {
             access?.create(&object).await
         };
         let result = result.await;
-        self.counted("create", result)
+        self.counted(HostFunction::Create, result)
     }
 
     /// `patch`: the stored object's (or subresource's) JSON.
@@ -204,7 +205,7 @@ impl HostState {
             (access?.patch(&target, kind, &patch, subresource.as_deref())).await
         };
         let result = result.await;
-        self.counted("patch", result)
+        self.counted(HostFunction::Patch, result)
     }
 
     /// `update`: the stored object's JSON.
@@ -215,7 +216,7 @@ impl HostState {
             access?.update(&object).await
         };
         let result = result.await;
-        self.counted("update", result)
+        self.counted(HostFunction::Update, result)
     }
 
     /// `patch-status`.
@@ -231,7 +232,7 @@ impl HostState {
             access?.patch_status(&target, &status).await
         };
         let result = result.await;
-        self.counted("patch-status", result)
+        self.counted(HostFunction::PatchStatus, result)
     }
 
     /// `delete`, with its preconditions.
@@ -251,7 +252,7 @@ impl HostState {
             access?.delete(&target, &options).await
         };
         let result = result.await;
-        self.counted("delete", result)
+        self.counted(HostFunction::Delete, result)
     }
 
     /// `metrics.add`, `metrics.set`, `metrics.observe`: one update of a metric the
@@ -271,7 +272,7 @@ impl HostState {
             }
             done.map_err(|e| CapabilityError::Invalid(e.to_string()))
         })();
-        self.counted("metrics", result)
+        self.counted(HostFunction::Metrics, result)
     }
 
     /// `config.settings`: the version's settings, in `register` and `reconcile`.

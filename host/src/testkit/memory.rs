@@ -227,7 +227,7 @@ impl MemoryCluster {
         label_selector: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let op = list_call(limit);
+        let op = list_call(limit).name();
         let (what, found) = self.matching(op, gvk, namespace, label_selector)?;
         let found: Vec<String> = found
             .into_values()
