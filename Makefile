@@ -61,9 +61,10 @@ measure-failover: setup plugins
 image: setup
 	scripts/image.sh --profile release
 
-## deploy: the host with the example plugins in the current cluster (the local one if none is configured)
+## deploy: the host with the example plugins in the current cluster (the local one if none is configured;
+## another cluster needs IMAGE=REGISTRY/wasm-controller-manager:TAG, pushed there)
 deploy: setup plugins
-	scripts/deploy.sh
+	scripts/deploy.sh $(if $(IMAGE),--image $(IMAGE))
 
 ## cluster-up: start etcd, kube-apiserver, kube-controller-manager and the node; prints `export KUBECONFIG=...`
 cluster-up:

@@ -12,6 +12,9 @@
 # images, whose files are not here, give it with --rbac FILE (that command's output
 # for the plugins in the images).
 #
+# On any other cluster, --image names the host's image in a registry that cluster pulls
+# from (plugin images likewise); without it the script stops, saying so.
+#
 # Usage: scripts/deploy.sh [--image REF | --binary PATH] [--overlay DIR]
 #                          [PLUGIN.wasm ... | --plugin-image REF ... --rbac FILE]
 #   (default plugins: every target/plugins/*.wasm that fits a ConfigMap, under 1 MiB)
@@ -39,6 +42,25 @@ if [ -z "${KUBECONFIG:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
   export KUBECONFIG="$STATE_DIR/admin.kubeconfig"
 fi
 [ "$KUBECONFIG" = "$STATE_DIR/admin.kubeconfig" ] && local_cluster=true
+
+# Only the local node gets images imported; any other cluster pulls them from a
+# registry, so it must be told which reference to pull.
+if ! $local_cluster; then
+  if [ -z "$image" ]; then
+    echo "deploy: $KUBECONFIG is not the local control plane, whose node alone gets the image" \
+      "imported: push the host's image (make image; target/wasm-controller-manager-image.tar)" \
+      "to a registry the cluster pulls from and pass it: make deploy IMAGE=REGISTRY/wasm-controller-manager:TAG" >&2
+    exit 2
+  fi
+  for ref in "${plugin_images[@]}"; do
+    case "$ref" in wcm.local/*)
+      echo "deploy: plugin image $ref exists only on the local node; push it to a registry" \
+        "the cluster pulls from (scripts/plugin-image.sh --tag REGISTRY/NAME:TAG --out FILE)" \
+        "and pass that reference" >&2
+      exit 2 ;;
+    esac
+  done
+fi
 
 if [ -z "$image" ]; then
   if [ -n "$binary" ]; then image="$(scripts/image.sh --binary "$binary" | tail -n1)"

@@ -353,43 +353,7 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
 /// Prints the plugin table of the host listening at `address`.
 async fn list_plugins(address: &str) -> anyhow::Result<()> {
     let rows = wcm_host::status::fetch(address).await?;
-    println!(
-        "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} {:<8} REASON",
-        "FILE", "STATE", "PLUGIN", "VERSION", "HASH", "LOADED", "GRANTED"
-    );
-    for row in rows {
-        let state = row.state.name();
-        let hash = row.hash.as_deref().map(|h| &h[..h.len().min(12)]);
-        // Granted rules out of those declared; `shared` when plugins share the
-        // host's identity.
-        let granted = match &row.rights {
-            Some(r) => format!("{}/{}", r.granted, r.declared),
-            None if row.plugin.is_some() => "shared".to_string(),
-            None => "-".to_string(),
-        };
-        let mut reason = row.reason.clone().unwrap_or_default();
-        if let Some(claimed) = &row.registered_as {
-            let note = format!("registers as {claimed}; runs as its file's name");
-            reason = [note, reason].join("; ").trim_end_matches("; ").to_string();
-        }
-        if let Some(rights) = row.rights.as_ref().filter(|r| !r.denied.is_empty()) {
-            if !reason.is_empty() {
-                reason.push_str("; ");
-            }
-            reason.push_str(&format!("not granted: {}", rights.denied.join("; ")));
-        }
-        println!(
-            "{:<28} {:<13} {:<24} {:<12} {:<14} {:<21} {:<8} {}",
-            row.file,
-            state,
-            row.plugin.as_deref().unwrap_or("-"),
-            row.version.as_deref().unwrap_or("-"),
-            hash.unwrap_or("-"),
-            row.loaded_at.as_deref().unwrap_or("-"),
-            granted,
-            reason
-        );
-    }
+    print!("{}", wcm_host::status::render_table(&rows));
     Ok(())
 }
 

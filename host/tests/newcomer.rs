@@ -2,12 +2,15 @@
 //! this test's own, with nothing created in it), `make run` with `KUBECONFIG` set
 //! grants the example plugins their RBAC, says so, and every example plugin runs with
 //! all its rules granted: pod-counter counts, as its own ServiceAccount; the WebApp
-//! controller waits for its CRD. (The test runs `scripts/run.sh`, the recipe of
+//! controller waits for its CRD. `make deploy` against that cluster, which is not the
+//! local one and so cannot get the host's image imported, stops at once saying how to
+//! name an image in a registry, instead of a rollout stuck pulling. (The test runs `scripts/run.sh`, the recipe of
 //! `make run` after `make build`: the test binary is that build, and `cargo test`
 //! holds the build directory's lock while tests run.)
 
 mod support;
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -71,5 +74,22 @@ async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_wor
     counted.with_context(|| format!("no count label; log:\n{}", host.logs().join("\n")))?;
     let forbidden = host.lines_with(&["forbidden"]);
     ensure!(forbidden.is_empty(), "{forbidden:?}");
+    deploy_asks_for_an_image(plane.admin_kubeconfig())
+}
+
+/// `scripts/deploy.sh` (what `make deploy` runs) on a cluster that is not the local
+/// one, without `--image`.
+fn deploy_asks_for_an_image(kubeconfig: &Path) -> Result<()> {
+    let out = Command::new("bash")
+        .arg(repo("scripts/deploy.sh"))
+        .env("KUBECONFIG", kubeconfig)
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(2), "{:?}: {said}", out.status);
+    ensure!(
+        said.contains("is not the local control plane")
+            && said.contains("make deploy IMAGE=REGISTRY/wasm-controller-manager:TAG"),
+        "{said}"
+    );
     Ok(())
 }

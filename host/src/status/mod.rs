@@ -1,8 +1,10 @@
 //! What each plugin file is doing, for `/plugins` and `wasm-controller-manager plugins`.
 
 mod client;
+mod table;
 
 pub use client::{FetchError, fetch};
+pub use table::render as render_table;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
