@@ -289,8 +289,10 @@ fn new_project(args: &cli::NewArgs) -> anyhow::Result<()> {
     );
     println!("  make test    # unit tests, then `wasm-controller-manager test` on testdata/");
     println!(
-        "then copy {}.wasm into the host's plugins directory.",
-        args.name
+        "then grant it its RBAC (`wasm-controller-manager rbac {0}.wasm | kubectl apply -f -`) \
+         and copy {0}.wasm into the host's plugins directory (see {1}/README.md).",
+        args.name,
+        dir.display()
     );
     Ok(())
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use support::objects::{create_config_map, events_about};
@@ -88,6 +88,7 @@ fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
 
 /// Two plugins whose RBAC is granted one at a time, in either order, as the docs say
 /// to add a plugin later, with the host running as its own ServiceAccount: both work;
+/// without the host's right to impersonate one, that one is `forbidden` saying so;
 /// removing one's RBAC (by its label) makes it `forbidden` and leaves the other
 /// working. (The host's rights were once one role for all plugins, so granting the
 /// second took them from the first.)
@@ -168,7 +169,7 @@ async fn two_plugins(plane: &ControlPlane, ns: &TestNamespace, host: &str) -> Re
     ])?;
     let (a, b) = (dir.path().join("a.wasm"), dir.path().join("b.wasm"));
     let b_granted = grant(plane, ns.name(), host, &b)?;
-    let a_granted = grant(plane, ns.name(), host, &a)?;
+    grant(plane, ns.name(), host, &a)?;
     let kubeconfig = plane.kubeconfig_as(ns.name(), host, dir.path()).await?;
     let prefix = format!("{}-", ns.name());
     let flags = account_flags(ns.name(), &prefix, &["--access-review-interval=1s"]);
@@ -177,6 +178,20 @@ async fn two_plugins(plane: &ControlPlane, ns: &TestNamespace, host: &str) -> Re
     each_works(ns, "both", &["a", "b"], &[])
         .await
         .with_context(|| format!("both granted; log:\n{}", log()))?;
+
+    // The host's rights for A alone revoked: A is forbidden, saying the host may not
+    // impersonate it (its own rights are intact); B runs on. Applied again, A runs.
+    let bindings: Api<RoleBinding> = Api::namespaced(ns.client(), ns.name());
+    let host_for_a = format!("{host}:{prefix}a");
+    bindings
+        .delete(&host_for_a, &DeleteParams::default())
+        .await?;
+    let row = process.row_in("a.wasm", State::Forbidden, WAIT).await?;
+    let reason = row.reason.unwrap_or_default();
+    ensure!(reason.contains("the host may not impersonate"), "{reason}");
+    process.row_in("b.wasm", State::Running, WAIT).await?;
+    let a_granted = grant(plane, ns.name(), host, &a)?;
+    process.row_in("a.wasm", State::Running, WAIT).await?;
 
     delete_rbac(plane, &a_granted);
     let row = process.row_in("a.wasm", State::Forbidden, WAIT).await?;

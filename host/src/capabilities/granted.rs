@@ -35,6 +35,10 @@ pub struct Review {
     pub declared: usize,
     /// The ones the plugin's ServiceAccount is not granted.
     pub denied: Vec<Rule>,
+    /// Whether the host itself may not impersonate the plugin's ServiceAccount (the
+    /// host's rights for the plugin, part of the plugin's RBAC): then every write and
+    /// Event of the plugin fails, whatever its own rights.
+    pub host_cannot_impersonate: bool,
 }
 
 impl Granted {
@@ -96,6 +100,11 @@ impl Granted {
         self.review().map(|r| r.denied).unwrap_or_default()
     }
 
+    /// Whether the last review found that the host may not impersonate the plugin.
+    pub fn host_cannot_impersonate(&self) -> bool {
+        self.review().is_some_and(|r| r.host_cannot_impersonate)
+    }
+
     /// The last review, if the plugin's rights are reviewed at all.
     pub fn review(&self) -> Option<Review> {
         let state = self.state.read().unwrap_or_else(|p| p.into_inner());
@@ -123,6 +132,7 @@ mod tests {
         let denied = Review {
             declared: 6,
             denied: vec![rule("list"), rule("watch")],
+            host_cannot_impersonate: false,
         };
         granted.update(vec![vec![], vec![rule("list"), rule("watch")]], denied);
         assert!(granted.is_open(0));
@@ -131,6 +141,7 @@ mod tests {
         let all = Review {
             declared: 6,
             denied: vec![],
+            host_cannot_impersonate: false,
         };
         granted.update(vec![vec![], vec![]], all.clone());
         assert!(granted.is_open(1));

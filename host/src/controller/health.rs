@@ -153,6 +153,13 @@ pub fn health_of(
         );
         return Health::Forbidden(why);
     }
+    if granted.host_cannot_impersonate() {
+        let why = "forbidden: the host may not impersonate its ServiceAccount (the host's \
+                   rights for this plugin are part of the plugin's RBAC: `wasm-controller-manager \
+                   rbac` prints them); its writes and Events fail until RBAC grants it"
+            .to_string();
+        return Health::Forbidden(why);
+    }
     let denied = granted.denied_rules();
     if !denied.is_empty() {
         let why = format!(

@@ -128,7 +128,10 @@ impl DeclaredRights {
         // The reads too: a cluster-wide rule may have absorbed a namespaced read.
         let rules: BTreeSet<&Rule> = self.all.iter().chain(self.reads.iter().flatten()).collect();
         let rules: Vec<Rule> = rules.into_iter().cloned().collect();
-        let denied = reviewer.denied(plugin, &rules).await?;
+        let (denied, impersonate) = tokio::try_join!(
+            reviewer.denied(plugin, &rules),
+            reviewer.host_may_impersonate(plugin)
+        )?;
         let closed = (self.reads.iter())
             .map(|reads| {
                 reads
@@ -145,6 +148,7 @@ impl DeclaredRights {
         let review = Review {
             declared: self.all.len(),
             denied,
+            host_cannot_impersonate: !impersonate,
         };
         Ok((closed, review))
     }
@@ -186,6 +190,11 @@ pub async fn review_at_load(
         tracing::warn!(plugin, user = %reviewer.user(plugin), denied = %rules(&review.denied),
             "the plugin's ServiceAccount lacks rules the plugin declared; those calls will be refused");
     }
+    if review.host_cannot_impersonate {
+        tracing::warn!(plugin, user = %reviewer.user(plugin),
+            "the host may not impersonate the plugin's ServiceAccount; its writes and Events \
+             will be refused until the plugin's RBAC is applied");
+    }
     Ok((declared, Granted::reviewed(closed, review)))
 }
 
@@ -226,6 +235,17 @@ pub async fn keep_reviewing(
 }
 
 fn log_changes(plugin: &str, granted: &Granted, closed: &[Vec<Rule>], review: &Review) {
+    match (
+        granted.host_cannot_impersonate(),
+        review.host_cannot_impersonate,
+    ) {
+        (false, true) => tracing::warn!(
+            plugin,
+            "the host may no longer impersonate the plugin's ServiceAccount; its writes fail"
+        ),
+        (true, false) => tracing::info!(plugin, "the host may impersonate the plugin again"),
+        _ => {}
+    }
     let before = granted.review().map(|r| r.denied).unwrap_or_default();
     let lost: Vec<Rule> = (review.denied.iter())
         .filter(|r| !before.contains(r))

@@ -7,7 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -139,6 +140,42 @@ impl AccessReviewer {
                 source,
             }),
         }
+    }
+}
+
+impl AccessReviewer {
+    /// Whether the host itself may impersonate `plugin`'s ServiceAccount (a
+    /// SelfSubjectAccessReview, which any authenticated user may make): without it
+    /// every write and Event of the plugin fails, whatever the plugin's own rights.
+    pub async fn host_may_impersonate(&self, plugin: &str) -> Result<bool, ReviewError> {
+        let namespace = self.accounts.namespace.clone();
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some("impersonate".into()),
+                    group: Some(String::new()),
+                    resource: Some("serviceaccounts".into()),
+                    name: Some(self.accounts.name(plugin)),
+                    namespace: Some(namespace.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api.create(&PostParams::default(), &review).await;
+        answer
+            .map(|r| r.status.is_some_and(|s| s.allowed))
+            .map_err(|source| ReviewError {
+                plugin: plugin.to_string(),
+                user: "the host".into(),
+                rule: format!(
+                    "impersonate resource \"serviceaccounts\" named \"{}\" in the namespace \"{namespace}\"",
+                    self.accounts.name(plugin)
+                ),
+                source,
+            })
     }
 }
 

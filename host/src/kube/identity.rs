@@ -13,6 +13,11 @@ use super::names::{is_dns_label, is_dns_subdomain};
 /// Builds a client from a configuration (the host adds its request metrics layer).
 pub type ClientFactory = Arc<dyn Fn(kube::Config) -> Result<Client, String> + Send + Sync>;
 
+/// The label on every object of one plugin's RBAC (`wasm-controller-manager rbac`),
+/// valued with the plugin's name: what grants and removes one plugin's RBAC alone, and
+/// how the host tells that a changed binding concerns that plugin.
+pub const PLUGIN_LABEL: &str = "wasm-controller-manager.io/plugin";
+
 /// Where plugins' ServiceAccounts live and what they are called.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceAccounts {

@@ -3,7 +3,8 @@
 //! periodic review: a RoleBinding or ClusterRoleBinding naming a plugin's account
 //! (or a group every ServiceAccount is in) concerns that plugin (or every plugin); a
 //! Role or ClusterRole whose rules change concerns every plugin, since any of them
-//! may be bound to it.
+//! may be bound to it; a binding labelled as one plugin's RBAC (the host's rights for
+//! it, bound to the host) concerns that plugin.
 //!
 //! The bindings are watched whole (their subjects are what matters), the roles by
 //! their metadata alone. The host needs `list` and `watch` on the four kinds
@@ -19,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::cache::{CachedObject, Change};
 use super::discovery::DiscoveryError;
-use super::identity::ServiceAccounts;
+use super::identity::{PLUGIN_LABEL, ServiceAccounts};
 use super::informer::{Informer, InformerRegistry, WatchScope};
 
 /// Whose rights a change of RBAC may have changed.
@@ -159,6 +160,8 @@ fn concerning<'a>(
     ];
     let mut named = Vec::new();
     for object in objects {
+        // One plugin's RBAC (the host's rights for it included) is labelled with it.
+        named.extend(object.labels.get(PLUGIN_LABEL).map(|p| accounts.name(p)));
         let binding: Binding = serde_json::from_str(&object.json).ok()?;
         for subject in binding.subjects.unwrap_or_default() {
             match subject.kind.as_str() {
@@ -228,6 +231,23 @@ mod tests {
         assert_eq!(
             concerning(&accounts, [&binding(serde_json::json!(null))].into_iter()),
             None
+        );
+    }
+
+    #[test]
+    fn a_binding_labelled_as_a_plugins_rbac_concerns_that_plugin_whoever_it_binds() {
+        let accounts = ServiceAccounts::new("wcm-system", "wcm-plugin-").expect("valid");
+        let resource = ApiResource::erase::<k8s_openapi::api::rbac::v1::RoleBinding>(&());
+        let mut obj = DynamicObject::new("wasm-controller-manager:wcm-plugin-a", &resource)
+            .within("wcm-system");
+        obj.metadata.labels = Some([(PLUGIN_LABEL.to_string(), "a".to_string())].into());
+        obj.data = serde_json::json!({"subjects": [
+            {"kind": "ServiceAccount", "name": "wasm-controller-manager", "namespace": "wcm-system"},
+        ]});
+        let host_for_a = Arc::new(CachedObject::from_dynamic(obj).expect("serialisable"));
+        assert_eq!(
+            concerning(&accounts, [&host_for_a].into_iter()),
+            Some(Concerned::Accounts(vec!["wcm-plugin-a".into()]))
         );
     }
 }

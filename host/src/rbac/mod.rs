@@ -6,9 +6,10 @@ mod load;
 mod render;
 mod rights;
 
+pub use crate::kube::identity::PLUGIN_LABEL;
 pub use kinds::{RbacKind, rbac_kind};
 pub use load::{RegistrationError, load_registered, load_registered_with, registrations};
-pub use render::{Naming, PLUGIN_LABEL, PodSecurity, render};
+pub use render::{Naming, PodSecurity, render};
 pub use rights::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
 
 /// The host's own rights, the same whatever plugins it runs: create

@@ -16,10 +16,7 @@ use std::fmt::Write;
 
 use super::rights::{PluginRights, Rights, Target};
 use super::{host_rights, host_rights_for};
-use crate::kube::identity::ServiceAccounts;
-
-/// The label on every object of one plugin's RBAC, valued with the plugin's name.
-pub const PLUGIN_LABEL: &str = "wasm-controller-manager.io/plugin";
+use crate::kube::identity::{PLUGIN_LABEL, ServiceAccounts};
 
 /// A Pod Security Standard level: the label `pod-security.kubernetes.io/enforce` on the
 /// namespace. Written on the Namespace itself (not added by `deploy/`), so applying one
