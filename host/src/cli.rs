@@ -422,6 +422,28 @@ mod tests {
     }
 
     #[test]
+    fn the_lease_and_the_plugins_accounts_are_where_rbac_grants_them_by_default() {
+        let run = run_args(&[]).expect("defaults parse");
+        let rbac = match Cli::try_parse_from(["wasm-controller-manager", "rbac", "p.wasm"]) {
+            Ok(Cli {
+                command: Command::Rbac(rbac),
+                ..
+            }) => rbac,
+            other => panic!("not an rbac command: {other:?}"),
+        };
+        assert_eq!(rbac.namespace, "wcm-system");
+        assert_eq!(run.election.leader_elect_resource_namespace, rbac.namespace);
+        assert_eq!(
+            run.identity.plugin_service_account_namespace,
+            rbac.namespace
+        );
+        assert_eq!(
+            run.identity.plugin_service_account_prefix,
+            rbac.service_account_prefix
+        );
+    }
+
+    #[test]
     fn budgets_have_defaults_and_per_plugin_overrides() {
         let args = run_args(&[
             "--plugin-api-qps=5",
