@@ -84,17 +84,6 @@ impl Default for Budget {
     }
 }
 
-impl Budget {
-    /// When a worker's instance is retired, if the operator opted the plugin into
-    /// reusing instances.
-    pub fn reuse_policy(&self) -> Option<crate::runtime::ReusePolicy> {
-        (self.reuse_instance_calls > 0).then_some(crate::runtime::ReusePolicy {
-            max_calls: self.reuse_instance_calls,
-            max_growth_bytes: self.reuse_instance_growth_bytes,
-        })
-    }
-}
-
 /// Why a `--plugin-override` is not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--plugin-override {given:?}: {reason}")]

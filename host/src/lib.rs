@@ -13,13 +13,14 @@ pub mod componentize;
 pub mod config;
 pub mod contract;
 pub mod controller;
+pub mod host_state;
 pub mod keys;
 pub mod kube;
 pub mod leader;
 pub mod logs;
 pub mod manager;
 pub mod metrics;
-pub mod plugin_file;
+pub mod plugin;
 pub mod plugin_images;
 pub mod probes;
 pub mod queue;
@@ -31,3 +32,6 @@ pub mod server;
 pub mod status;
 pub mod testkit;
 pub mod watcher;
+
+#[cfg(test)]
+mod module_graph;

@@ -14,6 +14,17 @@ use tokio::time::Instant;
 
 use crate::rate::TokenBucket;
 
+/// Shortens hostile input for an error message: at most 80 characters, then how long
+/// it was. A plugin's name, selector or version is quoted in errors through this, so a
+/// megabyte of it costs an error line, not a megabyte.
+pub fn shorten(s: &str) -> String {
+    const SHOWN: usize = 80;
+    match s.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}… ({} bytes)", &s[..cut], s.len()),
+        None => s.to_string(),
+    }
+}
+
 /// Longest log message kept from a plugin, in bytes; the rest is cut.
 pub const MAX_LINE_BYTES: usize = 4096;
 /// Log lines per second a plugin may write in the long run.

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::plugin_file::{PLUGIN_SUFFIX, SizeLimit};
+use crate::plugin::file::{PLUGIN_SUFFIX, SizeLimit};
 use crate::runtime::settings::plugin_of;
 
 /// Largest file gathered (a plugin; settings are smaller still).
@@ -43,7 +43,7 @@ pub enum GatherError {
     },
     /// A file is not one to install (not a regular file, too large).
     #[error(transparent)]
-    File(#[from] crate::plugin_file::PluginFileError),
+    File(#[from] crate::plugin::file::PluginFileError),
 }
 
 /// One file gathered: where it came from and its size.
@@ -82,7 +82,7 @@ pub fn gather(sources: &[PathBuf], to: &Path) -> Result<Vec<Gathered>, GatherErr
             max: MAX_FILE_BYTES,
             hint: "",
         };
-        let file = crate::plugin_file::open(&from.join(&name), limit)?;
+        let file = crate::plugin::file::open(&from.join(&name), limit)?;
         let bytes = install(to, &name, file, MAX_FILE_BYTES)?;
         gathered.push(Gathered { name, from, bytes });
     }

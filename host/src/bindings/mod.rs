@@ -160,7 +160,7 @@ use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 use crate::contract::{Action, Failure, Registration, Request};
-use crate::runtime::HostState;
+use crate::host_state::HostState;
 
 /// The contract versions this host serves, newest first: (major, minor, patch).
 pub const SERVED: [ContractVersion; 2] = [ContractVersion::V0_3, ContractVersion::V0_2];

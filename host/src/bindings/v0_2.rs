@@ -18,7 +18,7 @@ use self::wcm::controller::types::{Error, EventType, Gvk, ObjectRef};
 use self::wcm::controller::{log, types};
 use super::CallFailure;
 use crate::contract as c;
-use crate::runtime::HostState;
+use crate::host_state::HostState;
 
 /// A 0.2 watch: one namespace or all, every object whole, every update.
 fn watch(w: wit::Watch) -> c::Watch {

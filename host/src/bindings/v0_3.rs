@@ -16,8 +16,8 @@ use self::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, Obje
 use self::wcm::controller::{config, log, metrics as metrics_wit, types};
 use super::CallFailure;
 use crate::contract as c;
+use crate::host_state::HostState;
 use crate::metrics::plugin::Update;
-use crate::runtime::HostState;
 
 /// The error type of this version's `reconcile`.
 type ReconcileError = wit::Failure;

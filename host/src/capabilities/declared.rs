@@ -100,7 +100,7 @@ impl Declared {
     ) -> Result<String, CapabilityError> {
         let op = format!(
             "record-event {} on {regarding}",
-            crate::kube::names::shorten(&event.reason)
+            crate::logs::shorten(&event.reason)
         );
         self.require_event_permission(&op, regarding)?;
         if let Some(related) = related {

@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::head::object_head;
 use super::{CapabilityError, ClusterAccess, Target};
 use crate::contract::{PatchKind, Verb};
-use crate::kube::names::shorten;
 use crate::kube::object_writes::{self, PatchBody, SUBRESOURCES};
+use crate::logs::shorten;
 
 impl ClusterAccess {
     /// Creates the object `json` (named, or with `metadata.generateName`); returns it

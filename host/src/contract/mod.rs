@@ -76,7 +76,7 @@ impl Watch {
 }
 
 /// The verbs a plugin declared on one kind, as the contract spells them (`get`,
-/// `patch/status`); checked whole at load by `controller::validate`, parsed into
+/// `patch/status`); checked whole at load by `plugin::validate`, parsed into
 /// [`Verb`]s by `capabilities::grants`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Permission {
@@ -115,7 +115,7 @@ pub enum MetricKind {
     Histogram,
 }
 
-/// A metric a plugin declared; checked at load by `controller::validate`.
+/// A metric a plugin declared; checked at load by `plugin::validate`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricDeclaration {
     /// Its name within the plugin.

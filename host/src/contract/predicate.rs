@@ -41,7 +41,7 @@ impl Predicate {
     pub fn parse(text: &str) -> Result<Predicate, PredicateError> {
         (Predicate::ALL.into_iter())
             .find(|p| p.to_string() == text)
-            .ok_or_else(|| PredicateError(crate::kube::names::shorten(text)))
+            .ok_or_else(|| PredicateError(crate::logs::shorten(text)))
     }
 
     /// Parses every predicate of a watch, skipping unknown ones (validation at load

@@ -55,7 +55,7 @@ impl Verb {
             "patch-status" => Ok(Verb::PatchStatus),
             _ => (Verb::ALL.into_iter())
                 .find(|v| v.to_string() == text)
-                .ok_or_else(|| VerbError(crate::kube::names::shorten(text))),
+                .ok_or_else(|| VerbError(crate::logs::shorten(text))),
         }
     }
 

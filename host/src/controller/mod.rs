@@ -3,7 +3,6 @@
 
 mod health;
 mod rights;
-mod validate;
 mod watches;
 mod worker;
 
@@ -32,7 +31,6 @@ pub use health::{CRASH_LOOP_AFTER, Health};
 use health::{CrashLoop, health_of};
 pub use rights::ForbiddenError;
 use rights::{DeclaredRights, keep_reviewing, review_at_load};
-pub use validate::{MAX_RESYNC, MIN_RESYNC, validate};
 use watches::Watches;
 use worker::{Version, Worker};
 
@@ -57,6 +55,12 @@ pub enum StartError {
     /// A new version's informers did not complete their first list in time.
     #[error("its watches did not sync within {0:?}")]
     SyncTimeout(Duration),
+}
+
+impl From<crate::plugin::InvalidRegistration> for StartError {
+    fn from(e: crate::plugin::InvalidRegistration) -> StartError {
+        StartError::Registration(e.0)
+    }
 }
 
 impl From<ReviewError> for StartError {
@@ -134,7 +138,7 @@ impl Prepared {
         ctx: &ControllerContext,
         synced: bool,
     ) -> Result<Prepared, StartError> {
-        validate(&registration, &ctx.budgets.for_plugin(&registration.name))?;
+        crate::plugin::validate(&registration, &ctx.budgets.for_plugin(&registration.name))?;
         let client = ctx.identities.client_for(&registration.name)?;
         let reviewing = std::time::Instant::now();
         let (declared, granted) = match &ctx.reviewer {

@@ -123,7 +123,7 @@ impl Worker {
     async fn reconcile(&mut self, version: &Arc<Version>, key: &ReconcileKey) {
         let started = Instant::now();
         self.active.inc();
-        let called = match version.access.budget().budget.reuse_policy() {
+        let called = match reuse_policy(&version.access.budget().budget) {
             None => version.code.reconcile(version.access.clone(), key).await,
             Some(policy) => self.reconcile_reusing(version, policy, key).await,
         };
@@ -228,4 +228,13 @@ impl Worker {
                 "plugin crash-looping: reconciles paused");
         }
     }
+}
+
+/// When a worker's instance is retired, if the operator opted the plugin into reusing
+/// instances (`reuse-instance-calls`).
+fn reuse_policy(budget: &crate::budget::Budget) -> Option<ReusePolicy> {
+    (budget.reuse_instance_calls > 0).then_some(ReusePolicy {
+        max_calls: budget.reuse_instance_calls,
+        max_growth_bytes: budget.reuse_instance_growth_bytes,
+    })
 }

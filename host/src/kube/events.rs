@@ -76,7 +76,7 @@ impl PluginRecorder {
         }
         let bad = |c: char| c.is_control() || c.is_whitespace();
         if action.len() > REASON_MAX || action.contains(bad) {
-            return Err(EventError::Action(crate::kube::names::shorten(action)));
+            return Err(EventError::Action(crate::logs::shorten(action)));
         }
         if note.len() > NOTE_MAX {
             return Err(EventError::Note(note.len()));

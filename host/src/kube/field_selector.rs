@@ -38,7 +38,7 @@ pub struct FieldSelector {
 /// Parses `selector`; the empty string selects everything.
 pub fn parse(selector: &str) -> Result<FieldSelector, FieldSelectorError> {
     let err = |reason: String| FieldSelectorError {
-        selector: super::names::shorten(selector),
+        selector: crate::logs::shorten(selector),
         reason,
     };
     if selector.len() > MAX_LEN {

@@ -4,7 +4,8 @@
 //! optional DNS-subdomain prefix and a slash, then a name of at most 63 characters;
 //! a value is empty or a name-like string of at most 63 characters.
 
-use super::names::{is_dns_subdomain, shorten};
+use super::names::is_dns_subdomain;
+use crate::logs::shorten;
 
 /// A label key or value that Kubernetes would reject, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,6 +8,8 @@
 //! characters that need no escaping in a URL path, which covers every name the API
 //! server accepts for the built-in kinds and for custom resources.
 
+use crate::logs::shorten;
+
 /// Longest object name Kubernetes accepts (a DNS subdomain).
 pub const NAME_MAX: usize = 253;
 /// Longest namespace, API version or DNS label.
@@ -49,15 +51,6 @@ pub enum NameError {
         /// Which part is wrong.
         reason: &'static str,
     },
-}
-
-/// Shortens hostile input for an error message: at most 80 characters.
-pub fn shorten(s: &str) -> String {
-    const SHOWN: usize = 80;
-    match s.char_indices().nth(SHOWN) {
-        Some((cut, _)) => format!("{}… ({} bytes)", &s[..cut], s.len()),
-        None => s.to_string(),
-    }
 }
 
 /// Checks an object name: a path segment that needs no escaping.

@@ -27,7 +27,7 @@ pub struct SelectorError {
 /// Parses a selector; the empty string selects everything.
 pub fn parse(selector: &str) -> Result<Selector, SelectorError> {
     let err = |reason: String| SelectorError {
-        selector: super::names::shorten(selector),
+        selector: crate::logs::shorten(selector),
         reason,
     };
     let terms = split_terms(selector);

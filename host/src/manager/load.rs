@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::waiting::WaitFor;
+use super::wait_for::WaitFor;
 use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
-use crate::plugin_file;
+use crate::plugin::file as plugin_file;
 use crate::runtime::settings::{self, Settings};
 use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
 
@@ -155,7 +155,7 @@ fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {
 /// runs as: its file's name decides whom it acts as, never its code.
 fn note_if_renamed(file: &str, registration: &crate::contract::Registration) {
     if let Some(claimed) = &registration.registered_as {
-        let claimed = crate::kube::names::shorten(claimed);
+        let claimed = crate::logs::shorten(claimed);
         tracing::info!(file, plugin = %registration.name, registered_as = ?claimed,
             "the plugin runs under its file's name, not the name it registered: the file's name \
              is its identity (ServiceAccount, field manager, metrics)");

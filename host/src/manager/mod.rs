@@ -33,6 +33,7 @@ mod health;
 mod load;
 mod rights;
 mod start;
+mod wait_for;
 mod waiting;
 
 /// How often the health of running plugins is brought into the table and metrics.

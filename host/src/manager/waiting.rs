@@ -10,50 +10,11 @@
 use std::time::{Duration, Instant};
 
 use crate::contract::Registration;
-use crate::controller::ForbiddenError;
-use crate::kube::access::ReviewError;
-use crate::kube::discovery::DiscoveryError;
 use crate::runtime::Loaded;
 use crate::status::{PluginStatus, Rights, State};
 
+use super::wait_for::WaitFor;
 use super::{Manager, load};
-
-/// What a registered plugin waits for.
-#[derive(Debug)]
-pub(super) enum WaitFor {
-    /// A kind the API server does not serve.
-    Kind(DiscoveryError),
-    /// Rules its ServiceAccount lacks.
-    Rights(Box<ForbiddenError>),
-    /// A review of its rights that could not be made.
-    Review(Box<ReviewError>),
-}
-
-impl WaitFor {
-    /// What the log says, before the details.
-    fn summary(&self) -> &'static str {
-        match self {
-            WaitFor::Kind(_) => "plugin waits for a kind the API server does not serve",
-            WaitFor::Rights(_) => "plugin does not start yet: its ServiceAccount lacks a rule",
-            WaitFor::Review(_) => "plugin waits: its rights cannot be reviewed",
-        }
-    }
-
-    /// The table's state and reason.
-    fn row(&self) -> (State, String) {
-        match self {
-            WaitFor::Kind(e) => (
-                State::Waiting,
-                format!(
-                    "waiting for {}: not served by the API server (is its CRD installed?)",
-                    e.gvk
-                ),
-            ),
-            WaitFor::Rights(e) => (State::Forbidden, e.to_string()),
-            WaitFor::Review(e) => (State::Waiting, e.to_string()),
-        }
-    }
-}
 
 /// A registered plugin whose start waits, and when it tries again.
 pub(super) struct Waiting {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::budget::Budget;
 use crate::config::Limits;
 use crate::contract::Registration;
-use crate::controller::{StartError, validate};
-use crate::plugin_file;
+use crate::plugin::file as plugin_file;
+use crate::plugin::{InvalidRegistration, validate};
 use crate::runtime::settings::{self, Settings, SettingsError};
 use crate::runtime::{CallError, LoadError, PluginCode, Runtime, chain};
 use crate::watcher::plugin_files;
@@ -33,7 +33,10 @@ pub enum RegistrationError {
     Register { path: PathBuf, cause: CallError },
     /// The registration breaks the host's rules.
     #[error("{}: {cause}", path.display())]
-    Invalid { path: PathBuf, cause: StartError },
+    Invalid {
+        path: PathBuf,
+        cause: InvalidRegistration,
+    },
     /// The plugin's settings cannot be used.
     #[error(transparent)]
     Settings(#[from] SettingsError),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use crate::config::Limits;
+use crate::host_state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 
 /// How often the engine's epoch advances; deadlines are whole ticks.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);

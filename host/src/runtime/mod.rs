@@ -2,21 +2,17 @@
 //! components, and sandboxed calls into them.
 
 pub mod artifacts;
-mod calls;
 mod compiler;
 mod engine;
-mod limiter;
 mod plugin;
 mod reuse;
 pub mod settings;
-mod state;
-mod stderr;
 
+pub use crate::host_state::HostState;
 pub use artifacts::Origin;
 pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine};
 pub use plugin::{CallError, LoadError, PluginCode};
 pub use reuse::{Recycle, ReusePolicy, ReusedInstance};
-pub use state::HostState;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,7 +27,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::bindings::{ContractPre, ContractVersion, SERVED};
 use crate::config::Limits;
-use crate::plugin_file::{self, SizeLimit};
+use crate::plugin::file::{self as plugin_file, SizeLimit};
 
 /// Everything needed to load and run plugins. Cheap to share behind an `Arc`.
 pub struct Runtime {
@@ -254,7 +250,9 @@ impl Runtime {
             let text = chain(&e);
             // The instance pool refuses a component larger than its slots at compile.
             match text.contains("pooling allocator") {
-                true => LoadError::Compile(format!("{text}: {}", state::shape_bounds())),
+                true => {
+                    LoadError::Compile(format!("{text}: {}", crate::host_state::shape_bounds()))
+                }
                 false => LoadError::Compile(text),
             }
         })?;

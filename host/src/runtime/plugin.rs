@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
 use super::{ReusePolicy, Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
 use crate::capabilities::PluginCluster;
 use crate::contract::{Action, Failure, Registration};
+use crate::host_state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
 use crate::keys::ReconcileKey;
 
 /// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
@@ -22,7 +22,7 @@ pub enum LoadError {
     /// The file could not be read: missing, not a regular file, outside the
     /// directory, too large.
     #[error(transparent)]
-    Read(#[from] crate::plugin_file::PluginFileError),
+    Read(#[from] crate::plugin::file::PluginFileError),
     /// No Wasm magic number.
     #[error("not a WebAssembly file")]
     NotWasm,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::artifacts::content_hash;
-use crate::plugin_file::{self, PluginFileError, SizeLimit};
+use crate::plugin::file::{self as plugin_file, PluginFileError, SizeLimit};
 
 /// Largest settings file read.
 pub const MAX_SETTINGS_BYTES: u64 = 64 << 10;

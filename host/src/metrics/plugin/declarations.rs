@@ -25,8 +25,7 @@ pub fn check(declarations: &[MetricDeclaration]) -> Result<(), String> {
         ));
     }
     for (i, m) in declarations.iter().enumerate() {
-        check_one(m)
-            .map_err(|e| format!("metric {:?}: {e}", crate::kube::names::shorten(&m.name)))?;
+        check_one(m).map_err(|e| format!("metric {:?}: {e}", crate::logs::shorten(&m.name)))?;
         if declarations[..i].iter().any(|d| d.name == m.name) {
             return Err(format!("metric {:?} declared twice", m.name));
         }
@@ -92,7 +91,7 @@ fn check_name(name: &str) -> Result<(), String> {
         true => Ok(()),
         false => Err(format!(
             "name {:?} must match [a-z][a-z0-9_]* and be at most {MAX_NAME} bytes",
-            crate::kube::names::shorten(name)
+            crate::logs::shorten(name)
         )),
     }
 }

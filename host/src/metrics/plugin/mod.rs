@@ -116,7 +116,7 @@ impl PluginMetrics {
         value: f64,
     ) -> Result<(), MetricError> {
         let invalid = |why: String| {
-            let name = crate::kube::names::shorten(name);
+            let name = crate::logs::shorten(name);
             MetricError::Invalid(format!("metric {name:?} of plugin {}: {why}", self.plugin))
         };
         let declared = (self.metrics.get(name)).ok_or_else(|| invalid("not declared".into()))?;

@@ -19,7 +19,8 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::kube::names::{LABEL_MAX, is_dns_label, shorten};
+use crate::kube::names::{LABEL_MAX, is_dns_label};
+use crate::logs::shorten;
 
 /// The ending of a plugin file's name.
 pub const PLUGIN_SUFFIX: &str = ".wasm";

@@ -15,7 +15,7 @@ use crate::keys::from_wit_gvk;
 use crate::metrics::plugin::{MetricError, Update};
 use crate::metrics::{HostCallResult, HostFunction, Limit};
 
-use super::state::HostState;
+use super::HostState;
 
 /// The object a plugin names, validated before it can reach a URL.
 fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {

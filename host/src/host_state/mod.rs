@@ -1,6 +1,12 @@
 //! Per-instance host state: the WASI context, the memory limiter and the plugin's
-//! view of the cluster. One is made for every `register` or `reconcile` call, or for
-//! every instance of a plugin whose instances are reused.
+//! view of the cluster, and the host side of the contract's imports on it. One is made
+//! for every `register` or `reconcile` call, or for every instance of a plugin whose
+//! instances are reused. Below both the runtime, which makes Stores of it, and the
+//! bindings, which hand the imports to it, so neither depends on the other for it.
+
+mod calls;
+mod limiter;
+mod stderr;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,10 +14,10 @@ use std::time::Duration;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::limiter::{InstanceBounds, InstanceLimits};
-use super::stderr::GuestStderr;
 use crate::capabilities::{CapabilityError, PluginCluster};
 use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
+use limiter::{InstanceBounds, InstanceLimits};
+use stderr::GuestStderr;
 
 /// Host-side handles (WASI streams, pollables, ...) one call may hold at once.
 /// wasmtime's default is a million; a guest creating handles in a loop would grow the

@@ -4,13 +4,18 @@
 
 use std::time::Duration;
 
-use super::StartError;
 use crate::budget::Budget;
 use crate::contract::{KeyMapping, Permission, Predicate, Registration, Verb, Watch};
 use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
-use crate::kube::names::{is_dns_label, shorten, validate_kind, validate_namespace};
+use crate::kube::names::{is_dns_label, validate_kind, validate_namespace};
 use crate::kube::{field_selector, selector};
+use crate::logs::shorten;
+
+/// A registration that breaks the host's rules, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid registration: {0}")]
+pub struct InvalidRegistration(pub String);
 
 /// Shortest resync period: a resync walks every cached object of the plugin's
 /// watches, so a shorter one would keep a host thread busy for one plugin.
@@ -34,8 +39,8 @@ pub const NAMESPACES_MAX: usize = 64;
 const PREDICATES_MAX: usize = 8;
 
 /// Checks `reg` against the rules and the plugin's `budget`.
-pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
-    let refuse = |reason: String| Err(StartError::Registration(reason));
+pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), InvalidRegistration> {
+    let refuse = |reason: String| Err(InvalidRegistration(reason));
     for name in [Some(&reg.name), reg.registered_as.as_ref()]
         .into_iter()
         .flatten()
@@ -58,7 +63,7 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
         return refuse("no watches: nothing would ever be reconciled".into());
     }
     for (i, watch) in reg.watches.iter().enumerate() {
-        check_watch(watch).map_err(|e| StartError::Registration(format!("watch {i}: {e}")))?;
+        check_watch(watch).map_err(|e| InvalidRegistration(format!("watch {i}: {e}")))?;
     }
     let informers: usize = reg.watches.iter().map(|w| w.namespaces.len().max(1)).sum();
     if informers > budget.max_watches {
@@ -77,10 +82,10 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), StartError> {
     for p in &reg.permissions {
         let k = &p.kind;
         validate_kind(&k.group, &k.version, &k.kind)
-            .map_err(|e| StartError::Registration(format!("permission: {e}")))?;
+            .map_err(|e| InvalidRegistration(format!("permission: {e}")))?;
         check_verbs(p)?;
     }
-    crate::metrics::plugin::check(&reg.metrics).map_err(StartError::Registration)?;
+    crate::metrics::plugin::check(&reg.metrics).map_err(InvalidRegistration)?;
     check_resync(reg.resync_period_ms)
 }
 
@@ -141,10 +146,10 @@ fn check_watch(watch: &Watch) -> Result<(), String> {
 }
 
 /// Every verb of a permission is one this host knows, and there are not too many.
-fn check_verbs(p: &Permission) -> Result<(), StartError> {
+fn check_verbs(p: &Permission) -> Result<(), InvalidRegistration> {
     let on = || display_gvk(&from_wit_gvk(&p.kind));
     if p.verbs.len() > VERBS_MAX {
-        return Err(StartError::Registration(format!(
+        return Err(InvalidRegistration(format!(
             "permission on {}: {} verbs, more than {VERBS_MAX}",
             on(),
             p.verbs.len()
@@ -152,12 +157,12 @@ fn check_verbs(p: &Permission) -> Result<(), StartError> {
     }
     for verb in &p.verbs {
         Verb::parse(verb)
-            .map_err(|e| StartError::Registration(format!("permission on {}: {e}", on())))?;
+            .map_err(|e| InvalidRegistration(format!("permission on {}: {e}", on())))?;
     }
     Ok(())
 }
 
-fn check_resync(period_ms: Option<u64>) -> Result<(), StartError> {
+fn check_resync(period_ms: Option<u64>) -> Result<(), InvalidRegistration> {
     let Some(ms) = period_ms else {
         return Ok(());
     };
@@ -165,7 +170,7 @@ fn check_resync(period_ms: Option<u64>) -> Result<(), StartError> {
     if (MIN_RESYNC..=MAX_RESYNC).contains(&period) {
         return Ok(());
     }
-    Err(StartError::Registration(format!(
+    Err(InvalidRegistration(format!(
         "resync-period-ms {ms} is outside {} to {} (none turns resync off)",
         MIN_RESYNC.as_millis(),
         MAX_RESYNC.as_millis()
