@@ -163,7 +163,7 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
     let informer = registry.acquire(scope).await?;
     informer.wait_synced().await;
     let budget = PluginBudget::new("bench-get", Budget::default(), Default::default());
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         Arc::new(budget),
         "bench",
         registry,

@@ -319,7 +319,7 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
         HashSet::from([Verb::Patch]),
     )]);
     let granted = Arc::new(Granted::everything());
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         budget(PLUGIN),
         "test-host",
         registry,
@@ -659,7 +659,7 @@ async fn a_kind_declared_get_but_not_watched_is_read_live() -> Result<()> {
         GroupVersionKind::gvk("", "v1", "ConfigMap"),
         HashSet::from([Verb::Get]),
     )]);
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         budget(PLUGIN),
         "test-host",
         registry,
@@ -778,7 +778,7 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
     let own = Arc::new(PluginMetrics::new(PLUGIN, &declared, 1));
     host_metrics.plugin_metrics.insert(own.clone());
     let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         budget,
         "test-host",
         registry,
@@ -914,7 +914,7 @@ async fn a_lookup_of_a_kind_the_api_server_does_not_serve_is_a_counted_request_m
     let client = ns.client();
     let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
     let bogus = GroupVersionKind::gvk("bogus.example.com", "v1", "Thing");
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         Arc::new(PluginBudget::new(
             PLUGIN,
             Budget::default(),

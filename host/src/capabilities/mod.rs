@@ -1,90 +1,88 @@
-//! What a plugin may do in the cluster: the logic behind the WIT `cluster` imports.
+//! What a plugin may do in the cluster: the logic behind the WIT `cluster` imports,
+//! written once over two backends.
 //!
-//! Each capability checks the plugin's declared permissions, validates its input, and
-//! delegates to [`crate::kube`]. Reads come from the plugin's informer caches; writes go
-//! to the API server under the plugin's own field manager. Failures are returned as
-//! [`CapabilityError`], which the plugin receives as the WIT `error`. Reads are here;
-//! writes, made only while this replica leads, are in `writes`.
+//! Every import runs one pipeline in [`ClusterAccess`]: the target checked (in
+//! [`crate::host_state`], before anything else) → the declared verb → the body's shape →
+//! admission (this replica leads, the plugin's API rate) → the [`Backend`] →
+//! read-your-writes → the result's size. Reads take the plugin's watches of a kind that
+//! RBAC leaves open. The backend is the live cluster ([`LiveCluster`]) in the daemon and
+//! the in-memory one in `wasm-controller-manager test`; since only the backend differs,
+//! a plugin meets the same refusals, worded the same, in both. Failures are
+//! [`CapabilityError`]s, which the plugin receives as the WIT `error`.
 
+mod backend;
 pub mod bounds;
 mod declared;
 mod error;
 mod granted;
 mod head;
-mod listing;
+mod live;
 mod object_writes;
-mod plugin_cluster;
+mod op;
+mod reads;
 mod target;
 mod writes;
 
+pub use backend::{Backend, Regarding, Request, Write};
 pub use declared::{Declared, grants, list_call, list_selector, list_what};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
 pub use granted::{Granted, Review};
-use listing::Listing;
-pub(crate) use object_writes::{object_target, patch_value, patch_verb, require_version};
-pub use plugin_cluster::PluginCluster;
+pub use live::LiveCluster;
+pub use op::Op;
 pub use target::{Target, check_kind, check_namespace};
-pub(crate) use writes::applied_target;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-
-use kube::Client;
-use kube::core::GroupVersionKind;
+use std::time::Duration;
 
 use crate::budget::PluginBudget;
-use crate::contract::Verb;
-use crate::kube::events::PluginRecorder;
-use crate::kube::informer::{Informer, InformerRegistry};
 use crate::leader::LeaderGate;
 use crate::metrics::plugin::PluginMetrics;
 
-/// The cluster as one plugin sees it: its caches, its permissions, its identity.
+/// The cluster as one plugin sees it: what it declared, what RBAC grants it, whether
+/// this replica leads, and the backend its calls reach.
 pub struct ClusterAccess {
-    /// The plugin's name, declared verbs and budgets.
+    /// The plugin's name, declared verbs, budgets and metrics.
     declared: Declared,
-    client: Client,
-    registry: Arc<InformerRegistry>,
-    /// The informers of the plugin's watches; `get` and `list` read their caches.
-    informers: Vec<Arc<Informer>>,
-    /// Which of those RBAC lets the plugin read (by watch index).
+    /// Which of its watches RBAC lets it read (by watch index); a `403` from the
+    /// backend asks for a review of it at once.
     granted: Arc<Granted>,
-    recorder: PluginRecorder,
     /// Writes are made only while this replica leads.
     leader: LeaderGate,
+    /// Where reads come from and writes go.
+    backend: Arc<dyn Backend>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterAccess")
             .field("plugin", &self.declared.plugin)
+            .field("backend", &self.backend)
             .finish()
     }
 }
 
 impl ClusterAccess {
-    /// Access for the plugin of `budget` with its informers (readable as `granted`
-    /// says) and declared grants; writes go through only while `leader` is open,
-    /// each within the budget.
-    pub fn new(
-        budget: Arc<PluginBudget>,
-        instance: &str,
-        registry: Arc<InformerRegistry>,
-        client: Client,
-        (informers, granted): (Vec<Arc<Informer>>, Arc<Granted>),
-        grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+    /// The plugin of `declared` over `backend`, reading the watches `granted` leaves
+    /// open and writing while `leader` is open.
+    pub fn over(
+        declared: Declared,
+        granted: Arc<Granted>,
         leader: LeaderGate,
+        backend: Arc<dyn Backend>,
     ) -> ClusterAccess {
         ClusterAccess {
-            leader,
-            recorder: PluginRecorder::new(client.clone(), &budget.plugin, instance),
-            declared: Declared::new(budget, grants),
-            client,
-            registry,
-            informers,
+            declared,
             granted,
+            leader,
+            backend,
         }
+    }
+
+    /// This access writing only while `leader` is open.
+    pub fn with_leader(mut self, leader: LeaderGate) -> ClusterAccess {
+        self.leader = leader;
+        self
     }
 
     /// The plugin this access belongs to.
@@ -99,7 +97,7 @@ impl ClusterAccess {
     }
 
     /// The plugin's declared metrics.
-    pub fn plugin_metrics(&self) -> &PluginMetrics {
+    pub fn plugin_metrics(&self) -> &Arc<PluginMetrics> {
         &self.declared.metrics
     }
 
@@ -108,142 +106,14 @@ impl ClusterAccess {
         &self.granted
     }
 
-    /// The plugin's budgets.
+    /// The plugin's budgets (host-call counters, API and log rates, result size).
     pub fn budget(&self) -> &Arc<PluginBudget> {
         &self.declared.budget
     }
 
-    /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none)
-    /// and that RBAC lets the plugin read: an error naming the missing rule when every
-    /// such watch is closed, and `not_watched` when there is none.
-    fn readable_caches<'a>(
-        &'a self,
-        op: &str,
-        what: &str,
-        gvk: &'a GroupVersionKind,
-        namespace: Option<&'a str>,
-    ) -> Result<Vec<&'a Arc<Informer>>, CapabilityError> {
-        let matching: Vec<(usize, &Arc<Informer>)> = self.caches_of(gvk, namespace).collect();
-        let Some((first, _)) = matching.first() else {
-            return Err(self.declared.not_watched(op, what, gvk));
-        };
-        let open: Vec<&Arc<Informer>> = (matching.iter())
-            .filter(|(index, _)| self.granted.is_open(*index))
-            .map(|(_, informer)| *informer)
-            .collect();
-        if open.is_empty() {
-            let lacking: Vec<String> = (self.granted.lacking(*first).iter())
-                .map(ToString::to_string)
-                .collect();
-            return Err(CapabilityError::Forbidden(format!(
-                "{op} {what}: plugin {}'s ServiceAccount is not granted: {} (the host does \
-                 not serve it this kind until RBAC grants it)",
-                self.declared.plugin,
-                lacking.join("; ")
-            )));
-        }
-        Ok(open)
-    }
-
-    /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none),
-    /// with their watch index, whether RBAC lets the plugin read them or not.
-    fn caches_of<'a>(
-        &'a self,
-        gvk: &'a GroupVersionKind,
-        namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = (usize, &'a Arc<Informer>)> + 'a {
-        self.informers.iter().enumerate().filter(move |(_, i)| {
-            let scope = i.scope();
-            scope.gvk == *gvk
-                && match (&scope.namespace, namespace) {
-                    (Some(watched), Some(ns)) => watched == ns,
-                    _ => true,
-                }
-        })
-    }
-
-    /// One object's JSON: from the cache of a watched kind, else straight from the
-    /// API server if the plugin declared `get` on the kind (as the plugin, within its
-    /// API rate).
-    pub async fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let namespace = target.namespace.as_deref();
-        let watched = self.caches_of(&target.gvk, namespace).next().is_some();
-        if !watched && self.declared.allows(Verb::Get, &target.gvk) {
-            return self.get_live(target).await;
-        }
-        let what = target.to_string();
-        let caches = self.readable_caches("get", &what, &target.gvk, namespace)?;
-        let json = (caches.iter())
-            .find_map(|i| i.cache().get(target.namespace.as_deref(), &target.name))
-            .map(|o| o.json.clone())
-            .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
-        self.declared
-            .check_result_size(&format!("get {target}"), json.len())?;
-        Ok(json)
-    }
-
-    /// A live read of a kind the plugin does not watch: counted against its API rate
-    /// like a write, answered without managedFields, bounded by its result size.
-    async fn get_live(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let op = format!("get {target}");
-        self.declared.budget.api_request().await;
-        let kind = self.resolve(&op, &target.gvk).await?;
-        let (ns, name) = (target.namespace.as_deref(), &target.name);
-        let mut found = (crate::kube::writes::get(&self.client, &kind, ns, name).await)
-            .map_err(|e| self.refused(&op, e))?;
-        found.metadata.managed_fields = None;
-        let json = serde_json::to_string(&found)
-            .map_err(|e| CapabilityError::Other(format!("{op}: {e}")))?;
-        self.declared.check_result_size(&op, json.len())?;
-        Ok(json.into())
-    }
-
-    /// JSON of the cached objects of `gvk` in `namespace` (all if none) matching
-    /// `label_selector`, by namespace and name: all of them, or the first `limit`.
-    pub async fn list(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-        limit: Option<usize>,
-    ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let op = list_call(limit).name();
-        let listing = self.listing(op, gvk, namespace, label_selector)?;
-        let found = listing.first(limit).await;
-        let bytes = found.iter().map(|o| o.json.len()).sum();
-        self.declared
-            .check_result_size(&format!("{op} {}", listing.what), bytes)?;
-        Ok(found.into_iter().map(|o| o.json.clone()).collect())
-    }
-
-    /// How many objects `list` would return, copying none.
-    pub async fn count(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<usize, CapabilityError> {
-        let listing = self.listing("count", gvk, namespace, label_selector)?;
-        Ok(listing.count().await)
-    }
-
-    /// What a `list`, `list-first` or `count` (`op`) reads: the readable caches of
-    /// `gvk` and which of their objects it wants.
-    fn listing<'a>(
-        &'a self,
-        op: &str,
-        gvk: &'a GroupVersionKind,
-        namespace: Option<&'a str>,
-        label_selector: Option<&str>,
-    ) -> Result<Listing<'a>, CapabilityError> {
-        let what = list_what(gvk, namespace);
-        let caches = self.readable_caches(op, &what, gvk, namespace)?;
-        let selector = list_selector(op, &what, label_selector)?;
-        Ok(Listing {
-            what,
-            caches,
-            namespace,
-            selector,
-        })
+    /// The time the plugin's wall clock shows if it stands still (the test kit's);
+    /// none for the real clock.
+    pub fn fixed_clock(&self) -> Option<Duration> {
+        self.backend.fixed_clock()
     }
 }

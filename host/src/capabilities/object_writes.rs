@@ -1,35 +1,57 @@
-//! Creating, patching and updating objects as the plugin: the object or patch parsed
-//! and its target checked before anything is sent, the verb required, the API rate
-//! and leadership admitted, and the stored object read back into the caches.
+//! Writing whole objects and patches as the plugin — `apply`, `create`, `patch`,
+//! `update` — each as one pipeline: the target read from the object (or given), the
+//! declared verb, the body parsed and shaped, admission, the backend, read-your-writes
+//! and the stored object within the result size.
 
 use kube::api::DynamicObject;
 use serde_json::Value;
 
+use super::backend::{Request, Write};
 use super::head::object_head;
-use super::{CapabilityError, ClusterAccess, Target};
+use super::{CapabilityError, ClusterAccess, Op, Target};
 use crate::contract::{PatchKind, Verb};
-use crate::kube::object_writes::{self, PatchBody, SUBRESOURCES};
+use crate::kube::object_writes::{PatchBody, SUBRESOURCES};
 use crate::logs::shorten;
 
 impl ClusterAccess {
+    /// Server-side applies a whole object (JSON) as the plugin; returns the stored
+    /// object's JSON.
+    pub async fn apply(&self, json: &str, force: bool) -> Result<String, CapabilityError> {
+        let target = object_head("apply", &self.declared.plugin, json, false)?;
+        let op = Op::on("apply", &target);
+        let request = Request::Apply {
+            object: json,
+            force,
+        };
+        self.journaled(&target, request, async {
+            self.declared.require(Verb::Apply, "apply", &target)?;
+            let object = parse_object("apply", json)?;
+            let write = Write::Apply {
+                object: &object,
+                force,
+            };
+            let written = self.written(&op, &target, write).await?;
+            self.kept(&op, &target, written)
+        })
+        .await
+    }
+
     /// Creates the object `json` (named, or with `metadata.generateName`); returns it
     /// as stored.
     pub async fn create(&self, json: &str) -> Result<String, CapabilityError> {
         let target = object_head("create", &self.declared.plugin, json, true)?;
-        let op = format!("create {target}");
-        self.declared.require(Verb::Create, "create", &target)?;
-        let object = dynamic(&op, parse_object("create", json)?)?;
-        self.admit_request(&op).await?;
-        let kind = self.resolve(&op, &target.gvk).await?;
-        let ns = target.namespace.as_deref();
-        let plugin = &self.declared.plugin;
-        let written = (object_writes::create(&self.client, &kind, ns, plugin, &object).await)
-            .map_err(|e| self.refused(&op, e))?;
-        let stored = Target {
-            name: written.metadata.name.clone().unwrap_or_default(),
-            ..target
-        };
-        self.answer(&op, &stored, written, true)
+        let op = Op::on("create", &target);
+        self.journaled(&target, Request::Create(json), async {
+            self.declared.require(Verb::Create, "create", &target)?;
+            let object = dynamic(&op, parse_object("create", json)?)?;
+            let written = self.written(&op, &target, Write::Create(&object)).await?;
+            let stored = Target {
+                name: written.metadata.name.clone().unwrap_or_default(),
+                ..target.clone()
+            };
+            self.kept(&op, &stored, written)
+        })
+        .await
     }
 
     /// Patches `target` or its `subresource` (`status`, `scale`).
@@ -40,88 +62,70 @@ impl ClusterAccess {
         patch: &str,
         subresource: Option<&str>,
     ) -> Result<String, CapabilityError> {
-        let op = match subresource {
-            Some(sub) => format!("patch {target} ({})", shorten(sub)),
-            None => format!("patch {target}"),
+        let op = Op::on_part("patch", target, subresource);
+        let request = Request::Patch {
+            kind,
+            patch,
+            subresource,
         };
-        let verb = patch_verb(&op, subresource)?;
-        self.declared.require(verb, "patch", target)?;
-        let body = patch_value(&op, kind, patch)?;
-        self.admit_request(&op).await?;
-        let resolved = self.resolve(&op, &target.gvk).await?;
-        let at = (target.namespace.as_deref(), target.name.as_str());
-        let plugin = &self.declared.plugin;
-        let written = object_writes::patch(&self.client, &resolved, at, plugin, body, subresource)
-            .await
-            .map_err(|e| self.refused(&op, e))?;
-        // A scale subresource answers with a Scale, not the object.
-        self.answer(&op, target, written, subresource != Some("scale"))
+        self.journaled(target, request, async {
+            let verb = patch_verb(&op, subresource)?;
+            self.declared.require(verb, "patch", target)?;
+            let body = patch_value(&op, kind, patch)?;
+            let write = Write::Patch { body, subresource };
+            let written = self.written(&op, target, write).await?;
+            match subresource {
+                // A scale subresource answers with a Scale, not the object.
+                Some("scale") => self.answer(&op, written),
+                _ => self.kept(&op, target, written),
+            }
+        })
+        .await
     }
 
     /// Replaces an object that carries the resourceVersion it was read at.
     pub async fn update(&self, json: &str) -> Result<String, CapabilityError> {
         let target = object_head("update", &self.declared.plugin, json, false)?;
-        let op = format!("update {target}");
-        self.declared.require(Verb::Update, "update", &target)?;
-        let value = parse_object("update", json)?;
-        require_version(&op, &value)?;
-        let object = dynamic(&op, value)?;
-        self.admit_request(&op).await?;
-        let kind = self.resolve(&op, &target.gvk).await?;
-        let at = (target.namespace.as_deref(), target.name.as_str());
-        let plugin = &self.declared.plugin;
-        let written = (object_writes::update(&self.client, &kind, at, plugin, &object).await)
-            .map_err(|e| self.refused(&op, e))?;
-        self.answer(&op, &target, written, true)
+        let op = Op::on("update", &target);
+        self.journaled(&target, Request::Update(json), async {
+            self.declared.require(Verb::Update, "update", &target)?;
+            let value = parse_object("update", json)?;
+            require_version(&op, &value)?;
+            let object = dynamic(&op, value)?;
+            let written = self.written(&op, &target, Write::Update(&object)).await?;
+            self.kept(&op, &target, written)
+        })
+        .await
     }
 
-    /// The stored object as the plugin gets it: managedFields removed, within its
-    /// result size, and read back into the caches when it is the object itself.
-    fn answer(
+    /// The stored object, read back into the caches that hold `target`, as the
+    /// plugin gets it.
+    fn kept(
         &self,
-        op: &str,
+        op: &Op,
         target: &Target,
-        mut written: DynamicObject,
-        is_object: bool,
+        written: DynamicObject,
     ) -> Result<String, CapabilityError> {
-        if is_object {
-            self.remember(target, &written);
-        }
-        written.metadata.managed_fields = None;
-        let json = serde_json::to_string(&written)
-            .map_err(|e| CapabilityError::Other(format!("{op}: {e}")))?;
-        self.declared.check_result_size(op, json.len())?;
-        Ok(json)
+        self.backend.remember(target, &written);
+        self.answer(op, written)
     }
-}
-
-/// The object a plugin passed, parsed, and its checked target; `generate` accepts a
-/// `metadata.generateName` in place of a name (see [`object_head`]).
-pub(crate) fn object_target(
-    call: &str,
-    plugin: &str,
-    json: &str,
-    generate: bool,
-) -> Result<(Value, Target), CapabilityError> {
-    let target = object_head(call, plugin, json, generate)?;
-    Ok((parse_object(call, json)?, target))
 }
 
 /// The object a plugin passed to `call`, parsed whole.
-pub(crate) fn parse_object(call: &str, json: &str) -> Result<Value, CapabilityError> {
+fn parse_object(call: &str, json: &str) -> Result<Value, CapabilityError> {
     serde_json::from_str(json)
         .map_err(|e| CapabilityError::Invalid(format!("{call}: the object is not JSON: {e}")))
 }
 
 /// The verb a patch of `subresource` needs; refused for a subresource no plugin may
 /// patch.
-pub(crate) fn patch_verb(op: &str, subresource: Option<&str>) -> Result<Verb, CapabilityError> {
+fn patch_verb(op: &Op, subresource: Option<&str>) -> Result<Verb, CapabilityError> {
     match subresource {
         None => Ok(Verb::Patch),
         Some("status") => Ok(Verb::PatchStatus),
         Some("scale") => Ok(Verb::PatchScale),
-        Some(other) => Err(CapabilityError::Invalid(format!(
-            "{op}: subresource {:?} is not one a plugin may patch ({})",
+        Some(other) => Err(op.invalid(format!(
+            "subresource {:?} is not one a plugin may patch ({})",
             shorten(other),
             SUBRESOURCES.join(", ")
         ))),
@@ -129,32 +133,27 @@ pub(crate) fn patch_verb(op: &str, subresource: Option<&str>) -> Result<Verb, Ca
 }
 
 /// Refuses an update without the resourceVersion it was read at.
-pub(crate) fn require_version(op: &str, object: &Value) -> Result<(), CapabilityError> {
+fn require_version(op: &Op, object: &Value) -> Result<(), CapabilityError> {
     match object
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
     {
         Some(_) => Ok(()),
-        None => Err(CapabilityError::Invalid(format!(
-            "{op}: the object has no metadata.resourceVersion; update what you read \
-             (or use apply or a patch)"
-        ))),
+        None => Err(op.invalid(
+            "the object has no metadata.resourceVersion; update what you read (or use \
+             apply or a patch)",
+        )),
     }
 }
 
-/// The JSON of an object as kube sends it.
-fn dynamic(op: &str, value: Value) -> Result<DynamicObject, CapabilityError> {
-    serde_json::from_value(value)
-        .map_err(|e| CapabilityError::Invalid(format!("{op}: not a Kubernetes object: {e}")))
+/// The object a plugin passed, shaped as a Kubernetes object (typed metadata).
+fn dynamic(op: &Op, value: Value) -> Result<DynamicObject, CapabilityError> {
+    serde_json::from_value(value).map_err(|e| op.invalid(format!("not a Kubernetes object: {e}")))
 }
 
 /// A patch as its kind says it must be shaped, parsed once.
-pub(crate) fn patch_value(
-    op: &str,
-    kind: PatchKind,
-    patch: &str,
-) -> Result<PatchBody, CapabilityError> {
-    let invalid = |why: String| CapabilityError::Invalid(format!("{op}: the patch {why}"));
+fn patch_value(op: &Op, kind: PatchKind, patch: &str) -> Result<PatchBody, CapabilityError> {
+    let invalid = |why: String| op.invalid(format!("the patch {why}"));
     let value: Value =
         serde_json::from_str(patch).map_err(|e| invalid(format!("is not JSON: {e}")))?;
     PatchBody::parse(kind, value).map_err(invalid)

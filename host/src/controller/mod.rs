@@ -415,7 +415,7 @@ fn version(
     ctx: &ControllerContext,
 ) -> Version {
     let informers = watches.informers();
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         budget.clone(),
         &ctx.instance,
         ctx.registry.clone(),

@@ -1,5 +1,5 @@
 //! The host calls a plugin makes, whichever contract version it speaks: each checks
-//! its input, calls the plugin's [`PluginCluster`] (the live cluster, or the test
+//! its input, calls the plugin's [`ClusterAccess`] (the live cluster, or the test
 //! kit's in-memory one), counts the call and returns the contract's error. The
 //! version modules in [`crate::bindings`] only convert arguments and errors.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kube::core::GroupVersionKind;
 
 use crate::capabilities::{
-    CapabilityError, PluginCluster, Target, bounds, check_kind, check_namespace, list_call,
+    CapabilityError, ClusterAccess, Target, bounds, check_kind, check_namespace, list_call,
 };
 use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
@@ -56,7 +56,7 @@ impl HostState {
     }
 
     /// The plugin's access and name, owned, for a call's future.
-    fn parts(&self) -> (Result<Arc<dyn PluginCluster>, CapabilityError>, Arc<str>) {
+    fn parts(&self) -> (Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) {
         (self.shared_access(), self.plugin.clone())
     }
 

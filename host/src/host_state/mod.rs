@@ -14,7 +14,7 @@ use std::time::Duration;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::capabilities::{CapabilityError, PluginCluster};
+use crate::capabilities::{CapabilityError, ClusterAccess};
 use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
 use limiter::{InstanceBounds, InstanceLimits};
 use stderr::GuestStderr;
@@ -58,7 +58,7 @@ pub struct HostState {
     /// What the guest wrote to stderr (a Rust panic message lands here).
     pub(crate) stderr: GuestStderr,
     /// None during `register`: a plugin may not touch the cluster before it is set up.
-    pub(crate) access: Option<Arc<dyn PluginCluster>>,
+    pub(crate) access: Option<Arc<ClusterAccess>>,
     /// The plugin's log budget.
     pub(crate) logs: Arc<LogLimiter>,
     /// The operator's settings for this version, as JSON (the `config` import).
@@ -84,7 +84,7 @@ impl HostState {
 
     /// State for reconciling `key` with the plugin's cluster access and budgets.
     pub fn for_reconcile(
-        access: Arc<dyn PluginCluster>,
+        access: Arc<ClusterAccess>,
         key: String,
         max_memory_bytes: usize,
     ) -> HostState {
@@ -106,7 +106,7 @@ impl HostState {
     fn new(
         plugin: Arc<str>,
         key: Option<String>,
-        access: Option<Arc<dyn PluginCluster>>,
+        access: Option<Arc<ClusterAccess>>,
         logs: Arc<LogLimiter>,
         max_memory_bytes: usize,
     ) -> HostState {
@@ -172,13 +172,13 @@ impl HostState {
     }
 
     /// The plugin's cluster access, or `unavailable` during `register`.
-    pub fn access(&self) -> Result<&dyn PluginCluster, CapabilityError> {
+    pub fn access(&self) -> Result<&ClusterAccess, CapabilityError> {
         self.access.as_deref().ok_or_else(no_cluster_in_register)
     }
 
     /// The plugin's cluster access, shared, for a call that outlives a borrow of the
     /// state (a host call's future must be `Send`; the state is not `Sync`).
-    pub(crate) fn shared_access(&self) -> Result<Arc<dyn PluginCluster>, CapabilityError> {
+    pub(crate) fn shared_access(&self) -> Result<Arc<ClusterAccess>, CapabilityError> {
         self.access.clone().ok_or_else(no_cluster_in_register)
     }
 }

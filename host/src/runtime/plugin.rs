@@ -7,7 +7,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::{ReusePolicy, Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
-use crate::capabilities::PluginCluster;
+use crate::capabilities::ClusterAccess;
 use crate::contract::{Action, Failure, Registration};
 use crate::host_state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
 use crate::keys::ReconcileKey;
@@ -175,7 +175,7 @@ impl PluginCode {
     /// instance made for this one call.
     pub async fn reconcile(
         &self,
-        access: Arc<dyn PluginCluster>,
+        access: Arc<ClusterAccess>,
         key: &ReconcileKey,
     ) -> Result<Action, CallError> {
         let mut instance = self.reusable(access, ReusePolicy::ONE_CALL);

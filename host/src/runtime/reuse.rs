@@ -14,7 +14,7 @@ use wasmtime::Store;
 use super::plugin::{capped, with_stderr};
 use super::{CallError, HostState, PluginCode};
 use crate::bindings::ContractInstance;
-use crate::capabilities::PluginCluster;
+use crate::capabilities::ClusterAccess;
 use crate::contract::Action;
 use crate::keys::ReconcileKey;
 pub use crate::metrics::Recycle;
@@ -52,7 +52,7 @@ pub struct ReusedInstance {
 
 impl PluginCode {
     /// An instance of this code that reconciles with `access` until `policy` retires it.
-    pub fn reusable(&self, access: Arc<dyn PluginCluster>, policy: ReusePolicy) -> ReusedInstance {
+    pub fn reusable(&self, access: Arc<ClusterAccess>, policy: ReusePolicy) -> ReusedInstance {
         let limits = self.limits();
         let state = HostState::for_reconcile(access, String::new(), limits.max_memory_bytes)
             .with_settings(self.settings());

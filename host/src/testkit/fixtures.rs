@@ -29,6 +29,9 @@ pub enum FixtureError {
         index: usize,
         cause: String,
     },
+    /// Two fixtures are the same object.
+    #[error("fixtures: {object}: {cause}")]
+    Duplicate { object: String, cause: String },
 }
 
 /// Kinds that are cluster-scoped in every Kubernetes release this host supports, by

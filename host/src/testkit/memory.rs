@@ -1,18 +1,21 @@
 //! The in-memory cluster one plugin sees in `wasm-controller-manager test`: its
 //! watches over the fixtures' objects (as its caches would hold them), reads from
-//! them, and the keys its own writes wake. Writes are in `writes`.
+//! them, and the keys its own writes wake. It is a capability [`Backend`] (in
+//! `backend`), so the plugin's calls pass the same pipeline as in a live cluster;
+//! writes are in `writes`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector, SelectorExt};
 use serde_json::Value;
 
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
-use crate::capabilities::{CapabilityError, Declared, Target, list_call, list_selector, list_what};
-use crate::contract::{ErrorCode, GuestError, Predicate, Verb};
+use crate::capabilities::Target;
+use crate::contract::Predicate;
 use crate::keys::{KeyMapping, ReconcileKey};
 use crate::kube::cache::{CachedObject, Change};
 use crate::kube::field_selector::FieldSelector;
@@ -38,6 +41,20 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// A watch of every object of `gvk` in `namespace` (all if none), each queueing
+    /// its own key.
+    pub fn of(gvk: GroupVersionKind, namespace: Option<String>) -> Watch {
+        Watch {
+            mapping: KeyMapping::Object(gvk.clone()),
+            gvk,
+            namespace,
+            selector: Selector::default(),
+            fields: FieldSelector::default(),
+            metadata_only: false,
+            predicates: Vec::new(),
+        }
+    }
+
     /// Whether this watch's cache holds `object` (stored at `id`).
     fn holds(&self, id: &ObjectId, object: &Value) -> bool {
         id.group == self.gvk.group
@@ -85,25 +102,22 @@ pub(super) struct World {
 /// The in-memory cluster as one plugin sees it.
 #[derive(Debug)]
 pub struct MemoryCluster {
-    pub(super) declared: Declared,
+    /// The plugin: the field manager of its writes.
+    pub(super) plugin: String,
     watches: Vec<Watch>,
     pub(super) scopes: Scopes,
     world: Mutex<World>,
 }
 
-/// Objects as a plugin's watches hold them (JSON), by namespace and name.
-type Views = BTreeMap<(Option<String>, String), String>;
-
 impl MemoryCluster {
-    /// The cluster of `store`'s objects, seen through `watches` by the plugin of
-    /// `declared`.
-    pub fn new(declared: Declared, watches: Vec<Watch>, scopes: Scopes, store: Store) -> Self {
+    /// The cluster of `store`'s objects, seen through `watches` by `plugin`.
+    pub fn new(plugin: &str, watches: Vec<Watch>, scopes: Scopes, store: Store) -> Self {
         let world = World {
             store,
             ..World::default()
         };
         MemoryCluster {
-            declared,
+            plugin: plugin.to_string(),
             watches,
             scopes,
             world: Mutex::new(world),
@@ -164,21 +178,12 @@ impl MemoryCluster {
         )
     }
 
-    /// The watches of `gvk` that can hold `namespace`: `not_watched` if none.
-    fn watches_of(
-        &self,
-        op: &str,
-        what: &str,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-    ) -> Result<Vec<&Watch>, CapabilityError> {
-        let found: Vec<&Watch> = (self.watches.iter())
-            .filter(|w| w.covers(gvk, namespace))
-            .collect();
-        if found.is_empty() {
-            return Err(self.declared.not_watched(op, what, gvk));
-        }
-        Ok(found)
+    /// The plugin's watches of `gvk` that can hold objects of `namespace`, by index.
+    pub(super) fn watches_of(&self, gvk: &GroupVersionKind, namespace: Option<&str>) -> Vec<usize> {
+        (self.watches.iter().enumerate())
+            .filter(|(_, w)| w.covers(gvk, namespace))
+            .map(|(index, _)| index)
+            .collect()
     }
 
     /// The address of a target, as the store keys it.
@@ -191,66 +196,38 @@ impl MemoryCluster {
         }
     }
 
-    /// One object, if a watch of the plugin holds it, or from the store for a kind the
-    /// plugin declared `get` on but does not watch (the live cluster's API read).
-    pub fn read(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let what = target.to_string();
-        let namespace = target.namespace.as_deref();
-        let live = !self
-            .watches
-            .iter()
-            .any(|w| w.covers(&target.gvk, namespace))
-            && self.declared.allows(Verb::Get, &target.gvk);
-        let watches = match live {
-            true => Vec::new(),
-            false => self.watches_of("get", &what, &target.gvk, namespace)?,
-        };
+    /// `target` as the first of `watches` holding it holds it.
+    pub(super) fn cached(&self, target: &Target, watches: &[usize]) -> Option<Arc<str>> {
         let id = self.id(target);
         let world = self.world();
-        let json = (world.store.get(&id))
-            .and_then(|o| match live {
-                true => Some(o.to_string()),
-                false => watches.iter().find(|w| w.holds(&id, o)).map(|w| w.view(o)),
-            })
-            .ok_or_else(|| not_found(target, live))?;
-        self.declared
-            .check_result_size(&format!("get {target}"), json.len())?;
-        Ok(json.into())
+        let object = world.store.get(&id)?;
+        let holder = (watches.iter())
+            .filter_map(|index| self.watches.get(*index))
+            .find(|w| w.holds(&id, object))?;
+        Some(holder.view(object).into())
     }
 
-    /// Every object of `gvk` the plugin's watches hold in `namespace` (all if none)
-    /// matching `selector`, by namespace and name: all, or the first `limit`.
-    pub fn read_all(
+    /// The uid of `target` if a watch of the plugin holds it.
+    pub(super) fn uid(&self, target: &Target) -> Option<String> {
+        let id = self.id(target);
+        let world = self.world();
+        let object = world.store.get(&id)?;
+        self.watches.iter().find(|w| w.holds(&id, object))?;
+        let uid = object.pointer("/metadata/uid").and_then(Value::as_str);
+        uid.map(str::to_string)
+    }
+
+    /// The objects `watches` hold in `namespace` (all if none) matching `selector`,
+    /// as the first watch holding each holds it, sorted by namespace and name.
+    pub(super) fn matching(
         &self,
-        gvk: &GroupVersionKind,
+        watches: &[usize],
         namespace: Option<&str>,
-        label_selector: Option<&str>,
-        limit: Option<usize>,
-    ) -> Result<Vec<Arc<str>>, CapabilityError> {
-        let op = list_call(limit).name();
-        let (what, found) = self.matching(op, gvk, namespace, label_selector)?;
-        let found: Vec<String> = found
-            .into_values()
-            .take(limit.unwrap_or(usize::MAX))
+        selector: &Selector,
+    ) -> BTreeMap<(Option<String>, String), String> {
+        let watches: Vec<&Watch> = (watches.iter())
+            .filter_map(|index| self.watches.get(*index))
             .collect();
-        let bytes = found.iter().map(String::len).sum();
-        self.declared
-            .check_result_size(&format!("{op} {what}"), bytes)?;
-        Ok(found.into_iter().map(Arc::from).collect())
-    }
-
-    /// The objects `op` (`list`, `list-first`, `count`) sees, as the plugin's watches hold them, by
-    /// namespace and name; and the scope's description for errors.
-    pub fn matching(
-        &self,
-        op: &str,
-        gvk: &GroupVersionKind,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<(String, Views), CapabilityError> {
-        let what = list_what(gvk, namespace);
-        let watches = self.watches_of(op, &what, gvk, namespace)?;
-        let selector = list_selector(op, &what, label_selector)?;
         let world = self.world();
         let mut found = BTreeMap::new();
         for (id, object) in world.store.objects() {
@@ -261,7 +238,7 @@ impl MemoryCluster {
                 found.insert((id.namespace.clone(), id.name.clone()), watch.view(object));
             }
         }
-        Ok((what, found))
+        found
     }
 }
 
@@ -279,24 +256,15 @@ fn labels(object: &Value) -> BTreeMap<String, String> {
 /// An object as an informer cache holds it, for the key mappings and predicates
 /// (fixtures are checked to be Kubernetes objects when they are read).
 fn cached(object: &Value) -> Arc<CachedObject> {
-    let obj = serde_json::from_value(object.clone()).unwrap_or(kube::api::DynamicObject {
-        types: None,
-        metadata: Default::default(),
-        data: object.clone(),
-    });
+    let obj = as_dynamic(object.clone());
     Arc::new(CachedObject::from_dynamic(obj).expect("a DynamicObject serialises"))
 }
 
-/// A missing object as the plugin is told: a cache miss, or the API server's 404.
-fn not_found(target: &Target, live: bool) -> CapabilityError {
-    if !live {
-        return CapabilityError::NotFound(format!("get {target}: not in the cache"));
-    }
-    let message = format!(
-        "get {target}: {} {:?} not found (404 NotFound)",
-        target.gvk.kind, target.name
-    );
-    let mut error = GuestError::new(ErrorCode::NotFound, message);
-    error.status = Some(404);
-    CapabilityError::Api(Box::new(error))
+/// A stored object as the API server's client would decode it.
+pub(super) fn as_dynamic(object: Value) -> DynamicObject {
+    serde_json::from_value(object.clone()).unwrap_or(DynamicObject {
+        types: None,
+        metadata: Default::default(),
+        data: object,
+    })
 }

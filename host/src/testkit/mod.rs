@@ -18,6 +18,8 @@
 //! for a Deployment). The host's own tests use the real API server; this is a tool
 //! for plugins' tests.
 
+mod backend;
+mod cluster;
 mod fields;
 mod fixtures;
 mod memory;
@@ -27,6 +29,7 @@ mod run;
 mod store;
 mod writes;
 
+pub use cluster::offline_access;
 pub use fixtures::FixtureError;
 pub use report::{Event, Reconciled, Report, ReportError, Write};
 pub use run::{Outcome, Session, TestError, TestOptions, run};

@@ -6,16 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::fixtures::{self, FixtureError, Scopes};
-use super::memory::{MemoryCluster, Watch};
+use super::cluster;
+use super::fixtures::FixtureError;
+use super::memory::MemoryCluster;
 use super::report::{Reconciled, Report};
-use super::store::Store;
-use crate::budget::{Budget, PluginBudget};
-use crate::capabilities::{Declared, grants};
+use crate::capabilities::ClusterAccess;
 use crate::config::Limits;
-use crate::contract::{Action, KeyMapping as WitMapping, Predicate, Registration};
-use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
-use crate::metrics::Metrics;
+use crate::contract::{Action, Registration};
+use crate::keys::ReconcileKey;
 use crate::metrics::plugin::PluginMetrics;
 use crate::rbac::{RegistrationError, load_registered, load_registered_with};
 use crate::runtime::settings;
@@ -53,9 +51,6 @@ pub enum TestError {
     /// The fixtures could not be read.
     #[error(transparent)]
     Fixtures(#[from] FixtureError),
-    /// Two fixtures are the same object.
-    #[error("fixtures: {object}: {cause}")]
-    Duplicate { object: String, cause: String },
 }
 
 /// A finished run: the report, and what went wrong in it (failed reconciles, keys
@@ -99,7 +94,10 @@ pub struct Session {
     pub code: PluginCode,
     /// Its registration, as the host checked it.
     pub registration: Registration,
+    /// The in-memory cluster: the keys its watches and the plugin's writes give.
     cluster: Arc<MemoryCluster>,
+    /// The plugin's calls into it.
+    access: Arc<ClusterAccess>,
 }
 
 impl Session {
@@ -116,20 +114,13 @@ impl Session {
                 load_registered_with(&runtime, &options.plugin, Some(settings)).await?
             }
         };
-        let (objects, scopes) = fixtures::read(&options.fixtures, &options.not_fixtures)?;
-        let mut store = Store::default();
-        for (id, object) in objects {
-            let name = format!("{} {:?}/{}", id.kind, id.namespace, id.name);
-            (store.insert(id, object)).map_err(|cause| TestError::Duplicate {
-                object: name,
-                cause,
-            })?;
-        }
-        let cluster = Arc::new(cluster_of(&registration, scopes, store));
+        let fixtures = (options.fixtures.as_slice(), options.not_fixtures.as_slice());
+        let (cluster, access) = cluster::of_registration(&registration, fixtures)?;
         Ok(Session {
             code,
             registration,
             cluster,
+            access: Arc::new(access),
         })
     }
 
@@ -140,7 +131,7 @@ impl Session {
 
     /// One reconcile of `key` in a fresh instance.
     pub async fn reconcile(&self, key: &ReconcileKey) -> Result<Action, CallError> {
-        self.code.reconcile(self.cluster.clone(), key).await
+        self.code.reconcile(self.access.clone(), key).await
     }
 }
 
@@ -153,7 +144,7 @@ pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     queue.extend(session.initial_keys());
     let (reconciles, problems) = reconcile_all(&session, queue, options).await;
     let (writes, events) = session.cluster.journal();
-    let metrics = PluginMetrics::samples(&session.cluster.declared.metrics);
+    let metrics = PluginMetrics::samples(session.access.plugin_metrics());
     let report = Report {
         plugin: session.registration.name,
         reconciles,
@@ -195,48 +186,6 @@ async fn reconcile_all(
         queue.extend(session.cluster.woken_keys());
     }
     (reconciles, problems)
-}
-
-/// The in-memory cluster as the plugin of `registration` sees it.
-fn cluster_of(registration: &Registration, scopes: Scopes, store: Store) -> MemoryCluster {
-    let watches = (registration.watches.iter())
-        .flat_map(|w| {
-            let gvk = from_wit_gvk(&w.kind);
-            let mapping = match &w.maps_to {
-                WitMapping::Object => KeyMapping::Object(gvk.clone()),
-                WitMapping::Fixed(key) => KeyMapping::Fixed(key.clone()),
-                WitMapping::ControllerOwner(owner) => KeyMapping::ControllerOwner {
-                    namespaced: scopes.namespaced(&owner.group, &owner.kind),
-                    owner: from_wit_gvk(owner),
-                },
-            };
-            // Selectors were checked when the registration was validated.
-            let selector = w.label_selector.as_deref().unwrap_or("");
-            let selector = crate::kube::selector::parse(selector).unwrap_or_default();
-            let fields =
-                crate::kube::field_selector::parse(w.field_selector.as_deref().unwrap_or(""));
-            let fields = fields.unwrap_or_default();
-            (w.informer_namespaces().into_iter()).map(move |namespace| Watch {
-                gvk: gvk.clone(),
-                namespace,
-                selector: selector.clone(),
-                fields: fields.clone(),
-                metadata_only: w.metadata_only,
-                predicates: Predicate::parse_known(&w.predicates),
-                mapping: mapping.clone(),
-            })
-        })
-        .collect();
-    let metrics = Arc::new(Metrics::new());
-    let budget = PluginBudget::new(&registration.name, Budget::default(), metrics);
-    let metrics = PluginMetrics::new(
-        &registration.name,
-        &registration.metrics,
-        budget.budget.max_metric_series,
-    );
-    let declared =
-        Declared::new(Arc::new(budget), grants(registration)).with_metrics(Arc::new(metrics));
-    MemoryCluster::new(declared, watches, scopes, store)
 }
 
 /// A reconcile's result as the report shows it: `done`, `requeue-after 30s`,

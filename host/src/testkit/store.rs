@@ -125,38 +125,38 @@ impl Store {
         })
     }
 
-    /// Adds and removes finalizers, leaving the others in their order; an object being
-    /// deleted goes, with its dependents, once its last finalizer is removed.
-    pub fn patch_finalizers(
+    /// Replaces the finalizers, if the object is still at `resource_version`; an
+    /// object being deleted goes, with its dependents, once its last finalizer is
+    /// removed. Returns the object as the write left it, and what changed.
+    pub fn set_finalizers(
         &mut self,
         id: &ObjectId,
-        add: &[String],
-        remove: &[String],
-    ) -> Result<Vec<Changed>, StoreError> {
+        resource_version: &str,
+        finalizers: &[String],
+    ) -> Result<(Value, Vec<Changed>), StoreError> {
+        let expected = json!({"metadata": {"resourceVersion": resource_version}});
         let changed = self.update(id, |stored| {
+            object_writes::check_version(&stored.object, &expected)?;
             let meta = &mut stored.object["metadata"];
-            let current: Vec<String> = (meta.get("finalizers").and_then(Value::as_array))
-                .map(|f| {
-                    f.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let wanted = crate::kube::finalizers::changed(&current, add, remove);
-            match wanted.is_empty() {
+            match finalizers.is_empty() {
                 true => _ = meta.as_object_mut().map(|m| m.remove("finalizers")),
-                false => meta["finalizers"] = json!(wanted),
+                false => meta["finalizers"] = json!(finalizers),
             }
             Ok(())
         })?;
-        let stored = self.objects.get(id).ok_or(StoreError::NotFound)?;
-        let meta = &stored.object["metadata"];
+        let stored = self
+            .objects
+            .get(id)
+            .ok_or(StoreError::NotFound)?
+            .object
+            .clone();
+        let meta = &stored["metadata"];
         let released = meta.get("deletionTimestamp").is_some() && meta.get("finalizers").is_none();
-        match (released, changed) {
-            (true, _) => self.delete(id, &DeleteOptions::unconditional(Propagation::Background)),
-            (false, changed) => Ok(changed.into_iter().collect()),
-        }
+        let changes = match released {
+            true => self.delete(id, &DeleteOptions::unconditional(Propagation::Background))?,
+            false => changed.into_iter().collect(),
+        };
+        Ok((stored, changes))
     }
 
     /// Merges `status` into the object's status as `manager` (a JSON merge patch).

@@ -65,7 +65,7 @@ pub async fn config_map_access(
     ];
     let grants = HashMap::from([(gvk, HashSet::from(verbs))]);
     let budget = Arc::new(PluginBudget::new(plugin, budget, metrics));
-    let access = ClusterAccess::new(
+    let access = ClusterAccess::live(
         budget,
         "test-host",
         registry,

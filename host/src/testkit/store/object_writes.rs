@@ -111,7 +111,7 @@ pub fn apply_patch(body: &PatchBody, value: &mut Value) -> Result<(), StoreError
 
 /// Refuses a write naming a resourceVersion the object is no longer at, worded as the
 /// API server's conflict.
-fn check_version(current: &Value, written: &Value) -> Result<(), StoreError> {
+pub(super) fn check_version(current: &Value, written: &Value) -> Result<(), StoreError> {
     let wanted = written.pointer("/metadata/resourceVersion");
     match wanted.is_none_or(|v| Some(v) == current.pointer("/metadata/resourceVersion")) {
         true => Ok(()),

@@ -88,16 +88,29 @@ fn an_object_with_finalizers_is_only_marked_for_deletion() {
     assert_eq!(marked["metadata"]["deletionTimestamp"], CLOCK);
     // Removing another finalizer than the last one keeps it; the last one lets it go.
     let web = id("Deployment", "web");
-    let add = ["example.com/second".to_string()];
-    (store.patch_finalizers(&web, &add, &[])).expect("added");
-    let first = ["example.com/cleanup".to_string()];
-    (store.patch_finalizers(&web, &[], &first)).expect("removed one");
+    let version = |store: &Store| {
+        let object = store.get(&web).expect("there");
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("set")
+            .to_string()
+    };
+    let both = [
+        "example.com/cleanup".to_string(),
+        "example.com/second".to_string(),
+    ];
+    let read = version(&store);
+    (store.set_finalizers(&web, &read, &both)).expect("added");
+    let stale = store.set_finalizers(&web, &read, &[]);
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    let second = ["example.com/second".to_string()];
+    (store.set_finalizers(&web, &version(&store), &second)).expect("removed one");
     let kept = store.get(&web).expect("still held");
     assert_eq!(
         kept["metadata"]["finalizers"],
         json!(["example.com/second"])
     );
-    let gone = (store.patch_finalizers(&web, &[], &add)).expect("removed the last");
+    let (_, gone) = (store.set_finalizers(&web, &version(&store), &[])).expect("removed the last");
     assert!(store.get(&web).is_none(), "released");
     assert!(
         gone.iter().any(|c| c.after.is_none()),

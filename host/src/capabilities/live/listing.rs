@@ -20,14 +20,12 @@ const SLICE: usize = 1024;
 
 /// One listing over the caches a plugin may read.
 pub(super) struct Listing<'a> {
-    /// What it names in errors (`v1/Pod in shop`).
-    pub what: String,
     /// The readable caches of the kind (several when two watches hold it).
     pub caches: Vec<&'a Arc<Informer>>,
     /// Only objects of this namespace, if any.
     pub namespace: Option<&'a str>,
     /// Only objects whose labels match.
-    pub selector: Selector,
+    pub selector: &'a Selector,
 }
 
 impl Listing<'_> {
