@@ -150,6 +150,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         selector: &'a Selector,
     ) -> BoxFuture<'a, usize>;
 
+    /// Refuses a kind the cluster does not serve, before any request for it is
+    /// admitted (and counted against the plugin's API rate). A lookup a backend must
+    /// make to know is its own business.
+    fn served<'a>(
+        &'a self,
+        _op: &'a Op,
+        _gvk: &'a GroupVersionKind,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Reads `target` as the plugin, past the caches.
     fn get<'a>(
         &'a self,

@@ -3,7 +3,8 @@
 //!
 //! Every import runs one pipeline in [`ClusterAccess`]: the target checked (in
 //! [`crate::host_state`], before anything else) → the declared verb → the body's shape →
-//! admission (this replica leads, the plugin's API rate) → the [`Backend`] →
+//! the kind served → admission (this replica leads, the plugin's API rate) → the
+//! [`Backend`] →
 //! read-your-writes → the result's size. Reads take the plugin's watches of a kind that
 //! RBAC leaves open. The backend is the live cluster ([`LiveCluster`]) in the daemon and
 //! the in-memory one in `wasm-controller-manager test`; since only the backend differs,

@@ -55,13 +55,15 @@ impl ClusterAccess {
         error
     }
 
-    /// Admits and makes one write; returns what was stored.
+    /// Admits and makes one write of a kind the cluster serves; returns what was
+    /// stored.
     pub(super) async fn written(
         &self,
         op: &Op,
         target: &Target,
         write: Write<'_>,
     ) -> Result<DynamicObject, CapabilityError> {
+        self.backend.served(op, &target.gvk).await?;
         self.admit(op).await?;
         (self.backend.write(op, target, write).await).map_err(|e| self.noticed(e))
     }
@@ -114,6 +116,7 @@ impl ClusterAccess {
                 .require(Verb::Patch, "patch-finalizers", target)?;
             finalizers::check(add, remove).map_err(|e| op.invalid(e))?;
             self.require_leader(&op)?;
+            self.backend.served(&op, &target.gvk).await?;
             let mut attempt = 1;
             loop {
                 match self.finalizers_once(&op, target, add, remove).await {
@@ -178,6 +181,7 @@ impl ClusterAccess {
         let op = Op::on("delete", target);
         self.journaled(target, Request::Delete(options), async {
             self.declared.require(Verb::Delete, "delete", target)?;
+            self.backend.served(&op, &target.gvk).await?;
             self.admit(&op).await?;
             let deleted = self.backend.delete(&op, target, options).await;
             deleted.map_err(|e| self.noticed(e))

@@ -1,14 +1,16 @@
 //! `wasm-controller-manager test`: a plugin run offline against an in-memory cluster
 //! made of YAML fixtures, for plugin authors in any language.
 //!
-//! The plugin runs in the daemon's sandbox (same engine, limits and host imports);
-//! only the cluster behind its `cluster` imports differs. The in-memory cluster keeps
+//! The plugin runs in the daemon's sandbox (same engine, limits and host imports) and
+//! its calls pass the daemon's capability pipeline ([`crate::capabilities`]); only the
+//! backend behind it differs, so every refusal made before a request is the daemon's
+//! own. The in-memory cluster keeps
 //! the contract's semantics: reads only of watched kinds, from what the watches
 //! would cache (namespace and label selector); label patches, server-side apply as
 //! the plugin's field manager (conflicts unless forced, fields left out removed),
 //! status merges, deletion with finalizers and owners' dependents, Events counted;
 //! `forbidden` for undeclared verbs, `not-found`, `conflict` and `invalid` worded as
-//! the daemon words them. Each write that changes an object wakes the keys its
+//! the API server words them. Each write that changes an object wakes the keys its
 //! watches map it to, as an informer would; a write that changes nothing wakes none.
 //!
 //! What it does not model: time (`requeue-after` and resyncs are reported, not

@@ -171,6 +171,14 @@ impl Backend for LiveCluster {
         Box::pin(async move { listing.count().await })
     }
 
+    fn served<'a>(
+        &'a self,
+        op: &'a Op,
+        gvk: &'a GroupVersionKind,
+    ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        Box::pin(async move { self.resolve(op, gvk).await.map(drop) })
+    }
+
     fn get<'a>(
         &'a self,
         op: &'a Op,
