@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use wcm_host::budget::{Budget, BudgetSettings, OverrideError};
+use wcm_host::budget::{
+    ApiBudget, Budget, BudgetSettings, LogBudget, MetricBudget, OverrideError, ReuseBudget,
+    WatchBudget,
+};
 use wcm_host::leader::{ConfigError, ElectionConfig};
 use wcm_host::rbac::PodSecurity;
 
@@ -223,41 +226,41 @@ pub struct RunArgs {
 pub struct BudgetArgs {
     /// API requests per second a plugin may make in the long run (writes, deletions,
     /// Events); more wait, within the reconcile's deadline.
-    #[arg(long, default_value_t = Budget::default().api_qps)]
+    #[arg(long, default_value_t = Budget::default().api.qps)]
     pub plugin_api_qps: f64,
     /// API requests a plugin may make in a burst before --plugin-api-qps applies.
-    #[arg(long, default_value_t = Budget::default().api_burst)]
+    #[arg(long, default_value_t = Budget::default().api.burst)]
     pub plugin_api_burst: u32,
     /// Largest answer of one `get` or `list` a plugin may ask for, in MiB of JSON.
-    #[arg(long, default_value_t = Budget::default().max_result_bytes >> 20)]
+    #[arg(long, default_value_t = Budget::default().api.max_result_bytes >> 20)]
     pub max_result_mib: usize,
     /// Most watches one plugin may register.
-    #[arg(long, default_value_t = Budget::default().max_watches)]
+    #[arg(long, default_value_t = Budget::default().watches.max_watches)]
     pub max_watches_per_plugin: usize,
     /// Log lines per second a plugin may write in the long run; more are dropped
     /// and counted.
-    #[arg(long, default_value_t = Budget::default().log_lines_per_second)]
+    #[arg(long, default_value_t = Budget::default().logs.lines_per_second)]
     pub plugin_log_rate: f64,
     /// Log lines a plugin may write in a burst.
-    #[arg(long, default_value_t = Budget::default().log_burst)]
+    #[arg(long, default_value_t = Budget::default().logs.burst)]
     pub plugin_log_burst: u32,
     /// Most series a plugin's own metrics may have together; an update that would
     /// make one more is refused and counted.
-    #[arg(long, default_value_t = Budget::default().max_metric_series)]
+    #[arg(long, default_value_t = Budget::default().metrics.max_series)]
     pub max_metric_series_per_plugin: usize,
     /// Reconciles one plugin instance serves before it is replaced; 0 gives every
     /// reconcile a fresh instance. Reuse is faster but lets one reconcile's leftovers
     /// reach the next of the same plugin (docs/isolation.md); opt single plugins in
     /// with `--plugin-override NAME:reuse-instance-calls=N`.
-    #[arg(long, default_value_t = Budget::default().reuse_instance_calls)]
+    #[arg(long, default_value_t = Budget::default().reuse.calls)]
     pub reuse_instance_calls: u32,
     /// Growth of a reused instance's memory since its first reconcile that retires
     /// it, in MiB.
-    #[arg(long, default_value_t = Budget::default().reuse_instance_growth_bytes >> 20)]
+    #[arg(long, default_value_t = Budget::default().reuse.growth_bytes >> 20)]
     pub reuse_instance_growth_mib: usize,
     /// MiB of the host's informer caches one plugin's watches may hold (an informer
     /// shared with other plugins counted in part); past it the plugin is stopped.
-    #[arg(long, default_value_t = Budget::default().max_cache_bytes >> 20)]
+    #[arg(long, default_value_t = Budget::default().watches.max_cache_bytes >> 20)]
     pub max_cache_mib_per_plugin: usize,
     /// Other budgets for one plugin: `NAME:KEY=VALUE[,KEY=VALUE...]` with keys
     /// api-qps, api-burst, max-result-mib, max-watches, max-metric-series, log-rate,
@@ -272,16 +275,26 @@ impl BudgetArgs {
     pub fn settings(&self) -> Result<BudgetSettings, OverrideError> {
         let mut settings = BudgetSettings {
             defaults: Budget {
-                api_qps: self.plugin_api_qps,
-                api_burst: self.plugin_api_burst,
-                max_result_bytes: self.max_result_mib.saturating_mul(1 << 20),
-                max_watches: self.max_watches_per_plugin,
-                log_lines_per_second: self.plugin_log_rate,
-                log_burst: self.plugin_log_burst,
-                max_metric_series: self.max_metric_series_per_plugin,
-                reuse_instance_calls: self.reuse_instance_calls,
-                reuse_instance_growth_bytes: self.reuse_instance_growth_mib.saturating_mul(1 << 20),
-                max_cache_bytes: self.max_cache_mib_per_plugin.saturating_mul(1 << 20),
+                api: ApiBudget {
+                    qps: self.plugin_api_qps,
+                    burst: self.plugin_api_burst,
+                    max_result_bytes: self.max_result_mib.saturating_mul(1 << 20),
+                },
+                watches: WatchBudget {
+                    max_watches: self.max_watches_per_plugin,
+                    max_cache_bytes: self.max_cache_mib_per_plugin.saturating_mul(1 << 20),
+                },
+                logs: LogBudget {
+                    lines_per_second: self.plugin_log_rate,
+                    burst: self.plugin_log_burst,
+                },
+                metrics: MetricBudget {
+                    max_series: self.max_metric_series_per_plugin,
+                },
+                reuse: ReuseBudget {
+                    calls: self.reuse_instance_calls,
+                    growth_bytes: self.reuse_instance_growth_mib.saturating_mul(1 << 20),
+                },
             },
             overrides: Default::default(),
         };
@@ -452,10 +465,10 @@ mod tests {
         ])
         .expect("parses");
         let settings = args.budgets.settings().expect("valid");
-        assert_eq!(settings.for_plugin("other").api_qps, 5.0);
-        assert_eq!(settings.for_plugin("other").api_burst, 30);
+        assert_eq!(settings.for_plugin("other").api.qps, 5.0);
+        assert_eq!(settings.for_plugin("other").api.burst, 30);
         let pc = settings.for_plugin("pod-counter");
-        assert_eq!((pc.api_qps, pc.api_burst), (200.0, 400));
+        assert_eq!((pc.api.qps, pc.api.burst), (200.0, 400));
         let bad = run_args(&["--plugin-override", "pod-counter:qps=1"]).expect("parses");
         let err = bad.budgets.settings().expect_err("unknown key").to_string();
         assert!(err.contains("unknown key \"qps\""), "{err}");

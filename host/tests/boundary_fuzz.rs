@@ -351,11 +351,8 @@ async fn fixture(ns: &TestNamespace) -> anyhow::Result<Fixture> {
         .await;
     created.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
-    let budget = Budget {
-        api_qps: 1_000.0,
-        api_burst: 1_000,
-        ..Budget::default()
-    };
+    let mut budget = Budget::default();
+    (budget.api.qps, budget.api.burst) = (1_000.0, 1_000);
     let gate = (LeaderGate::always_open(), budget);
     let (access, informer) = support::access::config_map_access(
         "boundary-fuzz",

@@ -208,10 +208,8 @@ async fn count_and_list_first_answer_as_list_without_copying_the_rest() -> Resul
         .list_first(config_map_kind(), None, batch(), 1)
         .await
         .map_err(anyhow_wit)?;
-    let limit = Budget {
-        max_result_bytes: one[0].len() * 5 / 2,
-        ..Budget::default()
-    };
+    let mut limit = Budget::default();
+    limit.api.max_result_bytes = one[0].len() * 5 / 2;
     let leader = LeaderGate::always_open();
     let mut small =
         support::access::config_map_plugin(PLUGIN, ns.name(), ns.client(), leader, limit).await?;
@@ -763,10 +761,8 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
 
     let client = ControlPlane::shared()?.admin_client().await?;
     let host_metrics = Arc::new(wcm_host::metrics::Metrics::new());
-    let limits = Budget {
-        max_metric_series: 1,
-        ..Budget::default()
-    };
+    let mut limits = Budget::default();
+    limits.metrics.max_series = 1;
     let budget = Arc::new(PluginBudget::new(PLUGIN, limits, host_metrics.clone()));
     let declared = [MetricDeclaration {
         name: "widgets".into(),

@@ -220,11 +220,8 @@ fn every_capability_survives_arbitrary_arguments() {
     let (ns, state) = runtime.block_on(async {
         let ns = TestNamespace::create("cap-props").await.expect("namespace");
         // As fast as the API server takes it: the budget is not under test here.
-        let budget = Budget {
-            api_qps: 1_000.0,
-            api_burst: 1_000,
-            ..Budget::default()
-        };
+        let mut budget = Budget::default();
+        (budget.api.qps, budget.api.burst) = (1_000.0, 1_000);
         let state = support::access::config_map_plugin(
             "property-test",
             ns.name(),

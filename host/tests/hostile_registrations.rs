@@ -77,8 +77,8 @@ async fn registrations_a_host_cannot_serve_are_refused_with_the_reason() -> Resu
     );
     let harmless = row_in(&host, "harmless.wasm", State::Running).await?;
     let limits = harmless.limits.context("a running row shows its limits")?;
-    ensure!(limits.budget.api_qps == 20.0 && limits.budget.api_burst == 30);
-    ensure!(limits.budget.max_watches == 16);
+    ensure!(limits.budget.api.qps == 20.0 && limits.budget.api.burst == 30);
+    ensure!(limits.budget.watches.max_watches == 16);
     Ok(())
 }
 

@@ -114,7 +114,7 @@ impl Declared {
     /// Refuses an answer of `bytes` over the plugin's result budget, before anything
     /// is copied for the guest.
     pub fn check_result_size(&self, op: &str, bytes: usize) -> Result<(), CapabilityError> {
-        let max = self.budget.budget.max_result_bytes;
+        let max = self.budget.budget.api.max_result_bytes;
         if bytes <= max {
             return Ok(());
         }

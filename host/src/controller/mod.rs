@@ -428,7 +428,7 @@ fn version(
     let plugin_metrics = Arc::new(PluginMetrics::new(
         &registration.name,
         &registration.metrics,
-        budget.budget.max_metric_series,
+        budget.budget.metrics.max_series,
     ));
     ctx.metrics.plugin_metrics.insert(plugin_metrics.clone());
     let access = access.with_metrics(plugin_metrics);

@@ -233,8 +233,8 @@ impl Worker {
 /// When a worker's instance is retired, if the operator opted the plugin into reusing
 /// instances (`reuse-instance-calls`).
 fn reuse_policy(budget: &crate::budget::Budget) -> Option<ReusePolicy> {
-    (budget.reuse_instance_calls > 0).then_some(ReusePolicy {
-        max_calls: budget.reuse_instance_calls,
-        max_growth_bytes: budget.reuse_instance_growth_bytes,
+    (budget.reuse.calls > 0).then_some(ReusePolicy {
+        max_calls: budget.reuse.calls,
+        max_growth_bytes: budget.reuse.growth_bytes,
     })
 }

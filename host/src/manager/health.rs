@@ -73,7 +73,7 @@ impl Manager {
             return;
         };
         let plugin = running.controller.registration().name.clone();
-        let limit = running.controller.budget().max_cache_bytes;
+        let limit = running.controller.budget().watches.max_cache_bytes;
         let why = format!(
             "its watches hold {} MiB of the host's caches (informers shared with other \
              plugins counted in part), more than its limit of {} MiB \
@@ -121,7 +121,7 @@ fn over_its_cache(ctx: &ControllerContext, controller: &PluginController) -> Opt
     };
     let gauge = ctx.metrics.plugin_cache_bytes.get_or_create(&labels);
     gauge.set(cached as i64);
-    (cached > controller.budget().max_cache_bytes).then_some(cached)
+    (cached > controller.budget().watches.max_cache_bytes).then_some(cached)
 }
 
 /// The table's state and reason for `health`.

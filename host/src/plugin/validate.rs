@@ -66,11 +66,11 @@ pub fn validate(reg: &Registration, budget: &Budget) -> Result<(), InvalidRegist
         check_watch(watch).map_err(|e| InvalidRegistration(format!("watch {i}: {e}")))?;
     }
     let informers: usize = reg.watches.iter().map(|w| w.namespaces.len().max(1)).sum();
-    if informers > budget.max_watches {
+    if informers > budget.watches.max_watches {
         return refuse(format!(
             "{informers} watches, more than the {} this plugin may have \
              (--max-watches-per-plugin; each namespace a watch names counts as one)",
-            budget.max_watches
+            budget.watches.max_watches
         ));
     }
     if reg.permissions.len() > PERMISSIONS_MAX {

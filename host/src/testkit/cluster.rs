@@ -113,15 +113,13 @@ fn watches_of(registration: &Registration, scopes: &Scopes) -> Vec<Watch> {
 /// protect, so a run takes no longer than its calls.
 fn declared_by(registration: &Registration) -> Declared {
     let metrics = Arc::new(Metrics::new());
-    let unlimited = Budget {
-        api_qps: 0.0,
-        ..Budget::default()
-    };
+    let mut unlimited = Budget::default();
+    unlimited.api.qps = 0.0;
     let budget = PluginBudget::new(&registration.name, unlimited, metrics);
     let metrics = PluginMetrics::new(
         &registration.name,
         &registration.metrics,
-        budget.budget.max_metric_series,
+        budget.budget.metrics.max_series,
     );
     Declared::new(Arc::new(budget), grants(registration)).with_metrics(Arc::new(metrics))
 }
