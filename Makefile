@@ -55,7 +55,7 @@ fuzz: setup plugins
 ## measure-failover: leader failover times (kill, SIGTERM), short and default timings, medians of 5
 measure-failover: setup plugins
 	control-plane/scripts/up.sh >/dev/null
-	$(CARGO) test -p wasm-controller-manager --test leader_failover -- --ignored --nocapture measure_failover_times
+	$(CARGO) test -p wasm-controller-manager --test integration -- --ignored --nocapture leader_failover::measure_failover_times
 
 ## image: the host's image (release build), without a container engine; imported into the local node if it runs
 image: setup

@@ -2,7 +2,7 @@
 //! against the real control plane: cache reads, label patches, Events, and the typed
 //! errors a plugin receives.
 
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -81,6 +81,7 @@ fn budget(plugin: &str) -> Arc<PluginBudget> {
 
 #[tokio::test]
 async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-read").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     create_config_map(&ns.client(), ns.name(), "api", "api").await?;
@@ -145,6 +146,7 @@ async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result
 /// returned, not on what is matched.
 #[tokio::test]
 async fn count_and_list_first_answer_as_list_without_copying_the_rest() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-count").await?;
     for name in ["batch-d", "batch-b", "batch-e", "batch-a", "batch-c"] {
         create_config_map(&ns.client(), ns.name(), name, "batch").await?;
@@ -243,6 +245,7 @@ fn names(listed: &[String]) -> Result<Vec<String>> {
 
 #[tokio::test]
 async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-patch").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -303,6 +306,7 @@ async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<
 
 #[tokio::test]
 async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-rbac").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     // The plugin declared the permission, but its writes go out with an identity that
@@ -347,6 +351,7 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
 
 #[tokio::test]
 async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-event").await?;
     let cm = create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -391,6 +396,7 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
 
 #[tokio::test]
 async fn a_repeat_of_an_event_the_api_server_no_longer_has_is_recorded_anew() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-event-gone").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -421,6 +427,7 @@ async fn a_repeat_of_an_event_the_api_server_no_longer_has_is_recorded_anew() ->
 
 #[tokio::test]
 async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-leader").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let (leading, gate) = tokio::sync::watch::channel(true);
@@ -460,6 +467,7 @@ async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<
 
 #[tokio::test]
 async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-apply").await?;
     let n = ns.name();
     let gate = LeaderGate::always_open;
@@ -530,6 +538,7 @@ async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> R
 
 #[tokio::test]
 async fn errors_carry_the_status_and_causes_and_deletes_check_their_preconditions() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-precond").await?;
     let n = ns.name();
     let gate = LeaderGate::always_open;
@@ -596,6 +605,7 @@ async fn errors_carry_the_status_and_causes_and_deletes_check_their_precondition
 
 #[tokio::test]
 async fn an_event_names_its_action_and_related_object() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-related").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let settings = create_config_map(&ns.client(), ns.name(), "settings", "web").await?;
@@ -649,6 +659,7 @@ async fn an_event_names_its_action_and_related_object() -> Result<()> {
 
 #[tokio::test]
 async fn a_kind_declared_get_but_not_watched_is_read_live() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-live").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let client = ns.client();
@@ -700,6 +711,7 @@ async fn a_kind_declared_get_but_not_watched_is_read_live() -> Result<()> {
 
 #[tokio::test]
 async fn the_cluster_is_unavailable_during_register() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let mut state = HostState::for_register(PLUGIN, 64 << 20);
     assert_wit_error(
         state.get(config_map("ns", "x")).await,
@@ -755,6 +767,7 @@ fn background() -> DeleteOptions {
 
 #[tokio::test]
 async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
     use wcm_host::contract::{MetricDeclaration, MetricKind};
     use wcm_host::metrics::plugin::PluginMetrics;
@@ -811,6 +824,7 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
 
 #[tokio::test]
 async fn create_patch_and_update_write_as_the_plugin_and_keep_their_preconditions() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     use wcm_host::bindings::v0_3::wcm::controller::cluster::PatchType;
     let ns = TestNamespace::create("cap-writes").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -906,6 +920,7 @@ async fn create_patch_and_update_write_as_the_plugin_and_keep_their_precondition
 #[tokio::test]
 async fn a_lookup_of_a_kind_the_api_server_does_not_serve_is_a_counted_request_made_once()
 -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-bogus").await?;
     let client = ns.client();
     let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();

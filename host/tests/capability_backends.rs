@@ -4,7 +4,7 @@
 //! the live cluster (a real API server) and from the test kit's in-memory one. A
 //! plugin tested offline meets the refusals it will meet in a cluster.
 
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -320,6 +320,7 @@ async fn compare(
 
 #[tokio::test]
 async fn every_refusal_reads_the_same_from_the_live_and_the_in_memory_cluster() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-twins").await?;
     let (_dir, fixtures) = web_in_both(&ns).await?;
     let mut in_cluster = live(&ns, LeaderGate::always_open()).await?;

@@ -3,7 +3,7 @@
 //! host, always answers with a message, and never sends a name a URL would
 //! misread. Runs against the real control plane (the few well-formed calls reach it).
 
-mod support;
+use crate::support;
 
 use std::sync::OnceLock;
 
@@ -215,6 +215,7 @@ async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCase
 
 #[test]
 fn every_capability_survives_arbitrary_arguments() {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     let runtime = RUNTIME.get_or_init(|| tokio::runtime::Runtime::new().expect("tokio"));
     let (ns, state) = runtime.block_on(async {

@@ -2,7 +2,7 @@
 //! state in two plugins at once, one with a fixed key and one with a key per object;
 //! the fixed key collapses thousands of events into a few dozen reconciles.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ const MIRRORED: &str = "wcm.test/mirrored";
 
 #[tokio::test]
 async fn two_thousand_pods_in_bursts_converge_with_few_reconciles() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("churn").await?;
     let client = ns.client();
     let node = format!("{}-cp", ns.name());

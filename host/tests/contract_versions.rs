@@ -7,7 +7,7 @@
 //! and an update, a finalizer that holds an object until its external record is
 //! cleaned up, a delete refused by its uid precondition).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -60,6 +60,7 @@ async fn host_with_both() -> Result<(tempfile::TempDir, HostProcess)> {
 
 #[tokio::test]
 async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("contracts").await?;
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let (_dir, host) = host_with_both().await?;
@@ -223,6 +224,7 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
 
 #[tokio::test]
 async fn terminal_errors_are_not_retried_and_preconditions_refuse_a_delete() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("contract-terminal").await?;
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let (_dir, host) = host_with_both().await?;

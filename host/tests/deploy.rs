@@ -11,7 +11,7 @@
 //! plugin image through an init container. Each plugin acts as its own ServiceAccount
 //! with the RBAC `wasm-controller-manager rbac` generates (the audit log shows it).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -47,6 +47,7 @@ async fn node_count(client: &Client) -> Option<String> {
 #[tokio::test]
 async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_images()
 -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     plane
         .node()

@@ -7,7 +7,7 @@
 //!
 //! The CRD is cluster-wide and one scenario removes it, so scenarios run one at a time.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -100,6 +100,7 @@ fn image(d: &Deployment) -> Option<&str> {
 #[tokio::test]
 async fn a_webapp_becomes_an_owned_deployment_that_follows_its_spec_and_is_repaired() -> Result<()>
 {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp").await?;
     install_crd(&ns.client()).await?;
@@ -166,6 +167,7 @@ async fn a_webapp_becomes_an_owned_deployment_that_follows_its_spec_and_is_repai
 
 #[tokio::test]
 async fn a_second_plugin_applying_an_owned_field_without_force_sees_a_conflict() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-pin").await?;
     install_crd(&ns.client()).await?;
@@ -204,6 +206,7 @@ async fn a_second_plugin_applying_an_owned_field_without_force_sees_a_conflict()
 
 #[tokio::test]
 async fn deleting_a_webapp_garbage_collects_its_deployment() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-gc").await?;
     install_crd(&ns.client()).await?;
@@ -220,6 +223,7 @@ async fn deleting_a_webapp_garbage_collects_its_deployment() -> Result<()> {
 
 #[tokio::test]
 async fn an_invalid_webapp_gets_one_warning_and_a_condition_and_no_retry_loop() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-bad").await?;
     install_crd(&ns.client()).await?;
@@ -277,6 +281,7 @@ async fn an_invalid_webapp_gets_one_warning_and_a_condition_and_no_retry_loop() 
 
 #[tokio::test]
 async fn a_host_started_before_the_crd_picks_the_kind_up_once_it_is_installed() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-late").await?;
     remove_crd(&ns.client()).await?;

@@ -8,7 +8,7 @@
 //! nothing created beforehand that they do not create. A guide that goes stale fails
 //! here. Prints, per guide, the time from `new` to its last step.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,6 +71,7 @@ fn reader_env(plane: &ControlPlane, plugins: &Path) -> Result<Vec<(String, Strin
 
 #[tokio::test]
 async fn every_guide_followed_literally_ends_with_its_plugin_acting_in_the_cluster() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     // A fresh cluster of the test's own: nothing in it the guides do not create.
     let state = tempfile::tempdir()?;
     let plane = PrivateControlPlane::start(&state.path().join("cluster"))?;
@@ -113,6 +114,7 @@ async fn follow_guides(env: &[(String, String)], work: &Path, host: &HostProcess
 
 #[test]
 fn guide_blocks_are_read_in_order_and_other_blocks_are_not() {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let markdown = "text\n```sh guide\na\nb\n```\n```sh\nnot a step\n```\n```sh guide\nc\n```\n";
     assert_eq!(blocks(markdown, "sh guide"), ["a\nb\n", "c\n"]);
 }

@@ -8,7 +8,7 @@
 //! costliest selector a plugin may pass, counted again and again over 10,000 cached
 //! objects, neither stalls `/healthz` nor holds up pod-counter beside it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -58,6 +58,7 @@ fn reset_peak(pid: u32) -> Result<usize> {
 
 #[tokio::test]
 async fn huge_arguments_are_refused_before_they_cost_the_host_more_than_their_size() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hostile-args").await?;
     let dir = plugin_in(&ns)?;
     // Room in the guest for the arguments it builds.
@@ -116,6 +117,7 @@ const CACHED: usize = 10_000;
 
 #[tokio::test]
 async fn the_costliest_selector_over_a_large_cache_holds_up_no_one() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("selector-cpu").await?;
     let client = ns.client();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());

@@ -1,7 +1,7 @@
 //! A plugin whose every reconcile traps is shown `crash-looping` (table, metric, log),
 //! its reconciles pause with a growing backoff, and one success ends it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ async fn handled(api: &Api<ConfigMap>, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn a_plugin_whose_every_reconcile_traps_is_crash_looping_until_one_succeeds() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("crashloop").await?;
     let dir = plugins_dir(&[("misbehaving.wasm", plugin_bytes("misbehaving"))])?;
     let host = HostProcess::start(dir.path(), &[])?;

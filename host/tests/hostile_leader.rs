@@ -3,7 +3,7 @@
 //! costs the leader its Lease, the leader's `/healthz` answers at once, and
 //! pod-counter in the same process counts new Pods within seconds.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ const HEALTHZ_PACE: Duration = Duration::from_secs(1);
 
 #[tokio::test]
 async fn a_plugin_looping_on_four_keys_never_costs_the_leader_its_lease() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let mut scene = Scene::new("le-loop").await?;
     std::fs::write(
         scene.dir.path().join("misbehaving.wasm"),

@@ -8,7 +8,7 @@
 //! (`misbehaving` watches ConfigMaps in every namespace: one scenario per binary;
 //! the crash loop is in `hostile_crash_loop.rs`.)
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,7 @@ async fn label_on(
 
 #[tokio::test]
 async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hostile").await?;
     let client = ns.client();
     let dir = plugins_dir(&[

@@ -5,7 +5,7 @@
 //! host may not list is shown `degraded` with the API server's error and starts
 //! working by itself once the right is granted.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ async fn row_in(host: &HostProcess, file: &str, state: State) -> Result<PluginSt
 
 #[tokio::test]
 async fn registrations_a_host_cannot_serve_are_refused_with_the_reason() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = plugins_dir(&[
         ("resync-1ms.wasm", plugin_bytes("hostile-resync-1ms")),
         ("resync-max.wasm", plugin_bytes("hostile-resync-max")),
@@ -124,6 +125,7 @@ async fn revoke(client: &Client, name: &str) {
 
 #[tokio::test]
 async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("no-list").await?;
     let admin = ns.client();
     let user = format!("wcm-limited-{}", ns.name());
@@ -186,6 +188,7 @@ async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Res
 
 #[tokio::test]
 async fn a_plugin_that_multiplies_the_hosts_caches_is_stopped_at_its_bound() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("many-informers").await?;
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(ns.client(), ns.name());
@@ -236,6 +239,7 @@ async fn a_plugin_that_multiplies_the_hosts_caches_is_stopped_at_its_bound() -> 
 
 #[tokio::test]
 async fn plugin_names_and_values_never_break_or_forge_the_exposition() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hostile-metrics").await?;
     let bytes = plugin_bytes("hostile-metrics");
     let settings = |metric: &str| format!(r#"{{"metric": "{metric}"}}"#).into_bytes();

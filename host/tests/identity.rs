@@ -6,7 +6,7 @@
 //! log has no write of pod-counter's account. The real pod-counter, dropped in later,
 //! runs beside it under its own name and account.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn a_plugin_acts_as_its_file_name_whatever_it_registers_as() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("identity").await?;
     let prefix = format!("{}-", ns.name());

@@ -3,7 +3,7 @@
 //! only the binary, the libraries it links, CA certificates and the user (no shell),
 //! and runs on the local node under the restricted Pod security profile.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -84,6 +84,7 @@ fn containerfile_declarations() -> Result<Vec<(String, String)>> {
 
 #[test]
 fn the_image_declares_what_the_containerfile_declares_and_holds_nothing_else() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let archive = dir.path().join("host.tar");
     build_image(&archive)?;
@@ -143,6 +144,7 @@ fn the_image_declares_what_the_containerfile_declares_and_holds_nothing_else() -
 
 #[tokio::test]
 async fn the_image_runs_on_the_node_as_a_restricted_non_root_pod() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     plane
         .node()

@@ -7,7 +7,7 @@
 //! shows the rule as not granted and the other plugins are unaffected; once the rule
 //! is back, it counts again without a restart.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -44,6 +44,7 @@ const EXAMPLES: [&str; 4] = [
 
 #[tokio::test]
 async fn example_plugins_act_as_their_service_accounts_and_rbac_decides() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("imp").await?;
     install_crd(&ns.client()).await?;

@@ -234,6 +234,7 @@ async fn load_and_register(runtime: &Arc<Runtime>, bytes: Vec<u8>) -> Option<Str
 
 #[tokio::test]
 async fn memories_and_tables_of_an_instance_are_bounded_together() -> Result<()> {
+    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     // Four memories of 60 MiB, each under the 64 MiB limit on its own.
     let file = PluginFile {
         hash: "hog".into(),
@@ -268,6 +269,7 @@ async fn memories_and_tables_of_an_instance_are_bounded_together() -> Result<()>
 
 #[tokio::test]
 async fn a_component_with_more_memories_than_a_plugin_may_define_is_refused() -> Result<()> {
+    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let bounds =
         "a plugin's component may create at most 32 core instances, 4 memories and 8 tables";
     for pooling in [true, false] {

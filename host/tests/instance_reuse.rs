@@ -10,7 +10,7 @@
 //! replaced after its third call. One worker (`--max-concurrent-reconciles 1`), so
 //! the history is one instance's at a time.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -108,6 +108,7 @@ async fn reused_at_most(
 #[tokio::test]
 async fn instances_are_reused_only_as_the_operator_allows_and_replaced_when_they_fail_or_grow()
 -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("instance-reuse").await?;
 
     let (fresh, mut host) = history(&ns, "fresh", json!({}), &[]).await?;

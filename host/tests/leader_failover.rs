@@ -5,7 +5,7 @@
 //!
 //! pod-counter counts every Pod of the cluster, so these scenarios run one at a time.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -31,6 +31,7 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 
 #[tokio::test]
 async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-only").await?;
     let (mut a, b) = scene.leader_and_standby().await?;
@@ -100,6 +101,7 @@ async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits()
 
 #[tokio::test]
 async fn a_killed_leader_is_replaced_within_the_lease_duration_and_two_retries() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-kill").await?;
     let (mut a, b) = scene.leader_and_standby().await?;
@@ -127,6 +129,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_duration_and_two_retries()
 #[tokio::test]
 async fn a_terminated_leader_releases_and_the_standby_takes_over_within_two_retries() -> Result<()>
 {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-term").await?;
     let (mut a, b) = scene.leader_and_standby().await?;
@@ -159,6 +162,7 @@ async fn a_terminated_leader_releases_and_the_standby_takes_over_within_two_retr
 
 #[tokio::test]
 async fn a_partitioned_leader_stops_writing_before_another_replica_acquires() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-cut").await?;
     let cp = ControlPlane::shared()?;
@@ -238,6 +242,7 @@ async fn a_partitioned_leader_stops_writing_before_another_replica_acquires() ->
 
 #[tokio::test]
 async fn election_settings_that_could_let_two_replicas_act_are_refused_at_start() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let cp = ControlPlane::shared()?;
     let dir = plugins_dir(&[])?;
     let flags = [
@@ -264,6 +269,7 @@ async fn election_settings_that_could_let_two_replicas_act_are_refused_at_start(
 #[tokio::test]
 #[ignore = "a measurement; run with `make measure-failover`"]
 async fn measure_failover_times() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     for (name, timings) in [("short", SHORT), ("default", DEFAULT)] {
         let mut killed = Vec::new();

@@ -81,6 +81,7 @@ proptest! {
 
     #[test]
     fn random_bytes_get_a_named_error(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let error = load(bytes).expect("random bytes never load");
         prop_assert!(!error.is_empty());
     }
@@ -89,6 +90,7 @@ proptest! {
     fn random_bytes_after_a_component_header_get_a_named_error(
         body in proptest::collection::vec(any::<u8>(), 0..4096)
     ) {
+        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
         bytes.extend(body);
         let error = load(bytes).expect("a header and noise never load");
@@ -101,6 +103,7 @@ proptest! {
         cut in any::<prop::sample::Index>(),
         splice in any::<bool>(),
     ) {
+        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let mut bytes = real_plugin().to_vec();
         for (at, value) in flips {
             let i = at.index(bytes.len());
@@ -122,6 +125,7 @@ proptest! {
     fn components_around_random_modules_are_refused_by_name(
         seed in proptest::collection::vec(any::<u8>(), 64..2048)
     ) {
+        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let mut u = Unstructured::new(&seed);
         let Ok(module) = wasm_smith::Module::new(wasm_smith::Config::default(), &mut u) else {
             return Ok(());

@@ -8,7 +8,7 @@
 //! `make run` after `make build`: the test binary is that build, and `cargo test`
 //! holds the build directory's lock while tests run.)
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
@@ -34,6 +34,7 @@ const EXAMPLES: [(&str, State); 5] = [
 
 #[tokio::test]
 async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_work() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let state = tempfile::tempdir()?;
     let plane = PrivateControlPlane::start(&state.path().join("cluster"))?;
     let mut command = Command::new("bash");

@@ -4,7 +4,7 @@
 //! (Its own binary: it opens a Pod watch, which would disturb the watch count that
 //! `shared_informers.rs` asserts.)
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn changes_of_owned_pods_wake_their_controller_owner() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("owners").await?;
     let (client, n) = (ns.client(), ns.name());
     let owner = [("wcm.test/owner", "")];

@@ -4,7 +4,7 @@
 //! second's "plugin loaded" line), so a copy costs its instances and caches, not its
 //! code.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn copies_of_one_component_run_under_their_own_names_and_share_its_code() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let bytes = plugin_bytes("pod-counter");
     let dir = plugins_dir(&[("counter-a.wasm", bytes.clone()), ("counter-b.wasm", bytes)])?;
     let host = HostProcess::start(dir.path(), &[])?;

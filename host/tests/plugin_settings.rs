@@ -3,7 +3,7 @@
 //! changed file loads it again with the new settings, without a restart; a file that
 //! does not parse is refused naming it, and the running version keeps working.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;
@@ -71,6 +71,7 @@ async fn seen(client: &Client, conf: &ConfigMap) -> Result<()> {
 #[tokio::test]
 async fn settings_decide_the_registration_reload_on_change_and_bad_ones_are_refused() -> Result<()>
 {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let client = ControlPlane::shared()?.admin_client().await?;
     let (b, c) = ("wcm-watch-b", "wcm-watch-c");
     for ns in [b, c] {
@@ -118,6 +119,7 @@ async fn settings_decide_the_registration_reload_on_change_and_bad_ones_are_refu
 
 #[tokio::test]
 async fn only_bounded_regular_files_inside_the_plugins_directory_are_read() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let outside = tempfile::tempdir()?;
     let secret = outside.path().join("kubeconfig");
     std::fs::write(&secret, "token: hunter2\n")?;

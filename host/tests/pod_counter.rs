@@ -1,7 +1,7 @@
 //! pod-counter end to end against the real control plane: the count label on the
 //! control-plane Node, one `Counted` Event per Pod, deletions, and a restart.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -62,6 +62,7 @@ async fn each_pod_counted_once(client: &Client, pods: &[(String, String)]) -> Re
 
 #[tokio::test]
 async fn counts_pods_into_the_control_plane_label_once_per_pod_across_a_restart() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let namespaces = [
         TestNamespace::create("pc-a").await?,
         TestNamespace::create("pc-b").await?,

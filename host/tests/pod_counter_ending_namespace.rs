@@ -5,7 +5,7 @@
 //! holds up the rest. Its own test binary: the held Pod is never marked, which the
 //! other pod-counter tests, checking every Pod of the cluster, would not expect.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -55,6 +55,7 @@ async fn release(client: &Client, name: &str) {
 
 #[tokio::test]
 async fn a_pod_whose_event_is_refused_does_not_hold_up_the_others() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("ending").await?;
     let client = ns.client();
     let ending = format!("a-{}", ns.name());

@@ -4,7 +4,7 @@
 //! `--log-format json` every log line is one JSON object; `/metrics` has the series
 //! controller-runtime and client-go dashboards read.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn readiness_follows_the_first_loads_and_json_logs_are_json() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("probes").await?;
     // A Python plugin compiles for seconds without the cache: long enough to see the
     // host not ready yet.

@@ -3,7 +3,7 @@
 //! accepts it (`kubectl apply --dry-run=server`); a file that is no plugin is refused
 //! by name; one plugin's RBAC is granted and removed without touching another's.
 
-mod support;
+use crate::support;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,7 @@ const EXAMPLES: [&str; 5] = [
 
 #[test]
 fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let files: Vec<PathBuf> = EXAMPLES.iter().map(|p| plugin_file(p)).collect();
     let out = rbac(&files)?;
     ensure!(
@@ -53,6 +54,7 @@ fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
 
 #[tokio::test]
 async fn the_api_server_accepts_the_output_for_any_namespace() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("rbac").await?;
     let mut args = vec![PathBuf::from("--namespace"), PathBuf::from(ns.name())];
@@ -73,6 +75,7 @@ async fn the_api_server_accepts_the_output_for_any_namespace() -> Result<()> {
 
 #[test]
 fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let bad = dir.path().join("broken.wasm");
     std::fs::write(&bad, b"not wasm")?;
@@ -94,6 +97,7 @@ fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
 /// second took them from the first.)
 #[tokio::test]
 async fn granting_or_removing_one_plugins_rbac_leaves_the_others() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("rbac-two").await?;
     let host = format!("{}-host", ns.name());

@@ -7,7 +7,7 @@
 //! Role in one namespace has its writes in another refused by the API server. A new
 //! version needing a right not granted yet waits for it while the old one runs.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -54,6 +54,7 @@ async fn secret_label(client: &Client, ns: &str, name: &str, key: &str) -> Optio
 
 #[tokio::test]
 async fn a_plugin_is_served_only_the_kinds_its_service_account_may_list() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("reads").await?;
     let prefix = format!("{}-", ns.name());
@@ -171,6 +172,7 @@ async fn fresh_namespace(client: &Client, name: &str) -> Result<()> {
 
 #[tokio::test]
 async fn a_plugin_granted_one_namespace_cannot_write_in_another() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("one-ns").await?;
     let client = ns.client();
@@ -220,6 +222,7 @@ async fn one_namespace_scenario(client: &Client, home: &str, prefix: &str) -> Re
 
 #[tokio::test]
 async fn an_upgrade_that_needs_a_new_right_waits_for_it_while_the_old_version_runs() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("upgrade-rights").await?;
     let prefix = format!("{}-", ns.name());
@@ -281,6 +284,7 @@ async fn upgrade_scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str
 
 #[tokio::test]
 async fn a_change_of_rights_is_seen_at_once_and_a_recovered_plugin_acts_at_once() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("rights-change").await?;
     let prefix = format!("{}-", ns.name());

@@ -1,7 +1,7 @@
 //! Informers are shared between plugins (both hold Pods as metadata), a periodic resync reconciles unchanged
 //! objects, and deletions reach the plugin as a key whose object is gone.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn two_plugins_watching_pods_share_one_watch_and_deletions_are_delivered() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("shared").await?;
     let client = ns.client();
     let dir = plugins_dir(&[

@@ -4,7 +4,7 @@
 //! fails with a diff; conflicts, forbidden calls, traps and self-waking loops are
 //! reported naming the plugin, the key and the step. Needs no cluster.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -112,6 +112,7 @@ const SETTINGS: [(&str, &str); 1] = [(
 
 #[test]
 fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     for (plugin, fixtures, expected) in REVIEWED {
         let mut args = vec![plugin_file(plugin)];
         args.extend(fixtures.iter().map(|f| repo(f)));
@@ -136,6 +137,7 @@ fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
 /// same report.
 #[test]
 fn the_documented_commands_work_as_written() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let steps = guide_steps("docs/testing-a-plugin.md");
     ensure!(steps.len() == 1, "{steps:?}");
     let project = tempfile::tempdir()?;
@@ -167,6 +169,7 @@ fn the_documented_commands_work_as_written() -> Result<()> {
 
 #[test]
 fn a_changed_expectation_fails_with_a_diff_of_the_changed_lines() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let expected = std::fs::read_to_string(repo("plugins/pod-counter/testdata/expected.yaml"))?;
     let changed = expected.replace("count: \"3\"", "count: \"4\"");
     ensure!(changed != expected, "the expected report has no count 3");
@@ -231,6 +234,7 @@ spec:
 
 #[test]
 fn an_apply_of_a_field_another_manager_set_differently_is_a_conflict_naming_both() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(PINNED)?;
     let out = test_command(&[plugin_file("replica-pinner"), file])?;
     let stdout = text(&out.stdout);
@@ -266,6 +270,7 @@ fn misbehaving(behaviour: &str) -> String {
 
 #[test]
 fn events_about_kinds_not_its_own_are_forbidden_and_floods_are_cut() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("events"))?;
     let out = test_command(&[plugin_file("misbehaving"), file])?;
     let stdout = text(&out.stdout);
@@ -285,6 +290,7 @@ fn events_about_kinds_not_its_own_are_forbidden_and_floods_are_cut() -> Result<(
 
 #[test]
 fn a_trap_fails_the_run_naming_the_plugin_the_step_and_the_key() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("trap"))?;
     let out = test_command(&[plugin_file("misbehaving"), file])?;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -304,6 +310,7 @@ fn a_trap_fails_the_run_naming_the_plugin_the_step_and_the_key() -> Result<()> {
 
 #[test]
 fn a_plugin_whose_writes_keep_waking_it_is_stopped_at_the_bound() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("bump"))?;
     let out = test_command(&[
         plugin_file("misbehaving"),
@@ -325,6 +332,7 @@ fn a_plugin_whose_writes_keep_waking_it_is_stopped_at_the_bound() -> Result<()> 
 
 #[test]
 fn bad_fixtures_and_files_that_are_no_plugin_are_refused_by_name() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture("apiVersion: v1\nkind: Pod\nmetadata: {}\n")?;
     let out = test_command(&[plugin_file("pod-counter"), file.clone()])?;
     let stderr = text(&out.stderr);
@@ -366,6 +374,7 @@ fn many_deployments(count: usize) -> String {
 /// leave component instance").
 #[test]
 fn a_go_plugin_reads_a_list_of_thousands_of_objects() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&many_deployments(3000))?;
     let out = test_command(&[plugin_file("config-reloader"), file])?;
     let stdout = text(&out.stdout);
@@ -396,6 +405,7 @@ fn many_pods(count: usize) -> String {
 /// again, until every Pod has its one Event and its mark.
 #[test]
 fn pod_counter_counts_a_burst_larger_than_a_batch_in_several_reconciles() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&many_pods(120))?;
     let out = test_command(&[plugin_file("pod-counter"), file])?;
     ensure!(out.status.success(), "{}", text(&out.stderr));
@@ -425,6 +435,7 @@ fn pod_counter_counts_a_burst_larger_than_a_batch_in_several_reconciles() -> Res
 #[test]
 fn settings_beside_the_plugin_or_given_decide_what_it_registers_and_bad_ones_are_named()
 -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let plugin = dir.path().join("watch-options.wasm");
     std::fs::copy(plugin_file("watch-options"), &plugin)?;

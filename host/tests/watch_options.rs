@@ -3,7 +3,7 @@
 //! out, holding metadata only, and woken by label changes but not by data changes.
 //! Its informers are shared per namespace and shown with their view in `/metrics`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -90,6 +90,7 @@ async fn settled_reconciles(host: &HostProcess, at_least: f64) -> Result<f64> {
 
 #[tokio::test]
 async fn watches_by_namespaces_field_selector_metadata_only_and_label_changes() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let client = ControlPlane::shared()?.admin_client().await?;
     fresh_namespaces(&client).await?;
     let dir = plugins_dir(&[("watch-options.wasm", plugin_bytes(PLUGIN))])?;

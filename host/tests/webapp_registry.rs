@@ -10,7 +10,7 @@
 //! Each scenario runs its own host, which reconciles every WebApp of the cluster, so
 //! scenarios run one at a time.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -59,6 +59,7 @@ fn host(registry: &str) -> Result<(HostProcess, tempfile::TempDir)> {
 
 #[tokio::test]
 async fn a_secret_backed_webapp_is_recorded_rolled_on_rotation_and_finalized() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-vault").await?;
     let registry = TestNamespace::create("webapp-registry").await?;
@@ -172,6 +173,7 @@ async fn a_secret_backed_webapp_is_recorded_rolled_on_rotation_and_finalized() -
 /// wake the WebApp's key; a spec change does.
 #[tokio::test]
 async fn only_spec_changes_and_deletions_wake_a_webapp() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-quiet").await?;
     let registry = TestNamespace::create("webapp-registry").await?;

@@ -12,6 +12,8 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::jiff::Timestamp;
 use wcm_control_plane::ControlPlane;
 
+pub use wcm_control_plane::poll_until as eventually;
+
 pub mod access;
 pub mod audit;
 pub mod deployed;
@@ -20,6 +22,7 @@ pub mod election;
 pub mod objects;
 pub mod proxy;
 pub mod rbac;
+pub mod turns;
 pub mod webapp;
 
 /// The component of an example (`target/plugins`) or test (`target/test-plugins`) plugin.
@@ -364,24 +367,6 @@ where
         api.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await
-}
-
-/// Polls `probe` every 200 ms until it returns `Some`, or `timeout` passes.
-pub async fn eventually<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return Some(v);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Where the ServiceAccounts of plugins in tests that are not about RBAC live.

@@ -1,0 +1,45 @@
+//! The host's integration tests, as one binary (one link, not one per file): each
+//! file a module, its tests run beside its own only (`support::turns`). Most run
+//! against the real control plane of `make test`; `boundary_fuzz` is a binary of its
+//! own, since it counts every allocation of its process.
+
+mod support;
+
+mod capabilities;
+mod capability_backends;
+mod capability_properties;
+mod churn;
+mod contract_policy;
+mod contract_versions;
+mod deploy;
+mod deployment_reconcile;
+mod guides;
+mod hostile_arguments;
+mod hostile_crash_loop;
+mod hostile_leader;
+mod hostile_plugins;
+mod hostile_registrations;
+mod hot_reload;
+mod identity;
+mod image;
+mod impersonation;
+mod instance_bounds;
+mod instance_reuse;
+mod leader_election;
+mod leader_failover;
+mod loader_fuzz;
+mod newcomer;
+mod other_languages;
+mod owner_mapping;
+mod plugin_copies;
+mod plugin_settings;
+mod pod_counter;
+mod pod_counter_ending_namespace;
+mod probes;
+mod rbac;
+mod read_rights;
+mod restarts;
+mod shared_informers;
+mod testkit;
+mod watch_options;
+mod webapp_registry;
