@@ -16,7 +16,7 @@ impl Manager {
     /// another API error) only update the table.
     pub(super) fn refresh_health(&mut self) {
         let mut over_cache = Vec::new();
-        for (file, running) in &mut self.running {
+        for (file, running) in self.files.all_running_mut() {
             running.controller.refresh_metrics();
             if let Some(cached) = over_its_cache(&self.ctx, &running.controller) {
                 over_cache.push((file.clone(), cached));
@@ -69,7 +69,7 @@ impl Manager {
     /// more than its limit: the informers only it used are released with it, and it
     /// stays stopped (`failed`, saying why) until its file or settings change.
     fn stop_over_cache(&mut self, file: &str, cached: usize) {
-        let Some(running) = self.running.remove(file) else {
+        let Some(running) = self.files.stop(file) else {
             return;
         };
         let plugin = running.controller.registration().name.clone();
@@ -99,11 +99,9 @@ impl Manager {
         if let Some(left) = self.first_scan.filter(|n| *n > 0) {
             return Err(format!("loading {left} plugin file(s) found at start"));
         }
-        let waiting: Vec<&str> = self
-            .running
-            .values()
-            .filter(|r| r.controller.syncing())
-            .map(|r| r.controller.registration().name.as_str())
+        let waiting: Vec<&str> = (self.files.all_running())
+            .filter(|(_, r)| r.controller.syncing())
+            .map(|(_, r)| r.controller.registration().name.as_str())
             .collect();
         match waiting.is_empty() {
             true => Ok(()),

@@ -7,14 +7,14 @@
 //! as soon as it is ready, and a signal or a lost Lease is noticed at once. One file
 //! has at most one load in flight: a newer change of the file replaces it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::kube::access::AccessReviewer;
 use crate::kube::identity::PluginIdentities;
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::JoinSet;
 
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, Health, PluginController, StartError};
@@ -27,11 +27,12 @@ use crate::runtime::{LoadError, Runtime};
 use crate::status::PluginTable;
 use crate::watcher::{DirWatcher, FileChange, WatchError};
 use load::{LoadJob, LoadOutcome};
-use waiting::Waiting;
+use slot::Files;
 
 mod health;
 mod load;
 mod rights;
+mod slot;
 mod start;
 mod wait_for;
 mod waiting;
@@ -86,19 +87,12 @@ pub struct Manager {
     config: ManagerConfig,
     runtime: Arc<Runtime>,
     ctx: ControllerContext,
-    running: BTreeMap<String, Running>,
+    /// Each plugin file: its running version, and what its newest one is doing.
+    files: Files,
     table: PluginTable,
     watcher: DirWatcher,
-    /// Loaded plugins waiting for a kind the API server does not serve yet.
-    waiting: BTreeMap<String, Waiting>,
     /// Load tasks in flight, each returning its file name with the outcome.
     loads: JoinSet<(String, LoadOutcome)>,
-    /// The load in flight per file, to replace it when the file changes again.
-    loading: HashMap<String, AbortHandle>,
-    /// Files whose load in flight is a waiting plugin's retry.
-    retrying: HashSet<String>,
-    /// The last pause of each plugin waiting for rights, doubled at each retry.
-    rights_backoff: HashMap<String, Duration>,
     /// Plugins being stopped (removed or replaced), drained in the background.
     stopping: JoinSet<()>,
     /// Files of the first scan still loading, until none is; if then nothing runs,
@@ -152,14 +146,10 @@ impl Manager {
         let mut manager = Manager {
             runtime: Arc::new(runtime),
             ctx,
-            running: BTreeMap::new(),
+            files: Files::default(),
             table,
             watcher,
-            waiting: BTreeMap::new(),
             loads: JoinSet::new(),
-            loading: HashMap::new(),
-            retrying: HashSet::new(),
-            rights_backoff: HashMap::new(),
             stopping: JoinSet::new(),
             first_scan: Some(files.len()),
             probes,
@@ -175,7 +165,7 @@ impl Manager {
 
     /// Plugin files being loaded now.
     pub fn loading(&self) -> usize {
-        self.loading.len()
+        self.files.loads()
     }
 
     /// Follows the plugins directory, finishes loads and keeps the table current
@@ -195,7 +185,9 @@ impl Manager {
                 },
                 Some(done) = self.loads.join_next_with_id() => self.finish_load(done),
                 Some(_) = self.stopping.join_next() => {}
-                _ = retry.tick(), if !self.waiting.is_empty() => self.retry_waiting(),
+                _ = retry.tick(), if self.files.all_waiting().next().is_some() => {
+                    self.retry_waiting()
+                }
                 Some(concerned) = rights::next_change(&mut self.rbac) => {
                     self.rights_changed(&concerned)
                 }
@@ -212,9 +204,11 @@ impl Manager {
     fn apply(&mut self, change: FileChange) {
         let (FileChange::Changed(path) | FileChange::Removed(path)) = &change;
         let file = file_name(path);
-        self.forget_waiting(&file);
-        self.retrying.remove(&file);
-        if let Some(previous) = self.loading.remove(&file) {
+        let (load, waiting) = self.files.changed(&file);
+        if let Some(waiting) = waiting {
+            self.forget_waiting(&file, &waiting);
+        }
+        if let Some(previous) = load {
             previous.abort();
             tracing::debug!(file, "a newer change replaces the load in flight");
         }
@@ -230,14 +224,14 @@ impl Manager {
         let job = LoadJob {
             path: path.to_path_buf(),
             file: file.clone(),
-            running_hash: self.running.get(&file).map(|r| r.hash.clone()),
+            running_hash: self.files.running(&file).map(|r| r.hash.clone()),
         };
         let (runtime, ctx) = (self.runtime.clone(), self.ctx.clone());
         let task_file = file.clone();
         let handle = self
             .loads
             .spawn(async move { (task_file, load::load(job, runtime, ctx).await) });
-        self.loading.insert(file, handle);
+        self.files.begin_load(&file, handle, false);
     }
 
     /// Takes a finished load task's outcome; an aborted (replaced) one is dropped.
@@ -250,14 +244,13 @@ impl Manager {
             Err(e) if e.is_cancelled() => return,
             Err(e) => return tracing::error!(error = %e, "a plugin load task failed"),
         };
-        if self.loading.get(&file).map(AbortHandle::id) != Some(id) {
+        let Some(retry) = self.files.end_load(&file, id) else {
             return; // replaced by a newer load of the same file
-        }
-        self.loading.remove(&file);
-        if !self.retrying.contains(&file) {
+        };
+        if !retry {
             self.first_scan = self.first_scan.map(|n| n.saturating_sub(1));
         }
-        self.settle(&file, outcome);
+        self.settle(&file, outcome, retry);
         self.warn_if_idle();
     }
 
@@ -267,7 +260,8 @@ impl Manager {
             return;
         }
         self.first_scan = None;
-        if self.running.is_empty() && self.waiting.is_empty() {
+        let idle = self.files.all_running().next().is_none();
+        if idle && self.files.all_waiting().next().is_none() {
             tracing::warn!(dir = %self.config.plugins_dir.display(), "no plugin is running");
         }
     }
@@ -276,7 +270,7 @@ impl Manager {
     /// or are cut at their deadline; informers no one else uses are released.
     fn remove(&mut self, file: &str) {
         self.table.remove(file);
-        let Some(running) = self.running.remove(file) else {
+        let Some(running) = self.files.stop(file) else {
             return;
         };
         let reg = running.controller.registration().clone();
@@ -305,8 +299,7 @@ impl Manager {
 
     /// Names of running plugins by file name.
     pub fn running(&self) -> BTreeMap<String, String> {
-        self.running
-            .iter()
+        (self.files.all_running())
             .map(|(f, r)| (f.clone(), r.controller.registration().name.clone()))
             .collect()
     }
@@ -321,9 +314,7 @@ impl Manager {
     pub async fn shutdown(mut self) {
         self.loads.shutdown().await;
         let grace = self.config.shutdown_grace;
-        let stops = std::mem::take(&mut self.running)
-            .into_values()
-            .map(|r| r.controller.stop(grace));
+        let stops = (self.files.stop_all().into_iter()).map(|r| r.controller.stop(grace));
         futures::future::join_all(stops).await;
         while self.stopping.join_next().await.is_some() {}
     }

@@ -40,15 +40,12 @@ impl Manager {
             Concerned::Everyone => true,
             Concerned::Accounts(names) => names.contains(&accounts.name(plugin)),
         };
-        for running in self.running.values() {
+        for (_, running) in self.files.all_running() {
             if concerns(&running.controller.registration().name) {
                 running.controller.review_soon();
             }
         }
         let waiting = self.waiting_for_rights(&concerns);
-        for file in &waiting {
-            self.rights_backoff.remove(file);
-        }
         if !waiting.is_empty() {
             tracing::debug!(files = ?waiting, "RBAC changed; plugins waiting for a right try again now");
             self.retry_waiting_now(&waiting);

@@ -10,20 +10,21 @@ use crate::runtime::Loaded;
 use crate::status::{Limits, PluginStatus};
 
 impl Manager {
-    /// Applies the outcome of `file`'s load.
-    pub(super) fn settle(&mut self, file: &str, outcome: LoadOutcome) {
+    /// Applies the outcome of `file`'s load; `retry` if it was a waiting plugin's new
+    /// try.
+    pub(super) fn settle(&mut self, file: &str, outcome: LoadOutcome, retry: bool) {
         match outcome {
             LoadOutcome::Unchanged { hash } => {
                 tracing::debug!(file, hash = %short(&hash), "unchanged; nothing to do");
             }
-            LoadOutcome::Ready(ready) => self.start_ready(file, *ready),
+            LoadOutcome::Ready(ready) => self.start_ready(file, *ready, retry),
             LoadOutcome::Waiting(pending) => {
                 let Pending {
                     loaded,
                     registration,
                     why,
                 } = *pending;
-                self.wait_for(file, &loaded, registration, &why)
+                self.wait_for(file, loaded, registration, &why, retry)
             }
             LoadOutcome::Failed { hash, error } => self.failed(file, hash.as_deref(), &error),
         }
@@ -31,7 +32,7 @@ impl Manager {
 
     /// Starts a ready plugin, or upgrades the one its file runs (a file's plugin
     /// keeps its identity, the file's name, so a new version always takes over).
-    fn start_ready(&mut self, file: &str, ready: Ready) {
+    fn start_ready(&mut self, file: &str, ready: Ready, retry: bool) {
         let Ready {
             loaded,
             prepared,
@@ -40,7 +41,7 @@ impl Manager {
         } = ready;
         let registration = prepared.registration().clone();
         let review = prepared.review_took();
-        let previous = match self.running.get_mut(file) {
+        let previous = match self.files.running_mut(file) {
             Some(running) => {
                 let old = running.controller.registration().clone();
                 running.controller.upgrade(loaded.code.clone(), prepared);
@@ -55,7 +56,7 @@ impl Manager {
                     hash: loaded.hash.clone(),
                     health: Health::Running,
                 };
-                self.running.insert(file.to_string(), fresh);
+                self.files.started(file, fresh);
                 None
             }
         };
@@ -75,8 +76,8 @@ impl Manager {
             histogram.observe(took.as_secs_f64());
         }
         let origin = format!("{:?}", loaded.origin).to_lowercase();
-        self.rights_backoff.remove(file);
-        let what = match (previous.is_some(), self.retrying.remove(file)) {
+        self.files.settled(file);
+        let what = match (previous.is_some(), retry) {
             (true, _) => "plugin upgraded",
             (false, true) => "plugin loaded: what it waited for (a kind, a right) is there now",
             (false, false) => "plugin loaded",
@@ -92,7 +93,7 @@ impl Manager {
 
     /// Writes the running row of `file`, with its limits, and its state metric.
     pub(super) fn show_running(&self, file: &str, loaded: &Loaded) {
-        let Some(running) = self.running.get(file) else {
+        let Some(running) = self.files.running(file) else {
             return;
         };
         let controller = &running.controller;
@@ -116,7 +117,7 @@ impl Manager {
     /// refused upgrade; otherwise the file is marked failed.
     pub(super) fn failed(&self, file: &str, hash: Option<&str>, error: &PluginError) {
         let hash = hash.map_or("-", short);
-        if let Some(running) = self.running.get(file) {
+        if let Some(running) = self.files.running(file) {
             let reg = running.controller.registration();
             tracing::error!(file, hash, %error, running = %format!("{} {}", reg.name, reg.version),
                 running_hash = %short(&running.hash),

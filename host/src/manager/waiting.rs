@@ -13,30 +13,23 @@ use crate::contract::Registration;
 use crate::runtime::Loaded;
 use crate::status::{PluginStatus, Rights, State};
 
+use super::slot::Waiting;
 use super::wait_for::WaitFor;
 use super::{Manager, load};
 
-/// A registered plugin whose start waits, and when it tries again.
-pub(super) struct Waiting {
-    loaded: Loaded,
-    registration: Registration,
-    not_before: Instant,
-    /// It waits for a right (or a review of its rights), not for a kind.
-    for_rights: bool,
-}
-
 impl Manager {
-    /// Keeps `file`'s loaded plugin until what it waits for is there.
+    /// Keeps `file`'s loaded plugin until what it waits for is there; `again` if
+    /// this was a retry of a plugin that waited already.
     pub(super) fn wait_for(
         &mut self,
         file: &str,
-        loaded: &Loaded,
+        loaded: Loaded,
         registration: Registration,
         why: &WaitFor,
+        again: bool,
     ) {
         let (state, reason) = why.row();
         let plugin = registration.name.clone();
-        let again = self.retrying.remove(file);
         let shown = self.table.reason_of(file);
         if again && shown.as_deref() == Some(reason.as_str()) {
             tracing::debug!(file, plugin, reason, "still waiting");
@@ -45,7 +38,8 @@ impl Manager {
                 "{}; it starts by itself once this is resolved", why.summary());
         }
         let pause = self.pause_before_retry(file, why);
-        if self.running.contains_key(file) {
+        let upgrade = self.files.running(file).is_some();
+        if upgrade {
             // An upgrade waiting for rights: the running version's row stays.
             let upgrade = format!("upgrade to {} waits: {reason}", registration.version);
             self.table.set_reason(file, Some(upgrade));
@@ -54,7 +48,7 @@ impl Manager {
                 .with_registered_as(registration.registered_as.as_deref());
             self.table.set(row);
         }
-        if let (WaitFor::Rights(e), false) = (why, self.running.contains_key(file)) {
+        if let (WaitFor::Rights(e), false) = (why, upgrade) {
             let rights = Rights::of(e.user.clone(), &e.review);
             self.table.set_rights(file, Some(rights));
             self.ctx
@@ -65,12 +59,12 @@ impl Manager {
             missing.set(e.review.denied.len() as i64);
         }
         let waiting = Waiting {
-            loaded: loaded.clone(),
+            loaded,
             registration,
             not_before: Instant::now() + pause,
             for_rights: !matches!(why, WaitFor::Kind(_)),
         };
-        self.waiting.insert(file.to_string(), waiting);
+        self.files.wait(file, waiting);
     }
 
     /// The pause before `file`'s next try: the retry interval for a missing kind;
@@ -81,34 +75,24 @@ impl Manager {
             return first;
         }
         let longest = self.config.access_review_interval.max(first);
-        let pause = match self.rights_backoff.get(file) {
-            Some(last) => last.saturating_mul(2).min(longest),
-            None => first,
-        };
-        self.rights_backoff.insert(file.to_string(), pause);
-        pause
+        self.files.rights_pause(file, first, longest)
     }
 
     /// Tries again to start every waiting plugin whose pause is over, each in a task
     /// of its own; those that still cannot start come back waiting.
     pub(super) fn retry_waiting(&mut self) {
-        let now = Instant::now();
-        let due: Vec<String> = (self.waiting.iter())
-            .filter(|(_, w)| w.not_before <= now)
-            .map(|(file, _)| file.clone())
-            .collect();
-        for file in due {
+        for file in self.files.due(Instant::now()) {
             let Some(Waiting {
                 loaded,
                 registration,
                 ..
-            }) = self.waiting.remove(&file)
+            }) = self.files.take_waiting(&file)
             else {
                 continue;
             };
             let ctx = self.ctx.clone();
             let task_file = file.clone();
-            let replaces = self.running.contains_key(&file);
+            let replaces = self.files.running(&file).is_some();
             let handle = self.loads.spawn(async move {
                 let began = std::time::Instant::now();
                 let outcome =
@@ -116,14 +100,13 @@ impl Manager {
                         .await;
                 (task_file, outcome)
             });
-            self.retrying.insert(file.clone());
-            self.loading.insert(file, handle);
+            self.files.begin_load(&file, handle, true);
         }
     }
 
     /// Files of plugins waiting for a right whose plugin `concerns` names.
     pub(super) fn waiting_for_rights(&self, concerns: &dyn Fn(&str) -> bool) -> Vec<String> {
-        (self.waiting.iter())
+        (self.files.all_waiting())
             .filter(|(_, w)| w.for_rights && concerns(&w.registration.name))
             .map(|(file, _)| file.clone())
             .collect()
@@ -133,22 +116,16 @@ impl Manager {
     pub(super) fn retry_waiting_now(&mut self, files: &[String]) {
         let at = Instant::now();
         for file in files {
-            if let Some(waiting) = self.waiting.get_mut(file) {
-                waiting.not_before = at;
-            }
+            self.files.hurry(file, at);
         }
         self.retry_waiting();
     }
 
     /// Forgets `file`'s waiting plugin (the file changed or went): its series go
     /// unless the file's running version has the same name.
-    pub(super) fn forget_waiting(&mut self, file: &str) {
-        self.rights_backoff.remove(file);
-        let Some(waiting) = self.waiting.remove(file) else {
-            return;
-        };
+    pub(super) fn forget_waiting(&mut self, file: &str, waiting: &Waiting) {
         let name = &waiting.registration.name;
-        let running = self.running.get(file);
+        let running = self.files.running(file);
         if running.is_none_or(|r| &r.controller.registration().name != name) {
             self.ctx.metrics.forget_plugin(name);
         }
