@@ -13,6 +13,7 @@ pub mod componentize;
 pub mod config;
 pub mod contract;
 pub mod controller;
+pub mod daemon;
 pub mod host_state;
 pub mod keys;
 pub mod kube;

@@ -2,23 +2,16 @@
 
 mod cli;
 
-use std::sync::Arc;
-
 use anyhow::Context;
 use clap::Parser;
 use cli::{Cli, Command, LogFormat, RbacArgs, RunArgs};
 use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
-use wcm_host::kube::identity::{ClientFactory, PluginIdentities, ServiceAccounts};
+use wcm_host::daemon::{self, DaemonConfig};
+use wcm_host::kube::identity::ServiceAccounts;
 use wcm_host::kube::names::is_dns_subdomain;
-use wcm_host::leader::{Campaign, Elector, LeaderGate, Lost};
-use wcm_host::manager::Manager;
-use wcm_host::metrics::Metrics;
-use wcm_host::metrics::rest::CountRequests;
-use wcm_host::probes::Probes;
 use wcm_host::queue::Backoff;
-use wcm_host::status::PluginTable;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -26,7 +19,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run(*args).await,
+            Command::Run(args) => run(args).await,
             Command::Plugins(args) => list_plugins(&args.address).await,
             Command::Rbac(args) => print_rbac(args).await,
             Command::Componentize(args) => componentize(&args),
@@ -54,102 +47,23 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-/// Why `run` ended.
-enum Stop {
-    /// SIGTERM or Ctrl-C.
-    Signal,
-    /// This replica lost the Lease.
-    Lost(Lost),
-}
-
-async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// `run`: the daemon, until a signal or a lost Lease (then non-zero, to restart).
+async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
     let identity = identity();
-    let (config, in_cluster) = kube_config(&identity).await?;
-    let metrics = Arc::new(Metrics::new());
-    let client = counted_client(config.clone(), &metrics)?;
-    let election = args
-        .election
+    let (kube, in_cluster) = kube_config(&identity).await?;
+    let election = (args.election)
         .config(&identity, in_cluster)
         .context("invalid leader election settings")?;
-    let table = PluginTable::default();
-    let probes = Probes::default();
-    let _server = match args.metrics_bind_address.0 {
-        Some(addr) => Some(wcm_host::server::serve(
-            addr,
-            metrics.clone(),
-            table.clone(),
-            probes.clone(),
-        )?),
-        None => None,
+    let config = DaemonConfig {
+        election,
+        http: args.metrics_bind_address.0,
+        plugin_accounts: plugin_accounts(&args.identity)?,
+        kube,
+        manager: manager_config(*args, &identity)?,
+        identity,
     };
-    let lease_duration = election.as_ref().map(|e| e.lease_duration);
-    let mut campaign = election.map(|election| {
-        tracing::info!(identity, lease = %format!("{}/{}", election.lease_namespace, election.lease_name),
-            lease_duration = ?election.lease_duration, renew_deadline = ?election.renew_deadline,
-            retry_period = ?election.retry_period, "leader election on; campaigning");
-        // The election builds its own client on its own thread: plugin traffic on
-        // the shared client cannot queue ahead of a renewal.
-        let (config, lease, counted) = (config.clone(), election.clone(), metrics.clone());
-        let elector = move || {
-            let client = counted_client(config, &counted).map_err(|e| e.to_string())?;
-            Ok(Elector::new(client, lease))
-        };
-        Campaign::start(elector, election, metrics.clone())
-    });
-    if let (Some(campaign), Some(lease)) = (&campaign, lease_duration) {
-        probes.watch_renewals(
-            campaign.last_renewal.clone(),
-            campaign.leading.clone(),
-            lease,
-        );
-    }
-    let gate = match &campaign {
-        Some(campaign) => LeaderGate::following(campaign.leading.clone()),
-        None => {
-            tracing::info!(identity, "leader election off; this replica reconciles");
-            LeaderGate::always_open()
-        }
-    };
-    let identities = plugin_identities(&args.identity, config, client, &metrics)?;
-    let settings = manager_config(args, &identity)?;
-    let manager = Manager::start(settings, identities, metrics, table, gate, probes).await?;
-    tracing::info!(
-        loading = manager.loading(),
-        "manager started; loading plugins and watching the plugins directory"
-    );
-    let stop = manager
-        .run(async {
-            match campaign.as_mut() {
-                Some(campaign) => tokio::select! {
-                    () = shutdown => Stop::Signal,
-                    lost = campaign.lost() => Stop::Lost(lost),
-                },
-                None => {
-                    shutdown.await;
-                    Stop::Signal
-                }
-            }
-        })
-        .await;
-    finish(stop, campaign).await
-}
-
-/// After the plugins stopped: hand the Lease back on a signal; on a lost Lease, exit
-/// non-zero so the pod restarts with fresh state (see docs/architecture.md).
-async fn finish(stop: Option<Stop>, campaign: Option<Campaign>) -> anyhow::Result<()> {
-    match stop {
-        Some(Stop::Lost(lost)) => {
-            anyhow::bail!("leadership lost ({lost}); stopped reconciling, exiting to restart")
-        }
-        Some(Stop::Signal) | None => {
-            if let Some(campaign) = campaign {
-                campaign.stop().await;
-            }
-            tracing::info!("stopped");
-            Ok(())
-        }
-    }
+    Ok(daemon::run(config, shutdown).await?)
 }
 
 /// Client configuration whose requests carry this replica's identity in their
@@ -180,20 +94,10 @@ async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
     Ok((config, in_cluster))
 }
 
-/// A client per plugin acting as its ServiceAccount, or with
-/// `--impersonate-plugins=false`, the host's client for every plugin.
-fn plugin_identities(
-    args: &cli::IdentityArgs,
-    config: kube::Config,
-    client: kube::Client,
-    metrics: &Arc<Metrics>,
-) -> anyhow::Result<PluginIdentities> {
+/// The ServiceAccounts plugins act as, or none with `--impersonate-plugins=false`.
+fn plugin_accounts(args: &cli::IdentityArgs) -> anyhow::Result<Option<ServiceAccounts>> {
     if !args.impersonate_plugins {
-        tracing::warn!(
-            "--impersonate-plugins=false: plugins act with the host's identity and share \
-            its rights; RBAC cannot tell them apart or limit them"
-        );
-        return Ok(PluginIdentities::shared(client));
+        return Ok(None);
     }
     let accounts = ServiceAccounts::new(
         &args.plugin_service_account_namespace,
@@ -201,26 +105,7 @@ fn plugin_identities(
     )
     .map_err(anyhow::Error::msg)
     .context("--plugin-service-account-namespace / --plugin-service-account-prefix")?;
-    tracing::info!(user = %accounts.user("<plugin>"), "plugins act as their own ServiceAccounts");
-    let metrics = metrics.clone();
-    let build: ClientFactory =
-        Arc::new(move |config| counted_client(config, &metrics).map_err(|e| format!("{e:#}")));
-    Ok(PluginIdentities::impersonating(
-        client, config, accounts, build,
-    ))
-}
-
-/// A client whose requests are counted in `rest_client_requests_total`, as client-go's.
-fn counted_client(config: kube::Config, metrics: &Metrics) -> anyhow::Result<kube::Client> {
-    let host = config
-        .cluster_url
-        .authority()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let layer = CountRequests::new(metrics.standard.rest_requests.clone(), &host);
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&layer)
-        .build())
+    Ok(Some(accounts))
 }
 
 fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig> {
