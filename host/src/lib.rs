@@ -18,6 +18,7 @@ pub mod host_state;
 pub mod keys;
 pub mod kube;
 pub mod leader;
+pub mod loading;
 pub mod logs;
 pub mod manager;
 pub mod metrics;

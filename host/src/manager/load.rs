@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use super::wait_for::WaitFor;
 use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
+use crate::loading::{ReadError, SettingsFrom, Version};
 use crate::plugin::file as plugin_file;
-use crate::runtime::settings::{self, Settings};
-use crate::runtime::{LoadError, Loaded, PluginFile, Runtime};
+use crate::runtime::{LoadError, Loaded, Runtime};
 
 use super::PluginError;
 
@@ -73,31 +73,22 @@ pub(super) async fn load(
         Err(e) => return failed(None, LoadError::Read(e).into()),
     };
     let max_bytes = runtime.limits().max_plugin_file_bytes;
-    let read = match PluginFile::read(&job.path, max_bytes).await {
-        Ok(read) => read,
-        Err(e) => return failed(None, e.into()),
+    let version = match Version::read(&job.path, max_bytes, SettingsFrom::Beside).await {
+        Ok(version) => version,
+        Err(ReadError::File(e)) => return failed(None, e.into()),
+        Err(ReadError::Settings { file_hash, cause }) => {
+            return failed(Some(file_hash), cause.into());
+        }
     };
-    let settings = match settings::read_beside(&job.path).await {
-        Ok(settings) => settings,
-        Err(e) => return failed(Some(read.hash), e.into()),
-    };
-    let hash = version_hash(&read.hash, settings.as_ref());
+    let hash = version.hash.clone();
     if job.running_hash.as_deref() == Some(hash.as_str()) {
         return LoadOutcome::Unchanged { hash };
     }
-    let mut loaded = match runtime.prepare(read).await {
-        Ok(loaded) => loaded,
+    let (loaded, registration, register) = match version.register(&runtime, &job.file).await {
+        // The operator's name for the plugin, whatever it registered as.
+        Ok((loaded, registration, took)) => (loaded, registration.under(&identity), took),
         Err(e) => return failed(Some(hash), e.into()),
     };
-    loaded.hash = hash.clone();
-    loaded.code = loaded.code.with_settings(settings.map(|s| s.json));
-    let registering = Instant::now();
-    let registration = match loaded.code.register(&job.file).await {
-        // The operator's name for the plugin, whatever it registered as.
-        Ok(r) => r.under(&identity),
-        Err(e) => return failed(Some(hash), LoadError::Register(e).into()),
-    };
-    let register = registering.elapsed();
     note_if_renamed(&job.file, &registration);
     let replaces = job.running_hash.is_some();
     prepare(loaded, registration, &ctx, replaces, register, began).await
@@ -136,15 +127,6 @@ pub(super) async fn prepare(
         registration,
         why,
     }))
-}
-
-/// A version's identity: the file's hash, and with settings `+` and theirs, so a
-/// change of either is a new version.
-fn version_hash(file: &str, settings: Option<&Settings>) -> String {
-    match settings {
-        None => file.to_string(),
-        Some(s) => format!("{file}+{}", &s.hash[..s.hash.len().min(12)]),
-    }
 }
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {

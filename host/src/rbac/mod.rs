@@ -8,7 +8,7 @@ mod rights;
 
 pub use crate::kube::identity::PLUGIN_LABEL;
 pub use kinds::{RbacKind, rbac_kind};
-pub use load::{RegistrationError, load_registered, load_registered_with, registrations};
+pub use load::registrations;
 pub use render::{Naming, PodSecurity, render};
 pub use rights::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
 

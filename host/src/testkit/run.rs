@@ -14,8 +14,8 @@ use crate::capabilities::ClusterAccess;
 use crate::config::Limits;
 use crate::contract::{Action, Registration};
 use crate::keys::ReconcileKey;
+use crate::loading::{RegistrationError, load_registered, load_registered_with};
 use crate::metrics::plugin::PluginMetrics;
-use crate::rbac::{RegistrationError, load_registered, load_registered_with};
 use crate::runtime::settings;
 use crate::runtime::{CallError, PluginCode, Runtime, chain};
 
