@@ -21,12 +21,13 @@ use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::TestNamespace;
 use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{ClusterAccess, Granted, Target};
+use wcm_host::capabilities::{ClusterAccess, Target};
 use wcm_host::config::Limits;
 use wcm_host::keys::ReconcileKey;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
 use wcm_host::queue::{Backoff, WorkQueue};
+use wcm_host::rights::Granted;
 use wcm_host::runtime::{PluginCode, ReusePolicy, ReusedInstance, Runtime};
 
 const ITERATIONS: usize = 3000;

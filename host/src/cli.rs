@@ -10,7 +10,7 @@ use wcm_host::budget::{
     WatchBudget,
 };
 use wcm_host::leader::{ConfigError, ElectionConfig};
-use wcm_host::rbac::PodSecurity;
+use wcm_host::rights::PodSecurity;
 
 /// Command-line interface of the daemon.
 #[derive(Debug, Parser)]

@@ -27,7 +27,7 @@ pub mod plugin_images;
 pub mod probes;
 pub mod queue;
 pub mod rate;
-pub mod rbac;
+pub mod rights;
 pub mod runtime;
 pub mod scaffold;
 pub mod server;

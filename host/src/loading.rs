@@ -3,7 +3,7 @@
 //! bytes' hash, and the settings'), then its code compiled or taken from the compile
 //! cache, pre-linked, and asked for its registration. Checking the registration is
 //! the caller's next step, against the plugin's own budget in the manager and the
-//! defaults offline ([`load_registered_with`]); so is its identity, the file's name
+//! defaults offline ([`load_registered_with`], [`registrations`] for `rbac`); so is its identity, the file's name
 //! ([`plugin_file::identity`]), which the test kit does not need (it runs whatever
 //! file cargo built).
 
@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::Budget;
+use crate::config::Limits;
 use crate::contract::Registration;
-#[cfg(doc)]
 use crate::plugin::file as plugin_file;
 use crate::plugin::{InvalidRegistration, validate};
 use crate::runtime::settings::{self, Settings, SettingsError};
-use crate::runtime::{CallError, LoadError, Loaded, PluginCode, PluginFile, Runtime};
+use crate::runtime::{CallError, LoadError, Loaded, PluginCode, PluginFile, Runtime, chain};
+use crate::watcher::plugin_files;
 
 /// Where a plugin's settings come from.
 #[derive(Debug)]
@@ -177,4 +178,44 @@ async fn load_registered_from(
         return Err(RegistrationError::Invalid { path: at(), cause });
     }
     Ok((loaded.code, registration))
+}
+
+/// The registration of every plugin in `paths` (files, or directories of plugins),
+/// in the order given (a directory's files sorted), each under its identity — its
+/// file's name, as the host runs it. Compiled code is kept in and taken from
+/// `compile_cache`, as the host does.
+pub async fn registrations(
+    paths: &[PathBuf],
+    compile_cache: Option<&Path>,
+) -> Result<Vec<(PathBuf, Registration)>, RegistrationError> {
+    let runtime = Runtime::new(Limits::default(), compile_cache)
+        .map_err(|e| RegistrationError::Runtime(chain(&e)))?;
+    let runtime = Arc::new(runtime);
+    let mut found = Vec::new();
+    for path in expand(paths)? {
+        let identity = plugin_file::identity(&path).map_err(|e| RegistrationError::Load {
+            path: path.clone(),
+            cause: LoadError::Read(e),
+        })?;
+        let (_, registration) = load_registered(&runtime, &path).await?;
+        found.push((path, registration.under(&identity)));
+    }
+    Ok(found)
+}
+
+/// Files as given; directories replaced by their plugin files, sorted.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RegistrationError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let found = plugin_files(path).map_err(|cause| RegistrationError::Directory {
+            path: path.clone(),
+            cause,
+        })?;
+        files.extend(found);
+    }
+    Ok(files)
 }

@@ -9,9 +9,9 @@ use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
 use wcm_host::daemon::{self, DaemonConfig};
-use wcm_host::kube::identity::ServiceAccounts;
 use wcm_host::kube::names::is_dns_subdomain;
 use wcm_host::queue::Backoff;
+use wcm_host::rights::identity::ServiceAccounts;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -278,7 +278,8 @@ fn identity() -> String {
 
 /// `rbac`: the rights of every plugin in `args.paths` and of the host, as YAML.
 async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
-    use wcm_host::rbac::{Naming, plugin_rights, registrations, render};
+    use wcm_host::loading::registrations;
+    use wcm_host::rights::{Naming, plugin_rights, render};
     anyhow::ensure!(
         is_dns_subdomain(&args.host_service_account),
         "--host-service-account {:?} is not a valid name",

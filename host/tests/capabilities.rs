@@ -23,10 +23,11 @@ use wcm_host::bindings::v0_3::wcm::controller::types::{
     Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
 };
 use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{ClusterAccess, Granted};
+use wcm_host::capabilities::ClusterAccess;
 use wcm_host::contract::Verb;
 use wcm_host::kube::informer::InformerRegistry;
 use wcm_host::leader::LeaderGate;
+use wcm_host::rights::Granted;
 use wcm_host::runtime::HostState;
 
 const PLUGIN: &str = "capability-test";

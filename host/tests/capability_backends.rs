@@ -24,10 +24,11 @@ use wcm_host::bindings::v0_3::wcm::controller::types::{
     Error as WitError, EventType, Gvk, ObjectRef,
 };
 use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{ClusterAccess, Declared, Granted};
+use wcm_host::capabilities::{ClusterAccess, Declared};
 use wcm_host::contract::Verb;
 use wcm_host::kube::informer::{InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
+use wcm_host::rights::Granted;
 use wcm_host::runtime::HostState;
 use wcm_host::testkit::offline_access;
 

@@ -15,7 +15,6 @@ mod backend;
 pub mod bounds;
 mod declared;
 mod error;
-mod granted;
 mod head;
 mod live;
 mod object_writes;
@@ -28,7 +27,6 @@ pub use backend::{Backend, Regarding, Request, Write};
 pub use declared::{Declared, grants, list_call, list_selector, list_what};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
-pub use granted::{Granted, Review};
 pub use live::LiveCluster;
 pub use op::Op;
 pub use target::{Target, check_kind, check_namespace};
@@ -39,6 +37,7 @@ use std::time::Duration;
 use crate::budget::PluginBudget;
 use crate::leader::LeaderGate;
 use crate::metrics::plugin::PluginMetrics;
+use crate::rights::Granted;
 
 /// The cluster as one plugin sees it: what it declared, what RBAC grants it, whether
 /// this replica leads, and the backend its calls reach.

@@ -14,9 +14,9 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
-use crate::capabilities::Granted;
-use crate::kube::access::Rule;
 use crate::kube::informer::Informer;
+use crate::rights::Granted;
+use crate::rights::access::Rule;
 
 /// Traps or timeouts in a row after which a plugin is crash-looping.
 pub const CRASH_LOOP_AFTER: u32 = 5;

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use kube::core::GroupVersionKind;
 
-use crate::capabilities::{Granted, Review};
 use crate::contract::Registration;
 use crate::keys::from_wit_gvk;
-use crate::kube::access::{AccessReviewer, ReviewError, Rule};
 use crate::kube::discovery::{DiscoveryError, KindResolver, ResolvedKind};
-use crate::rbac::{RbacKind, plugin_rights_with, rbac_kind};
+use crate::rights::access::{AccessReviewer, ReviewError, Rule};
+use crate::rights::{Granted, Review};
+use crate::rights::{RbacKind, plugin_rights_with, rbac_kind};
 
 /// The rules a registration implies.
 #[derive(Debug)]

@@ -9,7 +9,6 @@ use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 
 use super::StartError;
-use crate::capabilities::Granted;
 use crate::contract::{KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
@@ -17,6 +16,7 @@ use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
 use crate::kube::{field_selector, predicates, selector};
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::WorkQueue;
+use crate::rights::Granted;
 
 /// One informer of a watch and what its changes become.
 #[derive(Clone)]

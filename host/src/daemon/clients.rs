@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::kube::identity::{ClientFactory, PluginIdentities, ServiceAccounts};
 use crate::metrics::Metrics;
 use crate::metrics::rest::CountRequests;
+use crate::rights::identity::{ClientFactory, PluginIdentities, ServiceAccounts};
 
 /// A client whose requests are counted in `rest_client_requests_total`, as client-go's.
 pub fn counted_client(

@@ -21,11 +21,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::config::ManagerConfig;
-use crate::kube::identity::ServiceAccounts;
 use crate::leader::{ElectionConfig, Lost};
 use crate::manager::{Manager, ManagerError};
 use crate::metrics::Metrics;
 use crate::probes::Probes;
+use crate::rights::identity::ServiceAccounts;
 use crate::server::ServerError;
 use crate::status::PluginTable;
 use election::Election;

@@ -1,7 +1,6 @@
 //! Everything the host does with the Kubernetes API: discovery, informers and their
 //! cache, label rules and selectors, writes and Events.
 
-pub mod access;
 pub mod cache;
 pub mod discovery;
 pub mod event_filter;
@@ -9,12 +8,10 @@ pub mod event_series;
 pub mod events;
 pub mod field_selector;
 pub mod finalizers;
-pub mod identity;
 pub mod informer;
 pub mod labels;
 pub mod names;
 pub mod object_writes;
 pub mod predicates;
-pub mod rbac_changes;
 pub mod selector;
 pub mod writes;

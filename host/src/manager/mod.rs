@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kube::access::AccessReviewer;
-use crate::kube::identity::PluginIdentities;
+use crate::rights::access::AccessReviewer;
+use crate::rights::identity::PluginIdentities;
 use tokio::task::JoinSet;
 
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, Health, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
-use crate::kube::rbac_changes::RbacChanges;
 use crate::leader::LeaderGate;
 use crate::metrics::Metrics;
 use crate::probes::Probes;
+use crate::rights::changes::RbacChanges;
 use crate::runtime::{LoadError, Runtime};
 use crate::status::PluginTable;
 use crate::watcher::{DirWatcher, FileChange, WatchError};

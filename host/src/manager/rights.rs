@@ -6,7 +6,7 @@
 
 use super::Manager;
 use crate::controller::ControllerContext;
-use crate::kube::rbac_changes::{Concerned, RbacChanges};
+use crate::rights::changes::{Concerned, RbacChanges};
 
 /// Watches RBAC for `ctx`'s plugins when their rights are reviewed; without the rights
 /// to, says so once and relies on the review interval.

@@ -3,8 +3,8 @@
 //! that could not be made.
 
 use crate::controller::ForbiddenError;
-use crate::kube::access::ReviewError;
 use crate::kube::discovery::DiscoveryError;
+use crate::rights::access::ReviewError;
 use crate::status::State;
 
 /// What a registered plugin waits for.

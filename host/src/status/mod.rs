@@ -196,7 +196,7 @@ impl PluginStatus {
 
 impl Rights {
     /// The row of `user`'s last review.
-    pub fn of(user: String, review: &crate::capabilities::Review) -> Rights {
+    pub fn of(user: String, review: &crate::rights::Review) -> Rights {
         Rights {
             user,
             declared: review.declared,

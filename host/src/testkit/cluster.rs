@@ -12,12 +12,13 @@ use super::fixtures::{self, FixtureError, Scopes};
 use super::memory::{MemoryCluster, Watch};
 use super::store::Store;
 use crate::budget::{Budget, PluginBudget};
-use crate::capabilities::{ClusterAccess, Declared, Granted, grants};
+use crate::capabilities::{ClusterAccess, Declared, grants};
 use crate::contract::{KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, from_wit_gvk};
 use crate::leader::LeaderGate;
 use crate::metrics::Metrics;
 use crate::metrics::plugin::PluginMetrics;
+use crate::rights::Granted;
 
 /// The fixtures of a run (files or directories) and those of them to leave out.
 pub(super) type Fixtures<'a> = (&'a [PathBuf], &'a [PathBuf]);

@@ -15,13 +15,14 @@ use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector};
 
 use self::listing::Listing;
-use super::{Backend, CapabilityError, ClusterAccess, Declared, Granted, Op, Target};
+use super::{Backend, CapabilityError, ClusterAccess, Declared, Op, Target};
 use crate::budget::PluginBudget;
 use crate::contract::Verb;
 use crate::kube::discovery::ResolvedKind;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
 use crate::leader::LeaderGate;
+use crate::rights::Granted;
 
 /// One plugin's side of the live cluster.
 pub struct LiveCluster {

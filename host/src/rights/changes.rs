@@ -18,10 +18,10 @@ use kube::core::GroupVersionKind;
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use super::cache::{CachedObject, Change};
-use super::discovery::DiscoveryError;
 use super::identity::{PLUGIN_LABEL, ServiceAccounts};
-use super::informer::{Informer, InformerRegistry, WatchScope};
+use crate::kube::cache::{CachedObject, Change};
+use crate::kube::discovery::DiscoveryError;
+use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
 
 /// Whose rights a change of RBAC may have changed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::contract::{Gvk, KeyMapping, Permission, Registration, Watch};
-use crate::kube::identity::ServiceAccounts;
+use crate::rights::identity::ServiceAccounts;
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
     Gvk {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use super::names::{is_dns_label, is_dns_subdomain};
+use crate::kube::names::{is_dns_label, is_dns_subdomain};
 
 /// Builds a client from a configuration (the host adds its request metrics layer).
 pub type ClientFactory = Arc<dyn Fn(kube::Config) -> Result<Client, String> + Send + Sync>;

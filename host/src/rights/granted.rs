@@ -8,7 +8,7 @@ use std::sync::RwLock;
 
 use tokio::sync::Notify;
 
-use crate::kube::access::Rule;
+use super::access::Rule;
 
 /// The last review's findings for one version of a plugin.
 #[derive(Debug, Default)]
@@ -96,7 +96,7 @@ impl Granted {
     }
 
     /// Every declared rule the last review found denied (reads and writes).
-    pub fn denied_rules(&self) -> Vec<crate::kube::access::Rule> {
+    pub fn denied_rules(&self) -> Vec<crate::rights::access::Rule> {
         self.review().map(|r| r.denied).unwrap_or_default()
     }
 

@@ -1,16 +1,25 @@
-//! Least-privilege RBAC for plugins, derived from their registrations: what
-//! `wasm-controller-manager rbac` prints for an operator to review and apply.
+//! A plugin's rights, in one place: whom it acts as (`identity`: its ServiceAccount,
+//! by impersonation), what its registration needs (`needed`, by RBAC kind in
+//! `kinds`) and how that is rendered as least-privilege RBAC for an operator to
+//! review and apply (`render`, what `wasm-controller-manager rbac` prints), what RBAC
+//! grants it, asked with SubjectAccessReviews (`access`), what the host enforces
+//! from the last review (`granted`), and the changes of RBAC that call for a review
+//! at once (`changes`). The review loop of a running plugin is the controller's; the
+//! retries of a plugin waiting for a right are the manager's.
 
+pub mod access;
+pub mod changes;
+mod granted;
+pub mod identity;
 mod kinds;
-mod load;
+mod needed;
 mod render;
-mod rights;
 
-pub use crate::kube::identity::PLUGIN_LABEL;
+pub use granted::{Granted, Review};
+pub use identity::PLUGIN_LABEL;
 pub use kinds::{RbacKind, rbac_kind};
-pub use load::registrations;
+pub use needed::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
 pub use render::{Naming, PodSecurity, render};
-pub use rights::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
 
 /// The host's own rights, the same whatever plugins it runs: create
 /// SubjectAccessReviews (of its plugins' rights), list and watch RBAC itself (a change
@@ -45,7 +54,7 @@ pub fn host_rights_for(plugin: &PluginRights, naming: &Naming) -> Rights {
         let entry = rights.entry(target.clone()).or_default();
         entry.extend(["list", "watch"]);
     }
-    rights::drop_subsumed(&mut rights);
+    needed::drop_subsumed(&mut rights);
     let account = Target {
         names: vec![naming.accounts.name(&plugin.plugin)],
         ..Target::new(

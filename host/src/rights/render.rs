@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use super::rights::{PluginRights, Rights, Target};
+use super::identity::{PLUGIN_LABEL, ServiceAccounts};
+use super::needed::{PluginRights, Rights, Target};
 use super::{host_rights, host_rights_for};
-use crate::kube::identity::{PLUGIN_LABEL, ServiceAccounts};
 
 /// A Pod Security Standard level: the label `pod-security.kubernetes.io/enforce` on the
 /// namespace. Written on the Namespace itself (not added by `deploy/`), so applying one
