@@ -60,16 +60,21 @@ impl Error {
 }
 
 impl std::fmt::Display for ErrorCode {
+    /// As the contract spells it (`not-found`), in the host's words.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ErrorCode::NotFound => "not-found",
-            ErrorCode::AlreadyExists => "already-exists",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::Invalid => "invalid",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Other => "other",
-        })
+        use wcm_contract_words::ErrorCode as Word;
+        f.write_str(
+            match self {
+                ErrorCode::NotFound => Word::NotFound,
+                ErrorCode::AlreadyExists => Word::AlreadyExists,
+                ErrorCode::Conflict => Word::Conflict,
+                ErrorCode::Forbidden => Word::Forbidden,
+                ErrorCode::Invalid => Word::Invalid,
+                ErrorCode::Unavailable => Word::Unavailable,
+                ErrorCode::Other => Word::Other,
+            }
+            .as_str(),
+        )
     }
 }
 

@@ -139,78 +139,9 @@ impl Watch {
     }
 }
 
-/// What must hold between an object before and after an update for the update to
-/// queue its key; the contract spells predicates as strings, this names the ones the
-/// host knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Predicate {
-    /// `metadata.generation` changed: the spec, not the status (kinds without a
-    /// generation, such as ConfigMap, then queue on no update at all).
-    GenerationChanged,
-    /// The labels changed.
-    LabelsChanged,
-    /// The annotations changed.
-    AnnotationsChanged,
-    /// The finalizers changed.
-    FinalizersChanged,
-    /// The deletion timestamp was set.
-    DeletionStarted,
-}
-
-impl Predicate {
-    /// The predicate as the contract spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Predicate::GenerationChanged => "generation-changed",
-            Predicate::LabelsChanged => "labels-changed",
-            Predicate::AnnotationsChanged => "annotations-changed",
-            Predicate::FinalizersChanged => "finalizers-changed",
-            Predicate::DeletionStarted => "deletion-started",
-        }
-    }
-}
-
-/// What a plugin may do with a kind beyond reading what it watches; the contract
-/// spells verbs as strings (`patch/status`), this names the ones the host knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verb {
-    /// Read one object (`get`).
-    Get,
-    /// List objects (`list`).
-    List,
-    /// Change labels, finalizers, or anything by a patch (`patch-labels`,
-    /// `patch-finalizers`, `patch`).
-    Patch,
-    /// Create or update whole objects by server-side apply (`apply`).
-    Apply,
-    /// Write the status subresource (`patch-status`).
-    PatchStatus,
-    /// Delete objects (`delete`).
-    Delete,
-    /// Patch the scale subresource (`patch/scale`).
-    PatchScale,
-    /// Create objects (`create`).
-    Create,
-    /// Replace objects read earlier (`update`).
-    Update,
-}
-
-impl Verb {
-    /// The verb as the contract spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Patch => "patch",
-            Verb::Apply => "apply",
-            Verb::PatchStatus => "patch/status",
-            Verb::Delete => "delete",
-            Verb::PatchScale => "patch/scale",
-            Verb::Create => "create",
-            Verb::Update => "update",
-        }
-    }
-}
+/// The update predicates a watch may have and the verbs a plugin may declare on a kind,
+/// named and spelled as the host spells them (one crate for both).
+pub use wcm_contract_words::{Predicate, Verb};
 
 impl Registration {
     /// A registration with no watches yet; `name` must be a DNS-1123 label.

@@ -3,45 +3,7 @@
 
 use std::fmt;
 
-/// The case a plugin acts on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// The object does not exist.
-    NotFound,
-    /// A create found the name taken.
-    AlreadyExists,
-    /// A precondition failed or another manager owns the fields.
-    Conflict,
-    /// Not declared, or denied by the API server.
-    Forbidden,
-    /// Malformed input or refused by validation.
-    Invalid,
-    /// Not reachable, not ready, or throttled.
-    Unavailable,
-    /// Anything else.
-    Other,
-}
-
-impl ErrorCode {
-    /// The code as the contract spells it (`not-found`), for logs and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            ErrorCode::NotFound => "not-found",
-            ErrorCode::AlreadyExists => "already-exists",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::Invalid => "invalid",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Other => "other",
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use wcm_contract_words::ErrorCode;
 
 /// One reason behind an error, from the API server's `Status` details.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

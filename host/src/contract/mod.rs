@@ -8,8 +8,8 @@ mod predicate;
 mod verb;
 
 pub use error::{Cause, ErrorCode, GuestError};
-pub use predicate::{Predicate, PredicateError};
-pub use verb::{Verb, VerbError};
+pub use predicate::{Predicate, PredicateError, parse_predicate};
+pub use verb::{Verb, VerbError, api_verbs, parse_verb};
 
 /// A Kubernetes object type; the core group is the empty string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -91,7 +91,7 @@ impl Permission {
     /// The verbs this host knows; an unknown one grants nothing (registrations that
     /// have one are refused at load, naming it).
     pub fn known_verbs(&self) -> impl Iterator<Item = Verb> + '_ {
-        self.verbs.iter().filter_map(|v| Verb::parse(v).ok())
+        self.verbs.iter().filter_map(|v| Verb::parse(v))
     }
 }
 

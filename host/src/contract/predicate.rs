@@ -1,23 +1,7 @@
-//! The update predicates a plugin may put on a watch, parsed from the contract's strings.
+//! The update predicates a plugin may put on a watch (named once in
+//! `wcm_contract_words`), as the host parses them.
 
-use std::fmt;
-
-/// Something that must hold between an object before and after an update for the
-/// update to queue the object's key (controller-runtime's predicates of the same
-/// names). Strings in the contract, so new ones do not change the watch type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Predicate {
-    /// `metadata.generation` changed: the spec (or the deletion timestamp), not the status.
-    GenerationChanged,
-    /// The labels changed.
-    LabelsChanged,
-    /// The annotations changed.
-    AnnotationsChanged,
-    /// The finalizers changed.
-    FinalizersChanged,
-    /// The deletion timestamp was set.
-    DeletionStarted,
-}
+pub use wcm_contract_words::Predicate;
 
 /// A predicate string this host does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,43 +11,9 @@ pub enum Predicate {
 )]
 pub struct PredicateError(pub String);
 
-impl Predicate {
-    /// Every predicate.
-    pub const ALL: [Predicate; 5] = [
-        Predicate::GenerationChanged,
-        Predicate::LabelsChanged,
-        Predicate::AnnotationsChanged,
-        Predicate::FinalizersChanged,
-        Predicate::DeletionStarted,
-    ];
-
-    /// Parses a predicate as the contract spells it.
-    pub fn parse(text: &str) -> Result<Predicate, PredicateError> {
-        (Predicate::ALL.into_iter())
-            .find(|p| p.to_string() == text)
-            .ok_or_else(|| PredicateError(crate::logs::shorten(text)))
-    }
-
-    /// Parses every predicate of a watch, skipping unknown ones (validation at load
-    /// is the one place that refuses them).
-    pub fn parse_known(texts: &[String]) -> Vec<Predicate> {
-        texts
-            .iter()
-            .filter_map(|t| Predicate::parse(t).ok())
-            .collect()
-    }
-}
-
-impl fmt::Display for Predicate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Predicate::GenerationChanged => "generation-changed",
-            Predicate::LabelsChanged => "labels-changed",
-            Predicate::AnnotationsChanged => "annotations-changed",
-            Predicate::FinalizersChanged => "finalizers-changed",
-            Predicate::DeletionStarted => "deletion-started",
-        })
-    }
+/// Parses a predicate as the contract spells it; an unknown one is named, cut to size.
+pub fn parse_predicate(text: &str) -> Result<Predicate, PredicateError> {
+    Predicate::parse(text).ok_or_else(|| PredicateError(crate::logs::shorten(text)))
 }
 
 #[cfg(test)]
@@ -73,9 +23,9 @@ mod tests {
     #[test]
     fn every_predicate_reads_back_and_unknown_ones_are_named() {
         for p in Predicate::ALL {
-            assert_eq!(Predicate::parse(&p.to_string()), Ok(p));
+            assert_eq!(parse_predicate(&p.to_string()), Ok(p));
         }
-        let err = Predicate::parse("status-changed")
+        let err = parse_predicate("status-changed")
             .expect_err("unknown")
             .to_string();
         assert!(

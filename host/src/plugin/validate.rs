@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::budget::Budget;
-use crate::contract::{KeyMapping, Permission, Predicate, Registration, Verb, Watch};
+use crate::contract::{KeyMapping, Permission, Registration, Watch, parse_predicate, parse_verb};
 use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
 use crate::kube::names::{is_dns_label, validate_kind, validate_namespace};
@@ -114,7 +114,7 @@ fn check_watch(watch: &Watch) -> Result<(), String> {
         ));
     }
     for predicate in &watch.predicates {
-        Predicate::parse(predicate).map_err(|e| e.to_string())?;
+        parse_predicate(predicate).map_err(|e| e.to_string())?;
     }
     if let Some(sel) = &watch.label_selector {
         if sel.len() > SELECTOR_MAX {
@@ -156,7 +156,7 @@ fn check_verbs(p: &Permission) -> Result<(), InvalidRegistration> {
         )));
     }
     for verb in &p.verbs {
-        Verb::parse(verb)
+        parse_verb(verb)
             .map_err(|e| InvalidRegistration(format!("permission on {}: {e}", on())))?;
     }
     Ok(())

@@ -100,7 +100,7 @@ pub fn plugin_rights_with(
         let kind = builder.kind(&from_wit_gvk(&permission.kind));
         for namespace in builder.homes_of(&kind) {
             for verb in permission.known_verbs() {
-                let (subresource, verbs) = verb.api_verbs();
+                let (subresource, verbs) = crate::contract::api_verbs(verb);
                 let resource = match subresource {
                     Some(sub) => format!("{}/{sub}", kind.resource),
                     None => kind.resource.clone(),

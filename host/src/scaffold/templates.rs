@@ -90,6 +90,14 @@ const RUST: &[(&str, &str)] = &[
         "sdk/src/types.rs",
         include_str!("../../../guest-sdk/src/types.rs"),
     ),
+    (
+        "sdk/words/Cargo.toml",
+        include_str!("../../templates/rust/words-Cargo.toml"),
+    ),
+    (
+        "sdk/words/src/lib.rs",
+        include_str!("../../../contract-words/src/lib.rs"),
+    ),
 ];
 
 const GO: &[(&str, &str)] = &[
@@ -311,10 +319,16 @@ mod tests {
 
     #[test]
     fn a_new_project_carries_every_source_file_of_its_sdk() {
-        for (files, dir, extension) in [(RUST, "guest-sdk/src", "rs"), (GO, "guest-sdk-go", "go")] {
+        let sdks = [
+            (RUST, "guest-sdk/src", "rs"),
+            (RUST, "contract-words/src", "rs"),
+            (GO, "guest-sdk-go", "go"),
+        ];
+        for (files, dir, extension) in sdks {
             for source in sources(dir, extension) {
                 let target = match dir {
                     "guest-sdk/src" => format!("sdk/src/{source}"),
+                    "contract-words/src" => format!("sdk/words/src/{source}"),
                     _ => format!("sdk/{source}"),
                 };
                 let carried = files.iter().any(|(path, _)| *path == target);
