@@ -50,18 +50,6 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// `text` cut to at most `max` bytes on a character boundary, saying how much went.
-pub fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} … ({} more bytes cut)", &text[..end], text.len() - end)
-}
-
 /// `text` escaped as [`escape`] does and cut to at most `max` bytes of the escaped
 /// text, saying how many bytes of `text` went; only what is kept is looked at, so a
 /// message of any size costs `max`, not its size (escaping first could take six
@@ -206,18 +194,6 @@ mod tests {
         assert!(escaped.contains("done\\n2026"), "{escaped}");
         assert!(escaped.contains("\\r\\u{1b}[2K"), "{escaped}");
         assert_eq!(escape("naïve ✓"), "naïve ✓");
-    }
-
-    #[test]
-    fn long_lines_are_cut_on_a_character_boundary() {
-        let line = "é".repeat(5_000_000);
-        let kept = cut(&line, MAX_LINE_BYTES);
-        assert!(kept.len() < MAX_LINE_BYTES + 64, "{}", kept.len());
-        assert!(
-            kept.ends_with("(9995904 more bytes cut)"),
-            "{}",
-            &kept[4000..]
-        );
     }
 
     #[test]

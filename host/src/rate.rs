@@ -61,13 +61,6 @@ impl TokenBucket {
         }
         false
     }
-
-    /// Whether the bucket would be full at `now`: its state says nothing a new
-    /// bucket would not, so it may be forgotten.
-    pub fn is_full_at(&self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
-        self.tokens + elapsed * self.rate >= self.burst
-    }
 }
 
 #[cfg(test)]
@@ -97,7 +90,5 @@ mod tests {
         assert_eq!(taken, 25);
         assert!(!bucket.try_take(now + Duration::from_secs(299)));
         assert!(bucket.try_take(now + Duration::from_secs(301)));
-        assert!(!bucket.is_full_at(now + Duration::from_secs(301)));
-        assert!(bucket.is_full_at(now + Duration::from_secs(301 + 25 * 300)));
     }
 }

@@ -45,8 +45,6 @@ pub struct ServerError {
 /// The running endpoint.
 #[derive(Debug)]
 pub struct Server {
-    /// The address actually bound (a `:0` port resolved).
-    pub local_addr: SocketAddr,
     /// Stops it, finishing requests in flight.
     stop: Option<oneshot::Sender<()>>,
 }
@@ -89,10 +87,7 @@ pub fn serve(
         .spawn(move || run(listener, app, stopped));
     serving.map_err(|source| ServerError { addr, source })?;
     tracing::info!(address = %local_addr, "serving /metrics, /healthz, /readyz and /plugins");
-    Ok(Server {
-        local_addr,
-        stop: Some(stop),
-    })
+    Ok(Server { stop: Some(stop) })
 }
 
 /// Serves `app` on `listener` on this thread's own runtime until `stopped`.

@@ -7,7 +7,6 @@
 //! as soon as it is ready, and a signal or a lost Lease is noticed at once. One file
 //! has at most one load in flight: a newer change of the file replaces it.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -295,18 +294,6 @@ impl Manager {
             controller.stop(grace).await;
             done();
         });
-    }
-
-    /// Names of running plugins by file name.
-    pub fn running(&self) -> BTreeMap<String, String> {
-        (self.files.all_running())
-            .map(|(f, r)| (f.clone(), r.controller.registration().name.clone()))
-            .collect()
-    }
-
-    /// The shared informers.
-    pub fn registry(&self) -> &Arc<InformerRegistry> {
-        &self.ctx.registry
     }
 
     /// Stops every plugin: loads in flight are dropped, no new reconciles start,

@@ -6,4 +6,4 @@
 pub mod file;
 mod validate;
 
-pub use validate::{InvalidRegistration, MAX_RESYNC, MIN_RESYNC, validate};
+pub use validate::{InvalidRegistration, validate};
