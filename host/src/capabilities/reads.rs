@@ -21,17 +21,16 @@ struct Listing {
 }
 
 impl ClusterAccess {
-    /// The watches of `gvk` that can hold objects of `namespace` and that RBAC lets the
-    /// plugin read: an error naming the missing rule when every such watch is closed,
-    /// and `not_watched` when there is none. `op` and `what` name the call.
+    /// Of `matching`, the plugin's watches of `gvk` (for a namespace), those RBAC lets
+    /// it read: an error naming the missing rule when every one is closed, and
+    /// `not_watched` when there is none. `op` and `what` name the call.
     fn readable(
         &self,
         op: &str,
         what: &str,
         gvk: &GroupVersionKind,
-        namespace: Option<&str>,
+        matching: Vec<usize>,
     ) -> Result<Vec<usize>, CapabilityError> {
-        let matching = self.backend.watches_of(gvk, namespace);
         let Some(&first) = matching.first() else {
             return Err(self.declared.not_watched(op, what, gvk));
         };
@@ -55,13 +54,12 @@ impl ClusterAccess {
     /// One object's JSON: from the caches of a watched kind, else from the backend if
     /// the plugin declared `get` on the kind (as the plugin, within its API rate).
     pub async fn get(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let namespace = target.namespace.as_deref();
-        let watched = !self.backend.watches_of(&target.gvk, namespace).is_empty();
-        if !watched && self.declared.allows(Verb::Get, &target.gvk) {
+        let matching = (self.backend).watches_of(&target.gvk, target.namespace.as_deref());
+        if matching.is_empty() && self.declared.allows(Verb::Get, &target.gvk) {
             return self.get_live(target).await;
         }
         let what = target.to_string();
-        let watches = self.readable("get", &what, &target.gvk, namespace)?;
+        let watches = self.readable("get", &what, &target.gvk, matching)?;
         let json = (self.backend.cached(target, &watches))
             .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
         self.declared
@@ -122,7 +120,7 @@ impl ClusterAccess {
         label_selector: Option<&str>,
     ) -> Result<Listing, CapabilityError> {
         let what = list_what(gvk, namespace);
-        let watches = self.readable(op, &what, gvk, namespace)?;
+        let watches = self.readable(op, &what, gvk, self.backend.watches_of(gvk, namespace))?;
         let selector = list_selector(op, &what, label_selector)?;
         Ok(Listing {
             what,

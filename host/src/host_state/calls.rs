@@ -55,20 +55,29 @@ impl HostState {
         result
     }
 
-    /// The plugin's access and name, owned, for a call's future.
-    fn parts(&self) -> (Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) {
-        (self.shared_access(), self.plugin.clone())
+    /// Runs one `cluster` import: `work` gets the plugin's access (or why there is
+    /// none, during `register`) and its name, owned, since the call's future must not
+    /// borrow the state; its result is counted as `function` and handed on as the
+    /// contract's error.
+    async fn call<T, Fut>(
+        &mut self,
+        function: HostFunction,
+        work: impl FnOnce(Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) -> Fut,
+    ) -> Result<T, GuestError>
+    where
+        Fut: Future<Output = Result<T, CapabilityError>>,
+    {
+        let result = work(self.shared_access(), self.plugin.clone()).await;
+        self.counted(function, result)
     }
 
     /// `get`: one object's JSON.
     pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Result<String, GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Get, |access, plugin| async move {
             let target = target("get", &plugin, obj)?;
             Ok(access?.get(&target).await?.to_string())
-        };
-        let result = result.await;
-        self.counted(HostFunction::Get, result)
+        })
+        .await
     }
 
     /// `list` and `list-first`: the JSON of matching objects of a watched kind, all
@@ -83,16 +92,14 @@ impl HostState {
         let limit = limit.map(|l| l as usize);
         let called = list_call(limit);
         let function = called.name();
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(called, |access, plugin| async move {
             bounds::selector(function, &plugin, label_selector.as_deref())?;
             let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
             let found = access?.list(&gvk, ns, selector, limit).await?;
             Ok(found.iter().map(|j| j.to_string()).collect())
-        };
-        let result = result.await;
-        self.counted(called, result)
+        })
+        .await
     }
 
     /// `count`: how many objects `list` would return.
@@ -102,15 +109,13 @@ impl HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<u64, GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Count, |access, plugin| async move {
             bounds::selector("count", &plugin, label_selector.as_deref())?;
             let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
             Ok(access?.count(&gvk, ns, selector).await? as u64)
-        };
-        let result = result.await;
-        self.counted(HostFunction::Count, result)
+        })
+        .await
     }
 
     /// `patch-labels`.
@@ -120,14 +125,12 @@ impl HostState {
         set: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::PatchLabels, |access, plugin| async move {
             bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
             let target = target("patch-labels", &plugin, obj)?;
             access?.patch_labels(&target, &set, &remove).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::PatchLabels, result)
+        })
+        .await
     }
 
     /// `patch-finalizers`.
@@ -137,19 +140,16 @@ impl HostState {
         add: Vec<String>,
         remove: Vec<String>,
     ) -> Result<(), GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::PatchFinalizers, |access, plugin| async move {
             let target = target("patch-finalizers", &plugin, obj)?;
             access?.patch_finalizers(&target, &add, &remove).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::PatchFinalizers, result)
+        })
+        .await
     }
 
     /// `record-event`.
     pub(crate) async fn host_record_event(&mut self, event: EventRecord) -> Result<(), GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::RecordEvent, |access, plugin| async move {
             let regarding = target("record-event", &plugin, event.regarding.clone())?;
             let related = match event.related.clone() {
                 Some(related) => Some(target("record-event related", &plugin, related)?),
@@ -159,9 +159,8 @@ impl HostState {
             access
                 .record_event(&regarding, related.as_ref(), &event)
                 .await
-        };
-        let result = result.await;
-        self.counted(HostFunction::RecordEvent, result)
+        })
+        .await
     }
 
     /// `apply`: server-side apply of a whole object.
@@ -170,24 +169,20 @@ impl HostState {
         object: String,
         force: bool,
     ) -> Result<String, GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Apply, |access, plugin| async move {
             bounds::body("apply", &plugin, "the object", &object)?;
             access?.apply(&object, force).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::Apply, result)
+        })
+        .await
     }
 
     /// `create`: the stored object's JSON.
     pub(crate) async fn host_create(&mut self, object: String) -> Result<String, GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Create, |access, plugin| async move {
             bounds::body("create", &plugin, "the object", &object)?;
             access?.create(&object).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::Create, result)
+        })
+        .await
     }
 
     /// `patch`: the stored object's (or subresource's) JSON.
@@ -198,25 +193,21 @@ impl HostState {
         patch: String,
         subresource: Option<String>,
     ) -> Result<String, GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Patch, |access, plugin| async move {
             bounds::body("patch", &plugin, "the patch", &patch)?;
             let target = target("patch", &plugin, obj)?;
             (access?.patch(&target, kind, &patch, subresource.as_deref())).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::Patch, result)
+        })
+        .await
     }
 
     /// `update`: the stored object's JSON.
     pub(crate) async fn host_update(&mut self, object: String) -> Result<String, GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Update, |access, plugin| async move {
             bounds::body("update", &plugin, "the object", &object)?;
             access?.update(&object).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::Update, result)
+        })
+        .await
     }
 
     /// `patch-status`.
@@ -225,14 +216,12 @@ impl HostState {
         obj: ObjectRef,
         status: String,
     ) -> Result<(), GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::PatchStatus, |access, plugin| async move {
             bounds::body("patch-status", &plugin, "the status", &status)?;
             let target = target("patch-status", &plugin, obj)?;
             access?.patch_status(&target, &status).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::PatchStatus, result)
+        })
+        .await
     }
 
     /// `delete`, with its preconditions.
@@ -241,8 +230,7 @@ impl HostState {
         obj: ObjectRef,
         options: DeleteOptions,
     ) -> Result<(), GuestError> {
-        let (access, plugin) = self.parts();
-        let result = async move {
+        self.call(HostFunction::Delete, |access, plugin| async move {
             let preconditions = [&options.uid, &options.resource_version];
             for value in preconditions.into_iter().flatten() {
                 let max = bounds::MAX_PRECONDITION_BYTES;
@@ -250,9 +238,8 @@ impl HostState {
             }
             let target = target("delete", &plugin, obj)?;
             access?.delete(&target, &options).await
-        };
-        let result = result.await;
-        self.counted(HostFunction::Delete, result)
+        })
+        .await
     }
 
     /// `metrics.add`, `metrics.set`, `metrics.observe`: one update of a metric the

@@ -63,14 +63,6 @@ impl PatchBody {
             PatchBody::Json(ops) => serde_json::to_value(ops).unwrap_or_default(),
         }
     }
-
-    /// `merge` or `json`.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            PatchBody::Merge(_) => "merge",
-            PatchBody::Json(_) => "json",
-        }
-    }
 }
 
 /// Patches `name` (or its `subresource`); returns the object as stored.

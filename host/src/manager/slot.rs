@@ -173,13 +173,13 @@ impl Files {
     /// `file`'s waiting plugin, taken out for a retry (its load begins next).
     pub fn take_waiting(&mut self, file: &str) -> Option<Waiting> {
         let slot = self.0.get_mut(file)?;
-        let Next::Waiting(_) = &slot.next else {
-            return None;
-        };
-        let Next::Waiting(waiting) = std::mem::replace(&mut slot.next, Next::Idle) else {
-            unreachable!("matched above")
-        };
-        Some(*waiting)
+        match std::mem::replace(&mut slot.next, Next::Idle) {
+            Next::Waiting(waiting) => Some(*waiting),
+            other => {
+                slot.next = other;
+                None
+            }
+        }
     }
 
     /// The pause before `file`'s next try for rights: `first`, then doubling up to

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector, SelectorExt};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::fixtures::Scopes;
@@ -262,7 +263,8 @@ fn cached(object: &Value) -> Arc<CachedObject> {
 
 /// A stored object as the API server's client would decode it.
 pub(super) fn as_dynamic(object: Value) -> DynamicObject {
-    serde_json::from_value(object.clone()).unwrap_or(DynamicObject {
+    // Decoded from a reference: the object is kept, not copied, for the fallback.
+    DynamicObject::deserialize(&object).unwrap_or(DynamicObject {
         types: None,
         metadata: Default::default(),
         data: object,

@@ -205,10 +205,8 @@ fn record_of(target: &Target, request: Request<'_>) -> Record {
             subresource,
         } => {
             let value = as_json(patch);
-            let body = PatchBody::parse(kind, value.clone());
-            let kind_name = body.as_ref().map_or(kind_name(kind), |b| b.kind_name());
-            let body = body.map_or(value, |b| b.to_value());
-            let mut described = serde_json::json!({"type": kind_name, "body": body});
+            let body = PatchBody::parse(kind, value.clone()).map_or(value, |b| b.to_value());
+            let mut described = serde_json::json!({"type": kind_name(kind), "body": body});
             if let Some(sub) = subresource {
                 described["subresource"] = serde_json::json!(sub);
             }

@@ -26,9 +26,8 @@ use crate::rights::Granted;
 
 /// One plugin's side of the live cluster.
 pub struct LiveCluster {
-    /// Field manager of its writes and reporting controller of its Events.
-    plugin: String,
-    /// Its API rate: a kind the host must look up for it costs a request.
+    /// Its budget: its name is the field manager of its writes, and a kind the host
+    /// must look up for it costs a request of its API rate.
     budget: Arc<PluginBudget>,
     /// The client its requests go through (impersonating its ServiceAccount).
     client: Client,
@@ -42,7 +41,7 @@ pub struct LiveCluster {
 impl std::fmt::Debug for LiveCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LiveCluster")
-            .field("plugin", &self.plugin)
+            .field("plugin", &self.budget.plugin)
             .field("watches", &self.informers.len())
             .finish()
     }
@@ -63,7 +62,6 @@ impl ClusterAccess {
         leader: LeaderGate,
     ) -> ClusterAccess {
         let backend = LiveCluster {
-            plugin: budget.plugin.clone(),
             recorder: PluginRecorder::new(client.clone(), &budget.plugin, instance),
             budget: budget.clone(),
             client,

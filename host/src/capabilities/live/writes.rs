@@ -32,7 +32,7 @@ impl LiveCluster {
         write: Write<'_>,
     ) -> Result<DynamicObject, CapabilityError> {
         let kind = self.resolve(op, &target.gvk).await?;
-        let (client, manager) = (&self.client, self.plugin.as_str());
+        let (client, manager) = (&self.client, self.budget.plugin.as_str());
         let at = (target.namespace.as_deref(), target.name.as_str());
         let written = match write {
             Write::Labels { set, remove } => {
