@@ -65,9 +65,10 @@ impl MemoryCluster {
         }
         let id = self.id(target);
         let mut world = self.world();
-        let (_, changed) = (world.store.patch(&id, body, subresource, &self.plugin))
+        let (stored, changed) = (world.store.patch(&id, body, subresource, &self.plugin))
             .map_err(|e| failed(op, target, e))?;
-        Ok(self.changed(&mut world, &id, changed))
+        world.changes.extend(changed.map(|c| (id, c)));
+        Ok(stored)
     }
 
     /// A patch of the scale subresource: applied to the object's Scale (its
@@ -98,8 +99,9 @@ impl MemoryCluster {
         let value = serde_json::to_value(object).map_err(|e| op.other(e))?;
         let id = self.id(target);
         let mut world = self.world();
-        let (_, changed) =
+        let (stored, changed) =
             (world.store.replace(&id, &value, &self.plugin)).map_err(|e| failed(op, target, e))?;
-        Ok(self.changed(&mut world, &id, changed))
+        world.changes.extend(changed.map(|c| (id, c)));
+        Ok(stored)
     }
 }
