@@ -14,16 +14,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::imports::Cluster;
+use crate::support::imports::Metrics;
 use futures::StreamExt;
 use kube::api::{Api, PostParams};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
 use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event, Host as Cluster, PatchType, Propagation,
+    DeleteOptions, Event, PatchType, Propagation,
 };
 use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
-use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
 use wcm_host::bindings::v0_3::wcm::controller::types::{EventType, Gvk, ObjectRef};
 use wcm_host::budget::Budget;
 use wcm_host::contract::{MetricDeclaration, MetricKind};

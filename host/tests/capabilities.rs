@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::imports::Cluster;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
@@ -17,7 +18,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event as EventArgs, Host, Propagation,
+    DeleteOptions, Event as EventArgs, Propagation,
 };
 use wcm_host::bindings::v0_3::wcm::controller::types::{
     Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
@@ -769,7 +770,7 @@ fn background() -> DeleteOptions {
 #[tokio::test]
 async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
+    use crate::support::imports::Metrics;
     use wcm_host::contract::{MetricDeclaration, MetricKind};
     use wcm_host::metrics::plugin::PluginMetrics;
 

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::imports::Cluster;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -18,7 +19,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use wcm_control_plane::TestNamespace;
 use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event, Host, PatchType, Propagation,
+    DeleteOptions, Event, PatchType, Propagation,
 };
 use wcm_host::bindings::v0_3::wcm::controller::types::{
     Error as WitError, EventType, Gvk, ObjectRef,

@@ -7,14 +7,15 @@ use crate::support;
 
 use std::sync::OnceLock;
 
+use crate::support::imports::Cluster;
+use crate::support::imports::Metrics;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
 use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event, Host as Cluster, PatchType, Propagation,
+    DeleteOptions, Event, PatchType, Propagation,
 };
 use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
-use wcm_host::bindings::v0_3::wcm::controller::metrics::Host as Metrics;
 use wcm_host::bindings::v0_3::wcm::controller::types::{
     Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
 };

@@ -14,6 +14,7 @@ mod contract_versions;
 mod deploy;
 mod deployment_reconcile;
 mod guides;
+mod host_faults;
 mod hostile_arguments;
 mod hostile_crash_loop;
 mod hostile_leader;

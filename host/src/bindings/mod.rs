@@ -53,6 +53,15 @@ macro_rules! shared_conversions {
                 .map_err(super::CallFailure::Call)
         }
 
+        /// A host call's answer in this version's types: the plugin's result, or the
+        /// trap of a host fault.
+        type Answer<T> = wasmtime::Result<Result<T, Error>>;
+
+        /// A host call's answer converted to this version's error.
+        fn answer<T>(answered: crate::host_state::Answer<T>) -> Answer<T> {
+            answered.map(|r| r.map_err(wit_error))
+        }
+
         fn wit_request(r: &c::Request) -> wit::Request {
             wit::Request {
                 kind: r.kind.clone().map(wit_gvk),
@@ -117,8 +126,8 @@ macro_rules! shared_conversions {
 /// the version-neutral calls: expanded inside each version's `impl cluster::Host`.
 macro_rules! shared_cluster_calls {
     () => {
-        async fn get(&mut self, obj: ObjectRef) -> Result<String, Error> {
-            self.host_get(object(obj)).await.map_err(wit_error)
+        async fn get(&mut self, obj: ObjectRef) -> Answer<String> {
+            answer(self.host_get(object(obj)).await)
         }
 
         async fn list(
@@ -126,11 +135,11 @@ macro_rules! shared_cluster_calls {
             kind: Gvk,
             namespace: Option<String>,
             label_selector: Option<String>,
-        ) -> Result<Vec<String>, Error> {
-            (self
-                .host_list(gvk(kind), namespace, label_selector, None)
-                .await)
-                .map_err(wit_error)
+        ) -> Answer<Vec<String>> {
+            answer(
+                self.host_list(gvk(kind), namespace, label_selector, None)
+                    .await,
+            )
         }
 
         async fn patch_labels(
@@ -138,16 +147,16 @@ macro_rules! shared_cluster_calls {
             obj: ObjectRef,
             set: Vec<(String, String)>,
             remove: Vec<String>,
-        ) -> Result<(), Error> {
-            (self.host_patch_labels(object(obj), set, remove).await).map_err(wit_error)
+        ) -> Answer<()> {
+            answer(self.host_patch_labels(object(obj), set, remove).await)
         }
 
-        async fn apply(&mut self, object: String, force: bool) -> Result<String, Error> {
-            self.host_apply(object, force).await.map_err(wit_error)
+        async fn apply(&mut self, object: String, force: bool) -> Answer<String> {
+            answer(self.host_apply(object, force).await)
         }
 
-        async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Result<(), Error> {
-            (self.host_patch_status(object(obj), status).await).map_err(wit_error)
+        async fn patch_status(&mut self, obj: ObjectRef, status: String) -> Answer<()> {
+            answer(self.host_patch_status(object(obj), status).await)
         }
     };
 }

@@ -6,7 +6,8 @@
 wasmtime::component::bindgen!({
     path: "../wit/compat/v0.2",
     world: "controller",
-    imports: { default: async },
+    // As 0.3's: a host fault traps the plugin's call.
+    imports: { "wcm:controller/cluster": async | trappable, default: async },
     exports: { default: async },
 });
 
@@ -122,7 +123,7 @@ impl cluster_wit::Host for HostState {
         type_: EventType,
         reason: String,
         note: String,
-    ) -> Result<(), Error> {
+    ) -> Answer<()> {
         let event = c::EventRecord {
             regarding: object(regarding),
             related: None,
@@ -131,14 +132,12 @@ impl cluster_wit::Host for HostState {
             action: String::new(),
             note,
         };
-        self.host_record_event(event).await.map_err(wit_error)
+        answer(self.host_record_event(event).await)
     }
 
-    async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Result<(), Error> {
+    async fn delete(&mut self, obj: ObjectRef, propagation: Propagation) -> Answer<()> {
         let options = c::DeleteOptions::unconditional(contract_propagation(propagation));
-        self.host_delete(object(obj), options)
-            .await
-            .map_err(wit_error)
+        answer(self.host_delete(object(obj), options).await)
     }
 }
 

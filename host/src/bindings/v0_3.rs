@@ -4,7 +4,13 @@
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "controller",
-    imports: { default: async },
+    // A host fault traps the plugin's call (host_state's `fault`): the imports that
+    // can meet one return `wasmtime::Result` of the contract's result.
+    imports: {
+        "wcm:controller/cluster": async | trappable,
+        "wcm:controller/metrics": async | trappable,
+        default: async,
+    },
     exports: { default: async },
 });
 
@@ -153,8 +159,8 @@ impl cluster_wit::Host for HostState {
         kind: Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<u64, Error> {
-        (self.host_count(gvk(kind), namespace, label_selector).await).map_err(wit_error)
+    ) -> Answer<u64> {
+        answer(self.host_count(gvk(kind), namespace, label_selector).await)
     }
 
     async fn list_first(
@@ -163,9 +169,9 @@ impl cluster_wit::Host for HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
         limit: u32,
-    ) -> Result<Vec<String>, Error> {
+    ) -> Answer<Vec<String>> {
         let listed = self.host_list(gvk(kind), namespace, label_selector, Some(limit));
-        listed.await.map_err(wit_error)
+        answer(listed.await)
     }
 
     async fn patch_finalizers(
@@ -173,12 +179,12 @@ impl cluster_wit::Host for HostState {
         obj: ObjectRef,
         add: Vec<String>,
         remove: Vec<String>,
-    ) -> Result<(), Error> {
-        (self.host_patch_finalizers(object(obj), add, remove).await).map_err(wit_error)
+    ) -> Answer<()> {
+        answer(self.host_patch_finalizers(object(obj), add, remove).await)
     }
 
-    async fn create(&mut self, object: String) -> Result<String, Error> {
-        self.host_create(object).await.map_err(wit_error)
+    async fn create(&mut self, object: String) -> Answer<String> {
+        answer(self.host_create(object).await)
     }
 
     async fn patch(
@@ -187,19 +193,19 @@ impl cluster_wit::Host for HostState {
         kind: cluster_wit::PatchType,
         patch: String,
         subresource: Option<String>,
-    ) -> Result<String, Error> {
+    ) -> Answer<String> {
         let kind = match kind {
             cluster_wit::PatchType::Merge => c::PatchKind::Merge,
             cluster_wit::PatchType::Json => c::PatchKind::Json,
         };
-        (self.host_patch(object(obj), kind, patch, subresource).await).map_err(wit_error)
+        answer(self.host_patch(object(obj), kind, patch, subresource).await)
     }
 
-    async fn update(&mut self, object: String) -> Result<String, Error> {
-        self.host_update(object).await.map_err(wit_error)
+    async fn update(&mut self, object: String) -> Answer<String> {
+        answer(self.host_update(object).await)
     }
 
-    async fn record_event(&mut self, event: Event) -> Result<(), Error> {
+    async fn record_event(&mut self, event: Event) -> Answer<()> {
         let event = c::EventRecord {
             regarding: object(event.regarding),
             related: event.related.map(object),
@@ -208,37 +214,30 @@ impl cluster_wit::Host for HostState {
             action: event.action,
             note: event.note,
         };
-        self.host_record_event(event).await.map_err(wit_error)
+        answer(self.host_record_event(event).await)
     }
 
-    async fn delete(&mut self, obj: ObjectRef, options: DeleteOptions) -> Result<(), Error> {
+    async fn delete(&mut self, obj: ObjectRef, options: DeleteOptions) -> Answer<()> {
         let options = c::DeleteOptions {
             propagation: contract_propagation(options.propagation),
             uid: options.uid,
             resource_version: options.resource_version,
         };
-        self.host_delete(object(obj), options)
-            .await
-            .map_err(wit_error)
+        answer(self.host_delete(object(obj), options).await)
     }
 }
 
 impl metrics_wit::Host for HostState {
-    async fn add(&mut self, name: String, labels: Vec<String>, value: f64) -> Result<(), Error> {
-        (self.host_metric(Update::Add, &name, &labels, value)).map_err(wit_error)
+    async fn add(&mut self, name: String, labels: Vec<String>, value: f64) -> Answer<()> {
+        answer(self.host_metric(Update::Add, &name, &labels, value))
     }
 
-    async fn set(&mut self, name: String, labels: Vec<String>, value: f64) -> Result<(), Error> {
-        (self.host_metric(Update::Set, &name, &labels, value)).map_err(wit_error)
+    async fn set(&mut self, name: String, labels: Vec<String>, value: f64) -> Answer<()> {
+        answer(self.host_metric(Update::Set, &name, &labels, value))
     }
 
-    async fn observe(
-        &mut self,
-        name: String,
-        labels: Vec<String>,
-        value: f64,
-    ) -> Result<(), Error> {
-        (self.host_metric(Update::Observe, &name, &labels, value)).map_err(wit_error)
+    async fn observe(&mut self, name: String, labels: Vec<String>, value: f64) -> Answer<()> {
+        answer(self.host_metric(Update::Observe, &name, &labels, value))
     }
 }
 

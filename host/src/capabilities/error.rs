@@ -21,9 +21,10 @@ pub enum CapabilityError {
     /// The API server could not be reached or is overloaded.
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
+    /// The host failed at its own part of the call: never a plugin's answer, the
+    /// import traps with a [`crate::host_state::HostFault`] instead.
+    #[error("host fault: {0}")]
+    HostFault(String),
     /// The API server answered with an error: its code, status and details kept.
     #[error("{0}")]
     Api(Box<GuestError>),
@@ -38,7 +39,7 @@ impl CapabilityError {
             CapabilityError::Conflict(_) => ErrorCode::Conflict,
             CapabilityError::Invalid(_) => ErrorCode::Invalid,
             CapabilityError::Unavailable(_) => ErrorCode::Unavailable,
-            CapabilityError::Other(_) => ErrorCode::Other,
+            CapabilityError::HostFault(_) => ErrorCode::Other,
             CapabilityError::Api(e) => e.code,
         }
     }
@@ -53,7 +54,7 @@ impl From<CapabilityError> for GuestError {
             | CapabilityError::Conflict(m)
             | CapabilityError::Invalid(m)
             | CapabilityError::Unavailable(m)
-            | CapabilityError::Other(m) => GuestError::new(code, m),
+            | CapabilityError::HostFault(m) => GuestError::new(code, m),
             CapabilityError::Api(e) => *e,
         }
     }

@@ -40,9 +40,10 @@ impl Op {
         CapabilityError::Unavailable(format!("{self}: {why}"))
     }
 
-    /// `other`: the host failed at its own part of the call.
-    pub fn other(&self, why: impl Display) -> CapabilityError {
-        CapabilityError::Other(format!("{self}: {why}"))
+    /// A host fault: the host failed at its own part of the call (the plugin's call
+    /// traps; it does not receive this as an error).
+    pub fn host_fault(&self, why: impl Display) -> CapabilityError {
+        CapabilityError::HostFault(format!("{self}: {why}"))
     }
 }
 

@@ -137,7 +137,7 @@ impl ClusterAccess {
         mut object: DynamicObject,
     ) -> Result<String, CapabilityError> {
         object.metadata.managed_fields = None;
-        let json = serde_json::to_string(&object).map_err(|e| op.other(e))?;
+        let json = serde_json::to_string(&object).map_err(|e| op.host_fault(e))?;
         self.declared.check_result_size(op, json.len())?;
         Ok(json)
     }

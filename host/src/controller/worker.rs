@@ -14,10 +14,9 @@ use crate::contract::Action;
 use crate::keys::ReconcileKey;
 use crate::kube::informer::Informer;
 use crate::leader::LeaderGate;
-use crate::metrics::{FailureCause, Limit};
 use crate::metrics::{Metrics, PluginLabels, ReconcileResult};
 use crate::queue::WorkQueue;
-use crate::runtime::{CallError, PluginCode, Recycle, ReusePolicy, ReusedInstance};
+use crate::runtime::{Blame, CallError, PluginCode, Recycle, ReusePolicy, ReusedInstance};
 
 use super::health::CrashLoop;
 
@@ -162,7 +161,7 @@ impl Worker {
             Err(error) => {
                 let retry_in = self.queue.add_rate_limited(key.clone());
                 tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
-                self.count_crash(version, &error);
+                self.count_failure(version, &error);
                 ReconcileResult::error
             }
         };
@@ -201,23 +200,12 @@ impl Worker {
     }
 
     /// Counts a trap, timeout or memory overrun towards crash-looping and its limit;
-    /// an error the plugin returned is an ordinary failure.
-    fn count_crash(&self, version: &Version, error: &CallError) {
-        let cause = match error {
-            CallError::Guest(_) => FailureCause::guest_error,
-            CallError::Timeout(_) => FailureCause::timeout,
-            CallError::MemoryLimit(_) => FailureCause::memory,
-            CallError::HandleLimit(_) => FailureCause::handles,
-            CallError::Trap(_) => FailureCause::trap,
-            CallError::Instantiate(_) => FailureCause::instantiate,
-        };
-        self.metrics.call_failed(&self.labels.plugin, cause);
-        let limit = match error {
-            CallError::Guest(_) => return,
-            CallError::Timeout(_) => Some(Limit::timeout),
-            CallError::MemoryLimit(_) => Some(Limit::memory),
-            CallError::HandleLimit(_) => Some(Limit::handles),
-            CallError::Trap(_) | CallError::Instantiate(_) => None,
+    /// an error the plugin returned is an ordinary failure, and a host fault is the
+    /// host's, never held against the plugin.
+    fn count_failure(&self, version: &Version, error: &CallError) {
+        self.metrics.call_failed(&self.labels.plugin, error.cause());
+        let Blame::Crashed(limit) = error.blame() else {
+            return;
         };
         if let Some(limit) = limit {
             version.access.budget().hit(limit);

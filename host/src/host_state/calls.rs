@@ -1,9 +1,13 @@
 //! The host calls a plugin makes, whichever contract version it speaks: each checks
 //! its input, calls the plugin's [`ClusterAccess`] (the live cluster, or the test
-//! kit's in-memory one), counts the call and returns the contract's error. The
-//! version modules in [`crate::bindings`] only convert arguments and errors.
+//! kit's in-memory one), counts the call and returns the contract's error, or traps
+//! with a [`HostFault`] when the host failed at its own part. The version modules in
+//! [`crate::bindings`] only convert arguments and errors.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use kube::core::GroupVersionKind;
 
@@ -16,6 +20,10 @@ use crate::metrics::plugin::{MetricError, Update};
 use crate::metrics::{HostCallResult, HostFunction, Limit};
 
 use super::HostState;
+use super::fault::{HostFault, panic_message};
+
+/// A host call's answer: the plugin's result, or a host fault that traps its call.
+pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 
 /// The object a plugin names, validated before it can reach a URL.
 fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
@@ -40,39 +48,48 @@ fn checked_kind(
 
 impl HostState {
     /// Counts one host call in `wcm_host_calls_total{plugin,function,result}` and
-    /// hands its result on as the contract's error.
-    fn counted<T>(
-        &self,
-        function: HostFunction,
-        result: Result<T, CapabilityError>,
-    ) -> Result<T, GuestError> {
-        let result = result.map_err(GuestError::from);
-        if let Some(access) = &self.access {
-            access
-                .budget()
-                .host_call(function, HostCallResult::of(&result));
+    /// hands its result on as the contract's error, or as a trap when the host failed
+    /// at its own part (logged, since the plugin never sees it).
+    fn counted<T>(&self, function: HostFunction, result: Result<T, CapabilityError>) -> Answer<T> {
+        let budget = self.access.as_ref().map(|access| access.budget());
+        if let Err(CapabilityError::HostFault(message)) = result {
+            let fault = HostFault::new(&self.plugin, function, message);
+            tracing::error!(plugin = %self.plugin, key = self.key.as_deref().unwrap_or("-"),
+                error = %fault, "host fault: the plugin's call traps and its key is retried");
+            if let Some(budget) = budget {
+                budget.host_call(function, HostCallResult::host_fault);
+            }
+            return Err(wasmtime::Error::new(fault));
         }
-        result
+        let result = result.map_err(GuestError::from);
+        if let Some(budget) = budget {
+            budget.host_call(function, HostCallResult::of(&result));
+        }
+        Ok(result)
     }
 
     /// Runs one `cluster` import: `work` gets the plugin's access (or why there is
     /// none, during `register`) and its name, owned, since the call's future must not
     /// borrow the state; its result is counted as `function` and handed on as the
-    /// contract's error.
+    /// contract's error. A panic in `work` is a host fault, not the worker's end.
     async fn call<T, Fut>(
         &mut self,
         function: HostFunction,
         work: impl FnOnce(Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) -> Fut,
-    ) -> Result<T, GuestError>
+    ) -> Answer<T>
     where
         Fut: Future<Output = Result<T, CapabilityError>>,
     {
-        let result = work(self.shared_access(), self.plugin.clone()).await;
+        let working = work(self.shared_access(), self.plugin.clone());
+        let result = match AssertUnwindSafe(working).catch_unwind().await {
+            Ok(result) => result,
+            Err(payload) => Err(CapabilityError::HostFault(panic_message(&*payload))),
+        };
         self.counted(function, result)
     }
 
     /// `get`: one object's JSON.
-    pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Result<String, GuestError> {
+    pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Answer<String> {
         self.call(HostFunction::Get, |access, plugin| async move {
             let target = target("get", &plugin, obj)?;
             Ok(access?.get(&target).await?.to_string())
@@ -88,7 +105,7 @@ impl HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
         limit: Option<u32>,
-    ) -> Result<Vec<String>, GuestError> {
+    ) -> Answer<Vec<String>> {
         let limit = limit.map(|l| l as usize);
         let called = list_call(limit);
         let function = called.name();
@@ -108,7 +125,7 @@ impl HostState {
         kind: Gvk,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<u64, GuestError> {
+    ) -> Answer<u64> {
         self.call(HostFunction::Count, |access, plugin| async move {
             bounds::selector("count", &plugin, label_selector.as_deref())?;
             let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
@@ -124,7 +141,7 @@ impl HostState {
         obj: ObjectRef,
         set: Vec<(String, String)>,
         remove: Vec<String>,
-    ) -> Result<(), GuestError> {
+    ) -> Answer<()> {
         self.call(HostFunction::PatchLabels, |access, plugin| async move {
             bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
             let target = target("patch-labels", &plugin, obj)?;
@@ -139,7 +156,7 @@ impl HostState {
         obj: ObjectRef,
         add: Vec<String>,
         remove: Vec<String>,
-    ) -> Result<(), GuestError> {
+    ) -> Answer<()> {
         self.call(HostFunction::PatchFinalizers, |access, plugin| async move {
             let target = target("patch-finalizers", &plugin, obj)?;
             access?.patch_finalizers(&target, &add, &remove).await
@@ -148,7 +165,7 @@ impl HostState {
     }
 
     /// `record-event`.
-    pub(crate) async fn host_record_event(&mut self, event: EventRecord) -> Result<(), GuestError> {
+    pub(crate) async fn host_record_event(&mut self, event: EventRecord) -> Answer<()> {
         self.call(HostFunction::RecordEvent, |access, plugin| async move {
             let regarding = target("record-event", &plugin, event.regarding.clone())?;
             let related = match event.related.clone() {
@@ -164,11 +181,7 @@ impl HostState {
     }
 
     /// `apply`: server-side apply of a whole object.
-    pub(crate) async fn host_apply(
-        &mut self,
-        object: String,
-        force: bool,
-    ) -> Result<String, GuestError> {
+    pub(crate) async fn host_apply(&mut self, object: String, force: bool) -> Answer<String> {
         self.call(HostFunction::Apply, |access, plugin| async move {
             bounds::body("apply", &plugin, "the object", &object)?;
             access?.apply(&object, force).await
@@ -177,7 +190,7 @@ impl HostState {
     }
 
     /// `create`: the stored object's JSON.
-    pub(crate) async fn host_create(&mut self, object: String) -> Result<String, GuestError> {
+    pub(crate) async fn host_create(&mut self, object: String) -> Answer<String> {
         self.call(HostFunction::Create, |access, plugin| async move {
             bounds::body("create", &plugin, "the object", &object)?;
             access?.create(&object).await
@@ -192,7 +205,7 @@ impl HostState {
         kind: PatchKind,
         patch: String,
         subresource: Option<String>,
-    ) -> Result<String, GuestError> {
+    ) -> Answer<String> {
         self.call(HostFunction::Patch, |access, plugin| async move {
             bounds::body("patch", &plugin, "the patch", &patch)?;
             let target = target("patch", &plugin, obj)?;
@@ -202,7 +215,7 @@ impl HostState {
     }
 
     /// `update`: the stored object's JSON.
-    pub(crate) async fn host_update(&mut self, object: String) -> Result<String, GuestError> {
+    pub(crate) async fn host_update(&mut self, object: String) -> Answer<String> {
         self.call(HostFunction::Update, |access, plugin| async move {
             bounds::body("update", &plugin, "the object", &object)?;
             access?.update(&object).await
@@ -211,11 +224,7 @@ impl HostState {
     }
 
     /// `patch-status`.
-    pub(crate) async fn host_patch_status(
-        &mut self,
-        obj: ObjectRef,
-        status: String,
-    ) -> Result<(), GuestError> {
+    pub(crate) async fn host_patch_status(&mut self, obj: ObjectRef, status: String) -> Answer<()> {
         self.call(HostFunction::PatchStatus, |access, plugin| async move {
             bounds::body("patch-status", &plugin, "the status", &status)?;
             let target = target("patch-status", &plugin, obj)?;
@@ -229,7 +238,7 @@ impl HostState {
         &mut self,
         obj: ObjectRef,
         options: DeleteOptions,
-    ) -> Result<(), GuestError> {
+    ) -> Answer<()> {
         self.call(HostFunction::Delete, |access, plugin| async move {
             let preconditions = [&options.uid, &options.resource_version];
             for value in preconditions.into_iter().flatten() {
@@ -250,7 +259,7 @@ impl HostState {
         name: &str,
         labels: &[String],
         value: f64,
-    ) -> Result<(), GuestError> {
+    ) -> Answer<()> {
         let result = (|| {
             let access = self.access()?;
             let done = access.plugin_metrics().update(update, name, labels, value);

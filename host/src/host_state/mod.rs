@@ -5,8 +5,12 @@
 //! bindings, which hand the imports to it, so neither depends on the other for it.
 
 mod calls;
+mod fault;
 mod limiter;
 mod stderr;
+
+pub(crate) use calls::Answer;
+pub use fault::HostFault;
 
 use std::sync::Arc;
 use std::time::Duration;

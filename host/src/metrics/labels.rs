@@ -72,6 +72,8 @@ label_values! {
         unavailable,
         /// `other`.
         other,
+        /// The host failed at its own part: the plugin's call trapped.
+        host_fault,
     }
 }
 
@@ -119,6 +121,9 @@ label_values! {
         instantiate,
         /// The plugin returned an error.
         guest_error,
+        /// The host failed at its own part of a host call (not counted against the
+        /// plugin's health).
+        host_fault,
     }
 }
 

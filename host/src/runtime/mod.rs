@@ -8,10 +8,10 @@ mod plugin;
 mod reuse;
 pub mod settings;
 
-pub use crate::host_state::HostState;
+pub use crate::host_state::{HostFault, HostState};
 pub use artifacts::Origin;
 pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine};
-pub use plugin::{CallError, LoadError, PluginCode};
+pub use plugin::{Blame, CallError, LoadError, PluginCode};
 pub use reuse::{Recycle, ReusePolicy, ReusedInstance};
 
 use std::collections::HashMap;

@@ -9,8 +9,9 @@ use super::{ReusePolicy, Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
 use crate::capabilities::ClusterAccess;
 use crate::contract::{Action, Failure, Registration};
-use crate::host_state::{HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
+use crate::host_state::{HostFault, HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
 use crate::keys::ReconcileKey;
+use crate::metrics::{FailureCause, Limit};
 
 /// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
 /// it yields its thread to other tasks.
@@ -79,6 +80,49 @@ pub enum CallError {
     /// The guest returned an error from `reconcile` (terminal or to be retried).
     #[error("returned an error: {}{}", .0.error, if .0.terminal { " (terminal)" } else { "" })]
     Guest(Failure),
+    /// The host failed at its own part of a host call, which trapped the guest's call
+    /// (see [`HostFault`]): the host's bug, not the plugin's.
+    #[error("stopped by a host fault: {0}")]
+    HostFault(String),
+}
+
+/// Whom a failed call is held against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The plugin answered with an error: an ordinary failure, retried or terminal.
+    Answered,
+    /// The plugin crashed (trap, timeout, a limit, no instance): counted towards
+    /// crash-looping, and towards the limit it hit, if any.
+    Crashed(Option<Limit>),
+    /// The host failed: retried, never counted against the plugin.
+    Host,
+}
+
+impl CallError {
+    /// Whom this failure is held against.
+    pub fn blame(&self) -> Blame {
+        match self {
+            CallError::Guest(_) => Blame::Answered,
+            CallError::HostFault(_) => Blame::Host,
+            CallError::Timeout(_) => Blame::Crashed(Some(Limit::timeout)),
+            CallError::MemoryLimit(_) => Blame::Crashed(Some(Limit::memory)),
+            CallError::HandleLimit(_) => Blame::Crashed(Some(Limit::handles)),
+            CallError::Trap(_) | CallError::Instantiate(_) => Blame::Crashed(None),
+        }
+    }
+
+    /// The cause `wcm_reconcile_failures_total` counts it under.
+    pub fn cause(&self) -> FailureCause {
+        match self {
+            CallError::Guest(_) => FailureCause::guest_error,
+            CallError::HostFault(_) => FailureCause::host_fault,
+            CallError::Timeout(_) => FailureCause::timeout,
+            CallError::MemoryLimit(_) => FailureCause::memory,
+            CallError::HandleLimit(_) => FailureCause::handles,
+            CallError::Trap(_) => FailureCause::trap,
+            CallError::Instantiate(_) => FailureCause::instantiate,
+        }
+    }
 }
 
 /// A plugin ready to run: pre-linked once, instantiated fresh for every call.
@@ -207,6 +251,9 @@ impl PluginCode {
     /// Sorts a failed call by cause, with a one-line message: the trap, or the root
     /// cause of a host-side refusal (not wasmtime's backtrace).
     fn classify(&self, e: wasmtime::Error) -> CallError {
+        if let Some(fault) = e.downcast_ref::<HostFault>() {
+            return CallError::HostFault(fault.to_string());
+        }
         let limits = self.runtime.limits();
         if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
             return CallError::Timeout(limits.reconcile_timeout);
@@ -259,5 +306,29 @@ pub(super) fn with_stderr(error: CallError, state: &HostState) -> CallError {
             CallError::Trap(format!("{msg}; guest stderr: {line}"))
         }
         (error, _) => error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{ErrorCode, GuestError};
+
+    #[test]
+    fn only_the_plugins_own_crashes_count_against_it() {
+        let answered = CallError::Guest(Failure {
+            error: GuestError::new(ErrorCode::Conflict, String::from("modified")),
+            terminal: false,
+        });
+        assert_eq!(answered.blame(), Blame::Answered);
+        let fault = CallError::HostFault("host fault in get for plugin a: boom".into());
+        assert_eq!(fault.blame(), Blame::Host);
+        assert_eq!(fault.cause(), FailureCause::host_fault);
+        let timeout = CallError::Timeout(Duration::from_secs(1));
+        assert_eq!(timeout.blame(), Blame::Crashed(Some(Limit::timeout)));
+        assert_eq!(
+            CallError::Trap("unreachable".into()).blame(),
+            Blame::Crashed(None)
+        );
     }
 }

@@ -38,7 +38,7 @@ impl MemoryCluster {
         object: &DynamicObject,
     ) -> Result<Value, CapabilityError> {
         self.check_scope(op, target)?;
-        let value = serde_json::to_value(object).map_err(|e| op.other(e))?;
+        let value = serde_json::to_value(object).map_err(|e| op.host_fault(e))?;
         let mut id = self.id(target);
         if object.metadata.name.is_none() {
             id.name = String::new(); // generated
@@ -96,7 +96,7 @@ impl MemoryCluster {
         target: &Target,
         object: &DynamicObject,
     ) -> Result<Value, CapabilityError> {
-        let value = serde_json::to_value(object).map_err(|e| op.other(e))?;
+        let value = serde_json::to_value(object).map_err(|e| op.host_fault(e))?;
         let id = self.id(target);
         let mut world = self.world();
         let (stored, changed) =

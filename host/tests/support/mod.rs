@@ -19,6 +19,7 @@ pub mod audit;
 pub mod deployed;
 pub mod docs;
 pub mod election;
+pub mod imports;
 pub mod objects;
 pub mod proxy;
 pub mod rbac;
