@@ -20,15 +20,18 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::TestNamespace;
-use wcm_host::budget::{Budget, PluginBudget};
+use wcm_host::budget::Budget;
 use wcm_host::capabilities::{ClusterAccess, Target};
 use wcm_host::config::Limits;
-use wcm_host::keys::ReconcileKey;
-use wcm_host::kube::informer::{InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
 use wcm_host::queue::{Backoff, WorkQueue};
-use wcm_host::rights::Granted;
 use wcm_host::runtime::{PluginCode, ReusePolicy, ReusedInstance, Runtime};
+use wcm_host::testing::ReconcileKey;
+
+/// The plugin's live view of one namespace's ConfigMaps, as the capability tests build it.
+#[path = "../tests/support/access.rs"]
+#[allow(dead_code, reason = "the tests use the rest")]
+mod access;
 
 const ITERATIONS: usize = 3000;
 const WARMUP: usize = 200;
@@ -152,27 +155,16 @@ async fn setup(ns: &str, client: Client) -> Result<(Arc<ClusterAccess>, Reconcil
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &cm)
         .await?;
-    let registry = Arc::new(InformerRegistry::new(client.clone(), Default::default()));
-    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
-    let scope = WatchScope {
-        gvk: gvk.clone(),
-        namespace: Some(ns.into()),
-        label_selector: None,
-        field_selector: None,
-        metadata_only: false,
-    };
-    let informer = registry.acquire(scope).await?;
-    informer.wait_synced().await;
-    let budget = PluginBudget::new("bench-get", Budget::default(), Default::default());
-    let access = ClusterAccess::live(
-        Arc::new(budget),
-        "bench",
-        registry,
+    let (leader, budget) = (LeaderGate::always_open(), Budget::default());
+    let (access, _) = access::config_map_access(
+        "bench-get",
+        ns,
         client,
-        (vec![informer], Arc::new(Granted::everything())),
+        (leader, budget),
         Default::default(),
-        LeaderGate::always_open(),
-    );
+    )
+    .await?;
+    let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
     let key = ReconcileKey {
         kind: Some(gvk),
         namespace: Some(ns.into()),

@@ -6,17 +6,17 @@
 //! cluster only through the capabilities in [`capabilities`], each checked against the
 //! permissions the plugin declared.
 
-pub mod bindings;
+pub(crate) mod bindings;
 pub mod budget;
 pub mod capabilities;
 pub mod componentize;
 pub mod config;
 pub mod contract;
-pub mod controller;
+pub(crate) mod controller;
 pub mod daemon;
 pub(crate) mod host_state;
-pub mod keys;
-pub mod kube;
+pub(crate) mod keys;
+pub(crate) mod kube;
 pub mod leader;
 pub mod loading;
 pub(crate) mod logs;
@@ -32,6 +32,7 @@ pub mod runtime;
 pub mod scaffold;
 pub(crate) mod server;
 pub mod status;
+pub mod testing;
 pub mod testkit;
 pub(crate) mod watcher;
 

@@ -4,7 +4,7 @@
 //! cache, pre-linked, and asked for its registration. Checking the registration is
 //! the caller's next step, against the plugin's own budget in the manager and the
 //! defaults offline ([`load_registered_with`], [`registrations`] for `rbac`); so is its identity, the file's name
-//! ([`plugin_file::identity`]), which the test kit does not need (it runs whatever
+//! (`plugin::file::identity`), which the test kit does not need (it runs whatever
 //! file cargo built).
 
 use std::path::{Path, PathBuf};

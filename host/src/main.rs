@@ -9,9 +9,8 @@ use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
 use wcm_host::daemon::{self, DaemonConfig};
-use wcm_host::kube::names::is_dns_subdomain;
 use wcm_host::queue::Backoff;
-use wcm_host::rights::identity::ServiceAccounts;
+use wcm_host::rights::identity::{ServiceAccounts, valid_account};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -280,11 +279,9 @@ fn identity() -> String {
 async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
     use wcm_host::loading::registrations;
     use wcm_host::rights::{Naming, plugin_rights, render};
-    anyhow::ensure!(
-        is_dns_subdomain(&args.host_service_account),
-        "--host-service-account {:?} is not a valid name",
-        args.host_service_account
-    );
+    valid_account(&args.host_service_account)
+        .map_err(anyhow::Error::msg)
+        .context("--host-service-account")?;
     let accounts = ServiceAccounts::new(&args.namespace, &args.service_account_prefix)
         .map_err(anyhow::Error::msg)
         .context("--namespace / --service-account-prefix")?;
@@ -297,11 +294,7 @@ async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
     let mut seen = std::collections::BTreeMap::new();
     let cache = default_compile_cache();
     for (path, registration) in registrations(&args.paths, Some(&cache)).await? {
-        let account = naming.accounts.name(&registration.name);
-        anyhow::ensure!(
-            is_dns_subdomain(&account),
-            "{account:?} (--service-account-prefix and plugin name) is not a valid name"
-        );
+        (naming.accounts.valid_name(&registration.name)).map_err(anyhow::Error::msg)?;
         if let Some(first) = seen.insert(registration.name.clone(), path.clone()) {
             anyhow::bail!(
                 "{} and {} are both plugin {:?} (a plugin is named by its file)",

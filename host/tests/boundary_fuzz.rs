@@ -21,18 +21,18 @@ use kube::api::{Api, PostParams};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
-use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event, PatchType, Propagation,
-};
-use wcm_host::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
-use wcm_host::bindings::v0_3::wcm::controller::types::{EventType, Gvk, ObjectRef};
 use wcm_host::budget::Budget;
 use wcm_host::contract::{MetricDeclaration, MetricKind};
-use wcm_host::kube::cache::CachedObject;
-use wcm_host::kube::informer::Informer;
 use wcm_host::leader::LeaderGate;
 use wcm_host::metrics::plugin::PluginMetrics;
 use wcm_host::runtime::HostState;
+use wcm_host::testing::CachedObject;
+use wcm_host::testing::Informer;
+use wcm_host::testing::v0_3::wcm::controller::cluster::{
+    DeleteOptions, Event, PatchType, Propagation,
+};
+use wcm_host::testing::v0_3::wcm::controller::log::{Host as Log, Level};
+use wcm_host::testing::v0_3::wcm::controller::types::{EventType, Gvk, ObjectRef};
 
 /// The system allocator, counting the bytes held and their peak since the last reset.
 struct Counting;

@@ -17,19 +17,19 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::bindings::v0_3::wcm::controller::cluster::{
-    DeleteOptions, Event as EventArgs, Propagation,
-};
-use wcm_host::bindings::v0_3::wcm::controller::types::{
-    Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
-};
 use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::ClusterAccess;
 use wcm_host::contract::Verb;
-use wcm_host::kube::informer::InformerRegistry;
 use wcm_host::leader::LeaderGate;
 use wcm_host::rights::Granted;
 use wcm_host::runtime::HostState;
+use wcm_host::testing::InformerRegistry;
+use wcm_host::testing::v0_3::wcm::controller::cluster::{
+    DeleteOptions, Event as EventArgs, Propagation,
+};
+use wcm_host::testing::v0_3::wcm::controller::types::{
+    Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
+};
 
 const PLUGIN: &str = "capability-test";
 
@@ -827,7 +827,7 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
 #[tokio::test]
 async fn create_patch_and_update_write_as_the_plugin_and_keep_their_preconditions() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    use wcm_host::bindings::v0_3::wcm::controller::cluster::PatchType;
+    use wcm_host::testing::v0_3::wcm::controller::cluster::PatchType;
     let ns = TestNamespace::create("cap-writes").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
     let made = json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use wcm_host::bindings::ContractVersion;
 use wcm_host::config::Limits;
 use wcm_host::runtime::{LoadError, PluginFile, Runtime};
+use wcm_host::testing::ContractVersion;
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
 use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
 

@@ -13,19 +13,19 @@ use anyhow::{Context, Result, ensure};
 use futures::future::BoxFuture;
 use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector};
-use wcm_host::bindings::v0_3::wcm::controller::cluster::Host as Cluster;
-use wcm_host::bindings::v0_3::wcm::controller::types::{Gvk, ObjectRef};
 use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::{
     Backend, CapabilityError, ClusterAccess, Declared, Op, Target, Write,
 };
 use wcm_host::config::Limits;
 use wcm_host::contract::{DeleteOptions, EventRecord, Verb};
-use wcm_host::keys::ReconcileKey;
 use wcm_host::leader::LeaderGate;
 use wcm_host::metrics::Metrics;
 use wcm_host::rights::Granted;
 use wcm_host::runtime::{Blame, CallError, HostFault, HostState, Runtime};
+use wcm_host::testing::ReconcileKey;
+use wcm_host::testing::v0_3::wcm::controller::cluster::Host as Cluster;
+use wcm_host::testing::v0_3::wcm::controller::types::{Gvk, ObjectRef};
 
 const PLUGIN: &str = "faulty";
 

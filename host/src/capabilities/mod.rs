@@ -2,7 +2,7 @@
 //! written once over two backends.
 //!
 //! Every import runs one pipeline in [`ClusterAccess`]: the target checked (in
-//! [`crate::host_state`], before anything else) → the declared verb → the body's shape →
+//! `host_state`, before anything else) → the declared verb → the body's shape →
 //! the kind served → admission (this replica leads, the plugin's API rate) → the
 //! [`Backend`] →
 //! read-your-writes → the result's size. Reads take the plugin's watches of a kind that

@@ -28,7 +28,7 @@ impl std::fmt::Display for Target {
 
 impl Target {
     /// A target from a plugin's input: kind, namespace and name are checked before
-    /// they can reach a URL (see [`crate::kube::names`]). `op` and `plugin` name the
+    /// they can reach a URL (the rules of `kube::names`). `op` and `plugin` name the
     /// call in the error.
     pub fn checked(
         op: &str,

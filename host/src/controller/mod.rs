@@ -28,7 +28,7 @@ use crate::rights::access::{AccessReviewer, ReviewError};
 use crate::rights::identity::{IdentityError, PluginIdentities};
 use crate::rights::{Granted, Review};
 use crate::runtime::PluginCode;
-pub use health::{CRASH_LOOP_AFTER, Health};
+pub use health::Health;
 use health::{CrashLoop, health_of};
 pub use rights::ForbiddenError;
 use rights::{DeclaredRights, keep_reviewing, review_at_load};

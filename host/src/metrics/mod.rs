@@ -4,7 +4,7 @@
 //! name and labels ([`standard`]: `controller_runtime_reconcile_total{controller}`,
 //! `workqueue_depth{name}`, `rest_client_requests_total`, ...), so dashboards written
 //! for Go controllers work unchanged; what only this host has carries the `wcm_`
-//! prefix. Scraped from `/metrics` (see [`crate::server`]).
+//! prefix. Scraped from `/metrics` (the host's HTTP server).
 
 mod labels;
 pub mod plugin;

@@ -27,6 +27,14 @@ pub struct ServiceAccounts {
     pub prefix: String,
 }
 
+/// `name` as a ServiceAccount's name (the host's own), refused when not valid.
+pub fn valid_account(name: &str) -> Result<&str, String> {
+    match is_dns_subdomain(name) {
+        true => Ok(name),
+        false => Err(format!("{name:?} is not a valid ServiceAccount name")),
+    }
+}
+
 impl ServiceAccounts {
     /// Checks that `namespace` is a namespace and `prefix` starts valid object names.
     pub fn new(namespace: &str, prefix: &str) -> Result<ServiceAccounts, String> {
@@ -47,6 +55,18 @@ impl ServiceAccounts {
     /// The ServiceAccount (and role) name of `plugin`: `<prefix><plugin>`.
     pub fn name(&self, plugin: &str) -> String {
         format!("{}{plugin}", self.prefix)
+    }
+
+    /// `plugin`'s account name, refused when it is not a valid one (a long plugin
+    /// name after a long prefix).
+    pub fn valid_name(&self, plugin: &str) -> Result<String, String> {
+        let account = self.name(plugin);
+        match is_dns_subdomain(&account) {
+            true => Ok(account),
+            false => Err(format!(
+                "{account:?} (--service-account-prefix and plugin name) is not a valid name"
+            )),
+        }
     }
 
     /// The user name `plugin` acts as: `system:serviceaccount:<namespace>:<prefix><plugin>`.

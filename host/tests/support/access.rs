@@ -10,11 +10,11 @@ use kube::core::GroupVersionKind;
 use wcm_host::budget::{Budget, PluginBudget};
 use wcm_host::capabilities::ClusterAccess;
 use wcm_host::contract::Verb;
-use wcm_host::kube::informer::{Informer, InformerRegistry, WatchScope};
 use wcm_host::leader::LeaderGate;
 use wcm_host::metrics::Metrics;
 use wcm_host::rights::Granted;
 use wcm_host::runtime::HostState;
+use wcm_host::testing::{Informer, InformerRegistry, WatchScope};
 
 /// The host state of `plugin`, which watches ConfigMaps in `ns` and may do anything
 /// with them, writing only while `leader` is open and within `budget`.
