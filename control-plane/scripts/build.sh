@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned etcd and Kubernetes binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kubectl) from the Go module proxy into the cache.
+# kube-scheduler, kubelet, kubectl) and the registry from the Go module proxy into the
+# cache.
 #
-# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl ...]
+# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry ...]
 # (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -65,13 +66,60 @@ build_etcd() {
   log "built $out"
 }
 
+# The registry, and a bcrypt hasher for its htpasswd file (the registry takes bcrypt
+# only; a Go one from the same module graph rather than another system package).
+build_registry() {
+  local out="$REGISTRY_BIN_DIR/registry"
+  [ -x "$out" ] && [ -x "$REGISTRY_BIN_DIR/wcm-htpasswd" ] &&
+    { log "registry $REGISTRY_VERSION cached at $out"; return; }
+  log "building the registry $REGISTRY_VERSION (first time only)"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    go mod init wcm.local/registry >/dev/null 2>&1
+    mkdir htpasswd
+    cat >htpasswd/main.go <<'GO'
+// Prints USER:bcrypt(the password read from stdin), one htpasswd line.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func main() {
+	password, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	hash, err := bcrypt.GenerateFromPassword([]byte(strings.TrimSuffix(password, "\n")), bcrypt.DefaultCost)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s:%s\n", os.Args[1], hash)
+}
+GO
+    go get "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
+    go get golang.org/x/crypto/bcrypt
+    go build -trimpath -o "$work/registry" -ldflags "-s -w \
+      -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION" \
+      github.com/distribution/distribution/v3/cmd/registry
+    go build -trimpath -o "$work/wcm-htpasswd" -ldflags "-s -w" ./htpasswd
+  )
+  mkdir -p "$REGISTRY_BIN_DIR" && mv "$work/registry" "$work/wcm-htpasswd" "$REGISTRY_BIN_DIR/"
+  log "built $out"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) build_etcd ;;
+    registry) build_registry ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
       build_kubernetes_binary "$t" ;;
-    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl)" ;;
+    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry)" ;;
   esac
 done
