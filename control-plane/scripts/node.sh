@@ -55,7 +55,22 @@ state = "$NODE_DIR/containerd/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE_DIR/cni"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$NODE_DIR/certs.d"
 TOML
+  write_registry_trust
+}
+
+# The local registry's CA, trusted by this node's containerd at both of its addresses
+# (registry.sh), so images can come from it too.
+write_registry_trust() {
+  [ -f "$STATE_DIR/registry.env" ] || return 0
+  local address
+  for address in $(sed -n 's/^WCM_REGISTRY\(_FROM_PODS\)\{0,1\}=//p' "$STATE_DIR/registry.env"); do
+    mkdir -p "$NODE_DIR/certs.d/$address"
+    printf 'server = "https://%s"\n\n[host."https://%s"]\n  ca = "%s"\n' \
+      "$address" "$address" "$STATE_DIR/pki/ca.crt" >"$NODE_DIR/certs.d/$address/hosts.toml"
+  done
 }
 
 # A bridge of this node's own, no masquerade and no port maps: no iptables rules.

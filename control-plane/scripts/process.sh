@@ -36,7 +36,8 @@ owned_pid() {
 pid_alive() { owned_pid "$1" >/dev/null; }
 
 cluster_running() {
-  pid_alive etcd && pid_alive kube-apiserver && pid_alive kube-controller-manager || return 1
+  pid_alive etcd && pid_alive kube-apiserver && pid_alive kube-controller-manager &&
+    pid_alive registry || return 1
   # A node that was started must still be there (node.sh).
   [ -f "$STATE_DIR/node.enabled" ] || return 0
   pid_alive containerd && pid_alive kubelet && pid_alive kube-scheduler
@@ -58,7 +59,7 @@ stop_all() {
   local name
   stop_component kube-controller-manager
   if declare -F stop_node >/dev/null; then stop_node; fi
-  for name in kube-scheduler kubelet containerd kube-apiserver etcd; do
+  for name in kube-scheduler kubelet containerd registry kube-apiserver etcd; do
     stop_component "$name"
   done
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Starts the local control plane (etcd + kube-apiserver on loopback) in the background,
-# or reuses the one already running. Last line of output: export KUBECONFIG=<admin>.
+# Starts the local control plane (etcd + kube-apiserver on loopback, a node, a registry)
+# in the background, or reuses the one already running. Last line of output: export KUBECONFIG=<admin>.
 #
 # State (certs, kubeconfigs, data, logs, pids) lives in $STATE_DIR; stop with down.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$CONTROL_PLANE_DIR/process.sh"
 source "$CONTROL_PLANE_DIR/components.sh"
 source "$CONTROL_PLANE_DIR/node.sh"
+source "$CONTROL_PLANE_DIR/registry.sh"
 
 # free_ports N: N distinct free loopback ports (all held open until each is known, so
 # two calls in a row cannot hand out the same port).
@@ -68,8 +69,8 @@ KUBECONFIG
 start_cluster() {
   "$CONTROL_PLANE_DIR/build.sh"
   rm -rf "$STATE_DIR" && mkdir -p "$STATE_DIR/logs"
-  local etcd_port peer_port api_port
-  read -r etcd_port peer_port api_port < <(free_ports 3)
+  local etcd_port peer_port api_port registry_port
+  read -r etcd_port peer_port api_port registry_port < <(free_ports 4)
   make_certs
   write_kubeconfig admin "$api_port"
   write_kubeconfig restricted "$api_port"
@@ -81,6 +82,7 @@ start_cluster() {
   start_controller_manager
   sleep 1
   pid_alive kube-controller-manager || { show_logs; stop_all; die "kube-controller-manager exited during start-up (logs above)"; }
+  start_registry "$registry_port"
   start_node "$api_port"
   log "kube-apiserver ready at https://127.0.0.1:$api_port, kube-controller-manager running (state in $STATE_DIR)"
 }

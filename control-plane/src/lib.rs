@@ -14,11 +14,13 @@ mod diagnose;
 mod namespace;
 mod poll;
 mod private;
+mod registry;
 
 pub use diagnose::describe_pods;
 pub use namespace::TestNamespace;
 pub use poll::poll_until;
 pub use private::PrivateControlPlane;
+pub use registry::LocalRegistry;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -62,6 +62,13 @@ pub enum Command {
     /// host's image, so no plugin image can write another's plugins. A file name two
     /// images both ship is refused and nothing is installed.
     GatherPlugins(GatherArgs),
+    /// Push a plugin to an OCI registry in the CNCF Wasm layout (one `application/wasm`
+    /// layer, a config naming its exports and imports); the last line printed is the
+    /// pushed reference pinned to its digest (`REF@sha256:...`).
+    Push(crate::registry_cli::PushArgs),
+    /// Pull a plugin from an OCI registry (either Wasm layer media type), its digests
+    /// checked, and write it to a file; prints the reference pinned to its digest.
+    Pull(crate::registry_cli::PullArgs),
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,7 @@ pub mod plugin_images;
 pub(crate) mod probes;
 pub mod queue;
 pub(crate) mod rate;
+pub mod registry;
 pub mod rights;
 pub mod runtime;
 pub mod scaffold;

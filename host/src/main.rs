@@ -1,6 +1,7 @@
 //! The `wasm-controller-manager` daemon: runs Kubernetes controllers that are Wasm components.
 
 mod cli;
+mod registry_cli;
 
 use anyhow::Context;
 use clap::Parser;
@@ -25,6 +26,8 @@ fn main() -> anyhow::Result<()> {
             Command::Test(args) => test_plugin(args).await,
             Command::New(args) => new_project(&args),
             Command::GatherPlugins(args) => gather_plugins(&args),
+            Command::Push(args) => registry_cli::push(args).await,
+            Command::Pull(args) => registry_cli::pull(args).await,
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result

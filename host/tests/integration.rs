@@ -39,6 +39,7 @@ mod pod_counter_ending_namespace;
 mod probes;
 mod rbac;
 mod read_rights;
+mod registry;
 mod restarts;
 mod shared_informers;
 mod testkit;

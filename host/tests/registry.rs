@@ -1,0 +1,298 @@
+//! `push` and `pull` against the local registry (CNCF Distribution, TLS by the
+//! cluster's CA, basic auth), as a user runs them: the CNCF Wasm layout on the wire,
+//! the pushed reference pinned to its digest as the last line, the same component
+//! back by tag or digest, credentials from `--password-stdin` or the Docker config
+//! file, the older layer media type read, and what is not a plugin refused naming the
+//! reference and the cause.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, ensure};
+use oci_client::client::{ClientConfig, Config, ImageLayer};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use wcm_control_plane::{ControlPlane, LocalRegistry};
+use wcm_host::registry::{LEGACY_WASM_LAYER, WASM_CONFIG, WASM_LAYER};
+
+use crate::support;
+
+/// What one `push` or `pull` printed.
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the host's `args` with `password` on standard input and `docker_config` as
+/// `DOCKER_CONFIG` (none: an empty directory, so the user's own file is not read).
+fn cli(args: &[&str], password: Option<&str>, docker_config: &Path) -> Result<Ran> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .args(args)
+        .env("DOCKER_CONFIG", docker_config)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    if let Some(password) = password {
+        writeln!(stdin, "{password}")?;
+    }
+    drop(stdin);
+    let out = child.wait_with_output()?;
+    Ok(Ran {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+fn registry() -> Result<LocalRegistry> {
+    Ok(ControlPlane::shared()?.registry()?)
+}
+
+/// A repository of this test's own, so runs never see each other's tags.
+fn repository(registry: &LocalRegistry, name: &str) -> String {
+    format!("{}/tests/{name}-{}", registry.address, fastrand::u32(..))
+}
+
+/// `push` with `--username`/`--password-stdin`.
+fn push(registry: &LocalRegistry, file: &Path, reference: &str, config: &Path) -> Result<Ran> {
+    let file = file.to_str().context("path")?;
+    let ca = registry.ca_file.to_str().context("path")?;
+    let args = ["push", file, reference, "--ca-file", ca];
+    let login = ["--username", &registry.user, "--password-stdin"];
+    cli(
+        &[&args[..], &login[..]].concat(),
+        Some(&registry.password),
+        config,
+    )
+}
+
+/// `pull` with `--username`/`--password-stdin` and `extra` flags.
+fn pull(registry: &LocalRegistry, reference: &str, out: &Path, extra: &[&str]) -> Result<Ran> {
+    let (out, ca) = (
+        out.to_str().context("path")?,
+        registry.ca_file.to_str().context("path")?,
+    );
+    let args = ["pull", reference, "-o", out, "--ca-file", ca];
+    let login = ["--username", &registry.user, "--password-stdin"];
+    let empty = tempfile::tempdir()?;
+    cli(
+        &[&args[..], &login[..], extra].concat(),
+        Some(&registry.password),
+        empty.path(),
+    )
+}
+
+#[tokio::test]
+async fn a_pushed_plugin_comes_back_the_same_by_tag_and_by_digest() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = registry()?;
+    let file = support::plugin_file("pod-counter");
+    let tagged = format!("{}:v1", repository(&registry, "pod-counter"));
+    let empty = tempfile::tempdir()?;
+    let pushed = push(&registry, &file, &tagged, empty.path())?;
+    ensure!(pushed.ok, "push failed: {}", pushed.stderr);
+    let last = pushed.stdout.lines().last().unwrap_or_default();
+    let digest = (last.strip_prefix(&format!("{tagged}@")))
+        .with_context(|| format!("last line {last:?} is not {tagged}@<digest>"))?;
+    ensure!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+
+    let out = empty.path().join("pulled.wasm");
+    let by_tag = pull(&registry, &tagged, &out, &[])?;
+    ensure!(by_tag.ok, "pull by tag failed: {}", by_tag.stderr);
+    ensure!(
+        by_tag.stdout.trim_end() == last,
+        "{} != {last}",
+        by_tag.stdout
+    );
+    ensure!(
+        std::fs::read(&out)? == std::fs::read(&file)?,
+        "pulled bytes differ"
+    );
+
+    let untagged = tagged.trim_end_matches(":v1");
+    let by_digest = pull(&registry, &format!("{untagged}@{digest}"), &out, &[])?;
+    ensure!(by_digest.ok, "pull by digest failed: {}", by_digest.stderr);
+    ensure!(
+        std::fs::read(&out)? == std::fs::read(&file)?,
+        "pulled bytes differ"
+    );
+
+    // The same component pushed again is the same artifact: no spurious upgrade.
+    let again = push(&registry, &file, &tagged, empty.path())?;
+    ensure!(
+        again.stdout.lines().last() == Some(last),
+        "{}",
+        again.stdout
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn credentials_come_from_the_docker_config_and_a_wrong_one_is_refused() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = registry()?;
+    let file = support::plugin_file("pod-counter");
+    let file = file.to_str().context("path")?;
+    let tagged = format!("{}:v1", repository(&registry, "login"));
+    let ca = registry.ca_file.to_str().context("path")?;
+    let config = tempfile::tempdir()?;
+    let login = |password: &str| {
+        use base64::Engine;
+        let auth = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{password}", registry.user));
+        let json = serde_json::json!({"auths": {(&registry.address): {"auth": auth}}});
+        std::fs::write(config.path().join("config.json"), json.to_string())
+    };
+    login(&registry.password)?;
+    let pushed = cli(
+        &["push", file, &tagged, "--ca-file", ca],
+        None,
+        config.path(),
+    )?;
+    ensure!(
+        pushed.ok,
+        "push with the Docker config failed: {}",
+        pushed.stderr
+    );
+
+    login("wrong")?;
+    let refused = cli(
+        &["push", file, &tagged, "--ca-file", ca],
+        None,
+        config.path(),
+    )?;
+    ensure!(!refused.ok, "a wrong password was let in");
+    ensure!(
+        refused
+            .stderr
+            .contains(&format!("{tagged}: not authorized")),
+        "{}",
+        refused.stderr
+    );
+    let anonymous = tempfile::tempdir()?;
+    let out = anonymous.path().join("x.wasm");
+    let out = out.to_str().context("path")?;
+    let refused = cli(
+        &["pull", &tagged, "-o", out, "--ca-file", ca],
+        None,
+        anonymous.path(),
+    )?;
+    ensure!(
+        !refused.ok
+            && refused
+                .stderr
+                .contains(&format!("{tagged}: not authorized")),
+        "{}",
+        refused.stderr
+    );
+
+    // A registry whose CA is not trusted cannot be reached, and says why.
+    let untrusted = cli(&["pull", &tagged, "-o", out], None, config.path())?;
+    ensure!(
+        !untrusted.ok
+            && untrusted.stderr.contains("the registry cannot be reached")
+            && untrusted.stderr.contains("UnknownIssuer"),
+        "{}",
+        untrusted.stderr
+    );
+    Ok(())
+}
+
+/// Pushes `layers` (media type, bytes) under `reference` with the library, as other
+/// tools would write them.
+async fn push_raw(
+    registry: &LocalRegistry,
+    reference: &str,
+    layers: &[(&str, Vec<u8>)],
+) -> Result<()> {
+    let ca = std::fs::read(&registry.ca_file)?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = Client::new(ClientConfig {
+        extra_root_certificates: vec![oci_client::client::Certificate {
+            encoding: oci_client::client::CertificateEncoding::Pem,
+            data: ca,
+        }],
+        ..ClientConfig::default()
+    });
+    let layers: Vec<ImageLayer> = (layers.iter())
+        .map(|(media_type, bytes)| ImageLayer::new(bytes.clone(), media_type.to_string(), None))
+        .collect();
+    let config = Config::new(b"{}".to_vec(), WASM_CONFIG.to_string(), None);
+    let auth = RegistryAuth::Basic(registry.user.clone(), registry.password.clone());
+    let reference: Reference = reference.parse()?;
+    client
+        .push(&reference, &layers, config, &auth, None)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_older_layer_type_is_read_and_what_is_not_a_plugin_is_refused() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = registry()?;
+    let component = std::fs::read(support::plugin_file("pod-counter"))?;
+    let repo = repository(&registry, "layouts");
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("pulled.wasm");
+
+    let legacy = format!("{repo}:legacy");
+    push_raw(
+        &registry,
+        &legacy,
+        &[(LEGACY_WASM_LAYER, component.clone())],
+    )
+    .await?;
+    let pulled = pull(&registry, &legacy, &out, &[])?;
+    ensure!(
+        pulled.ok,
+        "the older media type was refused: {}",
+        pulled.stderr
+    );
+    ensure!(std::fs::read(&out)? == component);
+
+    let cases = [
+        (
+            "tarball",
+            vec![("application/vnd.oci.image.layer.v1.tar", component.clone())],
+            "the layer's media type is application/vnd.oci.image.layer.v1.tar, not a Wasm component's",
+        ),
+        (
+            "two",
+            vec![(WASM_LAYER, component.clone()), (WASM_LAYER, b"x".to_vec())],
+            "the manifest has 2 layers; a plugin is one layer",
+        ),
+    ];
+    for (tag, layers, cause) in cases {
+        let reference = format!("{repo}:{tag}");
+        push_raw(&registry, &reference, &layers).await?;
+        let refused = pull(&registry, &reference, &out, &[])?;
+        ensure!(!refused.ok, "{tag}: pulled");
+        let expected = format!("{reference}: {cause}");
+        ensure!(
+            refused.stderr.contains(&expected),
+            "{tag}: {}",
+            refused.stderr
+        );
+    }
+
+    // Over the bound: refused from the manifest's size, before the layer is fetched.
+    let refused = pull(&registry, &legacy, &out, &["--max-mib", "0"])?;
+    let expected = format!(
+        "{legacy}: the component is {} bytes or more, over the bound of 0",
+        component.len()
+    );
+    ensure!(
+        !refused.ok && refused.stderr.contains(&expected),
+        "{}",
+        refused.stderr
+    );
+    Ok(())
+}
