@@ -38,8 +38,8 @@ fn tool_dir(variable: &str) -> Result<String> {
 }
 
 /// What a reader's shell has: the host binary, kubectl, componentize-py and
-/// componentize-js on PATH, a kubeconfig of the cluster (its namespace `default`), and
-/// the running host's plugins directory.
+/// componentize-js on PATH, a kubeconfig of the cluster (its namespace `default`), the
+/// running host's plugins directory, and the cluster's registry (`registry.env`).
 fn reader_env(plane: &ControlPlane, plugins: &Path) -> Result<Vec<(String, String)>> {
     let kubeconfig = plugins.with_extension("kubeconfig");
     std::fs::copy(plane.admin_kubeconfig(), &kubeconfig)?;
@@ -54,7 +54,15 @@ fn reader_env(plane: &ControlPlane, plugins: &Path) -> Result<Vec<(String, Strin
         .chain([path_with_host()])
         .collect();
     let js = tool_dir("JS_TOOLS")? + "/node_modules/.bin/componentize-js";
+    let registry = plane.registry()?;
     Ok(vec![
+        ("WCM_REGISTRY".into(), registry.address),
+        (
+            "WCM_REGISTRY_CA".into(),
+            registry.ca_file.display().to_string(),
+        ),
+        ("WCM_REGISTRY_USER".into(), registry.user),
+        ("WCM_REGISTRY_PASSWORD".into(), registry.password),
         ("PATH".into(), path.join(":")),
         ("KUBECONFIG".into(), kubeconfig.display().to_string()),
         ("PLUGINS_DIR".into(), plugins.display().to_string()),
