@@ -69,6 +69,9 @@ pub enum Command {
     /// Pull a plugin from an OCI registry (either Wasm layer media type), its digests
     /// checked, and write it to a file; prints the reference pinned to its digest.
     Pull(crate::registry_cli::PullArgs),
+    /// Print the `WasmPlugin` CustomResourceDefinition (what `deploy/crds/` holds), as
+    /// YAML for `kubectl apply -f -`.
+    Crd,
 }
 
 #[derive(Debug, Args)]

@@ -35,6 +35,7 @@ pub(crate) mod server;
 pub mod status;
 pub mod testing;
 pub mod testkit;
+pub mod wasmplugin;
 pub(crate) mod watcher;
 
 #[cfg(test)]

@@ -28,6 +28,10 @@ fn main() -> anyhow::Result<()> {
             Command::GatherPlugins(args) => gather_plugins(&args),
             Command::Push(args) => registry_cli::push(args).await,
             Command::Pull(args) => registry_cli::pull(args).await,
+            Command::Crd => {
+                print!("{}", wcm_host::wasmplugin::crd_yaml());
+                Ok(())
+            }
         }
     });
     // Do not wait for a plugin still compiling on a blocking thread: its result

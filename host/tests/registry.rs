@@ -296,3 +296,69 @@ async fn the_older_layer_type_is_read_and_what_is_not_a_plugin_is_refused() -> R
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secret() -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    use wcm_host::registry::{PulledPlugins, Registry};
+    use wcm_host::wasmplugin::pull_auth;
+
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = registry()?;
+    let ns = wcm_control_plane::TestNamespace::create("pull-secret").await?;
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(ns.client(), ns.name());
+    let docker_config = serde_json::json!({"auths": {(&registry.address): {
+        "username": registry.user, "password": registry.password}}});
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pull"}, "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": docker_config.to_string()}}))?;
+    secrets.create(&Default::default(), &secret).await?;
+    let opaque: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "opaque"}, "stringData": {"password": "x"}}))?;
+    secrets.create(&Default::default(), &opaque).await?;
+
+    let client = ns.client();
+    let auth = pull_auth(&client, ns.name(), "pull", &registry.address).await?;
+    let refused = pull_auth(&client, ns.name(), "opaque", &registry.address).await;
+    let expected = format!(
+        "pull Secret {}/opaque is of type Opaque, not kubernetes.io/dockerconfigjson",
+        ns.name()
+    );
+    ensure!(
+        matches!(&refused, Err(e) if e.to_string() == expected),
+        "{refused:?}"
+    );
+    let missing = pull_auth(&client, ns.name(), "absent", &registry.address).await;
+    let named = format!("pull Secret {}/absent: ", ns.name());
+    ensure!(
+        matches!(&missing, Err(e) if e.to_string().starts_with(&named)),
+        "{missing:?}"
+    );
+
+    // Pushed, then fetched by digest with the Secret's credentials: pulled once, then
+    // from disk, even with no registry at all at the address.
+    let file = support::plugin_file("pod-counter");
+    let tagged = format!("{}:v1", repository(&registry, "kept"));
+    let empty = tempfile::tempdir()?;
+    let pushed = push(&registry, &file, &tagged, empty.path())?;
+    ensure!(pushed.ok, "{}", pushed.stderr);
+    let pinned = pushed
+        .stdout
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .replace(":v1@", "@");
+    let client = Registry::new(std::slice::from_ref(&registry.ca_file))?;
+    let store = PulledPlugins::new(&empty.path().join("pulled"));
+    let max = 128 << 20;
+    let first = store.fetch(&client, &pinned.parse()?, &auth, max).await?;
+    ensure!(!first.cached && first.bytes == std::fs::read(&file)?);
+    let again = store.fetch(&client, &pinned.parse()?, &auth, max).await?;
+    ensure!(again.cached && again.bytes == first.bytes, "pulled again");
+    let elsewhere = pinned.replace(&registry.address, "127.0.0.1:1");
+    let offline = store
+        .fetch(&client, &elsewhere.parse()?, &auth, max)
+        .await?;
+    ensure!(offline.cached && offline.digest == first.digest);
+    Ok(())
+}

@@ -1,11 +1,14 @@
 //! Plugins in OCI registries: the CNCF Wasm layout they are pushed in, the credentials
-//! a registry asks for, and a client that pushes and pulls them within bounds. Used by
-//! `push` and `pull` on the command line.
+//! a registry asks for, a client that pushes and pulls them within bounds, and the
+//! on-disk store of what was pulled, by digest. Used by `push` and `pull` on the
+//! command line and for `WasmPlugin`s.
 
+mod cache;
 mod client;
 mod credentials;
 mod layout;
 
+pub use cache::{Fetched, PulledPlugins};
 pub use client::{Pulled, Registry};
 pub use credentials::{CredentialsError, DockerConfig};
 pub use layout::{ACCEPTED_LAYERS, LEGACY_WASM_LAYER, NotAComponent, WASM_CONFIG, WASM_LAYER};

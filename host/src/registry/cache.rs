@@ -1,0 +1,155 @@
+//! Plugins pulled from registries, kept on disk by digest, so a restart (or a second
+//! `WasmPlugin` naming the same artifact) does not pull again.
+//!
+//! Content-addressed: a component lives at `layers/sha256/<hex>` and is taken from
+//! there only if its bytes still hash to that name; a manifest digest maps to its
+//! layer through `manifests/sha256/<hex>`, written after the layer. Files are written
+//! to a temporary name and renamed, so a crash leaves no half file under a digest.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::{Pulled, Reference, Registry, RegistryAuth, RegistryError};
+
+/// A plugin fetched by digest.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The manifest's digest.
+    pub digest: String,
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// Whether it came from the disk rather than the registry.
+    pub cached: bool,
+}
+
+/// The on-disk store of pulled plugins.
+#[derive(Debug, Clone)]
+pub struct PulledPlugins {
+    dir: PathBuf,
+}
+
+impl PulledPlugins {
+    /// A store in `dir` (created when first written).
+    pub fn new(dir: &Path) -> PulledPlugins {
+        PulledPlugins {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// The plugin at `reference`: from disk when the reference is pinned to a digest
+    /// this store holds intact, else pulled from `registry` (at most `max_bytes`) and
+    /// kept.
+    pub async fn fetch(
+        &self,
+        registry: &Registry,
+        reference: &Reference,
+        auth: &RegistryAuth,
+        max_bytes: u64,
+    ) -> Result<Fetched, RegistryError> {
+        if let Some(digest) = reference.digest()
+            && let Some(bytes) = self.cached(digest).await
+        {
+            let digest = digest.to_string();
+            return Ok(Fetched {
+                digest,
+                bytes,
+                cached: true,
+            });
+        }
+        let Pulled { digest, bytes, .. } = registry.pull(reference, auth, max_bytes).await?;
+        if let Err(e) = self.keep(&digest, &bytes).await {
+            tracing::warn!(reference = %reference, error = %e,
+                "a pulled plugin could not be kept on disk; it will be pulled again");
+        }
+        Ok(Fetched {
+            digest,
+            bytes,
+            cached: false,
+        })
+    }
+
+    /// The component of manifest `digest`, if kept and intact.
+    async fn cached(&self, digest: &str) -> Option<Vec<u8>> {
+        let manifest = self.path("manifests", digest)?;
+        let layer = tokio::fs::read_to_string(manifest).await.ok()?;
+        let bytes = tokio::fs::read(self.path("layers", layer.trim())?)
+            .await
+            .ok()?;
+        (sha256_of(&bytes) == layer.trim()).then_some(bytes)
+    }
+
+    /// Keeps `bytes` as the component of manifest `digest`.
+    async fn keep(&self, digest: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let layer = sha256_of(bytes);
+        let invalid = || std::io::Error::other(format!("{digest} is not a sha256 digest"));
+        write_atomically(&self.path("layers", &layer).ok_or_else(invalid)?, bytes).await?;
+        let manifest = self.path("manifests", digest).ok_or_else(invalid)?;
+        write_atomically(&manifest, layer.as_bytes()).await
+    }
+
+    /// `<dir>/<kind>/sha256/<hex>` for a well-formed sha256 digest only, so no digest
+    /// can name a path outside the store.
+    fn path(&self, kind: &str, digest: &str) -> Option<PathBuf> {
+        let hex = digest.strip_prefix("sha256:")?;
+        let well_formed = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        well_formed.then(|| self.dir.join(kind).join("sha256").join(hex))
+    }
+}
+
+/// `sha256:<hex>` of `bytes`.
+fn sha256_of(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+async fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        tokio::fs::create_dir_all(dir).await?;
+    }
+    let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
+    tokio::fs::write(&temporary, bytes).await?;
+    tokio::fs::rename(&temporary, path).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+    #[tokio::test]
+    async fn a_kept_plugin_is_found_by_its_manifest_digest_only_while_intact() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PulledPlugins::new(dir.path());
+        store.keep(DIGEST, b"component").await.expect("kept");
+        assert_eq!(
+            store.cached(DIGEST).await.as_deref(),
+            Some(&b"component"[..])
+        );
+        let layer = store
+            .path("layers", &sha256_of(b"component"))
+            .expect("path");
+        std::fs::write(layer, b"tampered").expect("write");
+        assert_eq!(
+            store.cached(DIGEST).await,
+            None,
+            "a changed file is not taken"
+        );
+    }
+
+    #[test]
+    fn only_a_well_formed_digest_names_a_path() {
+        let store = PulledPlugins::new(Path::new("/cache"));
+        assert!(store.path("layers", "sha256:../../etc/passwd").is_none());
+        assert!(store.path("layers", "md5:abc").is_none());
+        assert_eq!(
+            store.path("layers", DIGEST),
+            Some(PathBuf::from(format!(
+                "/cache/layers/sha256/{}",
+                &DIGEST[7..]
+            )))
+        );
+    }
+}
