@@ -211,6 +211,18 @@ pub struct RunArgs {
     /// Compile every plugin on every load; keep nothing on disk.
     #[arg(long, conflicts_with = "compile_cache_dir")]
     pub no_compile_cache: bool,
+    /// Run the `WasmPlugin` resources of this namespace (the host's own; their pull
+    /// Secrets live there too) beside the plugins directory: each pulled from its OCI
+    /// registry, its status kept. Unset: no `WasmPlugin` is followed.
+    #[arg(long, env = "WCM_WASM_PLUGIN_NAMESPACE")]
+    pub wasm_plugin_namespace: Option<String>,
+    /// Where plugins pulled from registries are kept by digest
+    /// [default: $XDG_CACHE_HOME/wasm-controller-manager/pulled].
+    #[arg(long)]
+    pub pulled_plugins_dir: Option<PathBuf>,
+    /// A PEM file of a CA that registries may use besides the system's (repeatable).
+    #[arg(long = "registry-ca-file")]
+    pub registry_ca_files: Vec<PathBuf>,
     /// How long a plugin file must stay unchanged before it is (re)loaded.
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     pub file_settle: Duration,

@@ -70,6 +70,19 @@ pub struct ManagerConfig {
     pub access_review_interval: Duration,
     /// Every plugin's API rate, result size, watch and log budgets.
     pub budgets: BudgetSettings,
+    /// Where `WasmPlugin`s are followed and pulled to; none to follow none.
+    pub wasm_plugins: Option<WasmPluginSource>,
+}
+
+/// The `WasmPlugin`s a host follows, and how it pulls them.
+#[derive(Debug, Clone)]
+pub struct WasmPluginSource {
+    /// The namespace of the `WasmPlugin`s and of their pull Secrets: the host's own.
+    pub namespace: String,
+    /// Where pulled plugins are kept by digest.
+    pub pulled_dir: PathBuf,
+    /// PEM files of CAs registries may use besides the system's.
+    pub ca_files: Vec<PathBuf>,
 }
 
 impl ManagerConfig {
@@ -87,6 +100,7 @@ impl ManagerConfig {
             missing_kind_retry: Duration::from_secs(5),
             access_review_interval: Duration::from_secs(60),
             budgets: BudgetSettings::default(),
+            wasm_plugins: None,
         }
     }
 }
@@ -94,9 +108,18 @@ impl ManagerConfig {
 /// `$XDG_CACHE_HOME/wasm-controller-manager/compiled`, else under `~/.cache`, else
 /// under the temporary directory (a container without a home).
 pub fn default_compile_cache() -> PathBuf {
+    cache_base().join("compiled")
+}
+
+/// `$XDG_CACHE_HOME/wasm-controller-manager/pulled`, beside the compile cache.
+pub fn default_pulled_dir() -> PathBuf {
+    cache_base().join("pulled")
+}
+
+fn cache_base() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    base.join("wasm-controller-manager").join("compiled")
+    base.join("wasm-controller-manager")
 }

@@ -76,15 +76,30 @@ impl Version {
                 }
             },
         };
+        Ok(Version::with(file, settings))
+    }
+
+    /// The version of a component already in memory (pulled from a registry).
+    pub fn of(bytes: Vec<u8>, settings: Option<Settings>) -> Version {
+        let hash = crate::runtime::artifacts::content_hash(&bytes);
+        let file = PluginFile {
+            bytes,
+            hash,
+            read: Duration::ZERO,
+        };
+        Version::with(file, settings)
+    }
+
+    fn with(file: PluginFile, settings: Option<Settings>) -> Version {
         let hash = match &settings {
             None => file.hash.clone(),
             Some(s) => format!("{}+{}", file.hash, &s.hash[..s.hash.len().min(12)]),
         };
-        Ok(Version {
+        Version {
             file,
             settings,
             hash,
-        })
+        }
     }
 
     /// Compiles (or takes from the cache) and pre-links this version, then asks it

@@ -8,7 +8,9 @@ use clap::Parser;
 use cli::{Cli, Command, LogFormat, RbacArgs, RunArgs};
 use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
-use wcm_host::config::{Limits, ManagerConfig, default_compile_cache};
+use wcm_host::config::{
+    Limits, ManagerConfig, WasmPluginSource, default_compile_cache, default_pulled_dir,
+};
 use wcm_host::daemon::{self, DaemonConfig};
 use wcm_host::queue::Backoff;
 use wcm_host::rights::identity::{ServiceAccounts, valid_account};
@@ -139,6 +141,11 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
+    config.wasm_plugins = (args.wasm_plugin_namespace).map(|namespace| WasmPluginSource {
+        namespace,
+        pulled_dir: args.pulled_plugins_dir.unwrap_or_else(default_pulled_dir),
+        ca_files: args.registry_ca_files,
+    });
     Ok(config)
 }
 

@@ -43,5 +43,6 @@ mod registry;
 mod restarts;
 mod shared_informers;
 mod testkit;
+mod wasm_plugins;
 mod watch_options;
 mod webapp_registry;

@@ -12,15 +12,35 @@ use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
 use crate::loading::{ReadError, SettingsFrom, Version};
 use crate::plugin::file as plugin_file;
+use crate::runtime::settings;
 use crate::runtime::{LoadError, Loaded, Runtime};
+use crate::wasmplugin::{Fetcher, Pull, WasmPluginSpec};
+
+use super::resources::Pulls;
 
 use super::PluginError;
 
+/// Where a version comes from.
+pub(super) enum Source {
+    /// A file of the plugins directory.
+    File(PathBuf),
+    /// A `WasmPlugin`: its component fetched (pulled by the leading replica, else
+    /// taken from the disk), its settings from its spec; the pull reported in `pulls`.
+    Resource {
+        name: String,
+        spec: WasmPluginSpec,
+        pinned: Option<String>,
+        fetcher: Fetcher,
+        leading: bool,
+        pulls: Pulls,
+    },
+}
+
 /// What a load task is asked to do.
 pub(super) struct LoadJob {
-    /// The file to load.
-    pub path: PathBuf,
-    /// Its name in the plugins directory.
+    /// Where the version comes from.
+    pub source: Source,
+    /// Its key: its name in the plugins directory, or `wasmplugin/<name>`.
     pub file: String,
     /// The content hash of the version running from this file, if any: the same
     /// bytes again are nothing to do, and a new version waits for its informers'
@@ -68,17 +88,10 @@ pub(super) async fn load(
     ctx: ControllerContext,
 ) -> LoadOutcome {
     let began = Instant::now();
-    let identity = match plugin_file::identity(&job.path) {
-        Ok(identity) => identity,
-        Err(e) => return failed(None, LoadError::Read(e).into()),
-    };
     let max_bytes = runtime.limits().max_plugin_file_bytes;
-    let version = match Version::read(&job.path, max_bytes, SettingsFrom::Beside).await {
-        Ok(version) => version,
-        Err(ReadError::File(e)) => return failed(None, e.into()),
-        Err(ReadError::Settings { file_hash, cause }) => {
-            return failed(Some(file_hash), cause.into());
-        }
+    let (identity, version) = match read(job.source, max_bytes).await {
+        Ok(read) => read,
+        Err(failure) => return failure,
     };
     let hash = version.hash.clone();
     if job.running_hash.as_deref() == Some(hash.as_str()) {
@@ -127,6 +140,56 @@ pub(super) async fn prepare(
         registration,
         why,
     }))
+}
+
+/// The identity and version `source` holds, or the load's failure.
+async fn read(source: Source, max_bytes: u64) -> Result<(String, Version), LoadOutcome> {
+    match source {
+        Source::File(path) => {
+            let identity = plugin_file::identity(&path)
+                .map_err(|e| failed(None, LoadError::Read(e).into()))?;
+            let version = Version::read(&path, max_bytes, SettingsFrom::Beside).await;
+            match version {
+                Ok(version) => Ok((identity, version)),
+                Err(ReadError::File(e)) => Err(failed(None, e.into())),
+                Err(ReadError::Settings { file_hash, cause }) => {
+                    Err(failed(Some(file_hash), cause.into()))
+                }
+            }
+        }
+        Source::Resource {
+            name,
+            spec,
+            pinned,
+            fetcher,
+            leading,
+            pulls,
+        } => {
+            let fetched = fetcher.fetch(&spec, pinned.as_deref(), leading).await;
+            let pull = match &fetched {
+                Ok(f) => Pull::Done {
+                    pinned: f.pinned.clone(),
+                    digest: f.fetched.digest.clone(),
+                    cached: f.fetched.cached,
+                },
+                Err(e) => Pull::Failed {
+                    reason: e.reason(),
+                    message: e.to_string(),
+                },
+            };
+            pulls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.clone(), pull);
+            let fetched = fetched.map_err(|e| failed(None, e.into()))?;
+            let label = format!("WasmPlugin {name}");
+            let settings = (spec.settings.as_ref())
+                .map(|s| settings::of_object(s, &label))
+                .transpose()
+                .map_err(|e| failed(None, e.into()))?;
+            Ok((name, Version::of(fetched.fetched.bytes, settings)))
+        }
+    }
 }
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {

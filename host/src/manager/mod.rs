@@ -23,13 +23,15 @@ use crate::metrics::Metrics;
 use crate::probes::Probes;
 use crate::rights::changes::RbacChanges;
 use crate::runtime::{LoadError, Runtime};
+use crate::status::PluginStatus;
 use crate::status::PluginTable;
 use crate::watcher::{DirWatcher, FileChange, WatchError};
-use load::{LoadJob, LoadOutcome};
+use load::{LoadJob, LoadOutcome, Source};
 use slot::Files;
 
 mod health;
 mod load;
+mod resources;
 mod rights;
 mod slot;
 mod start;
@@ -57,6 +59,9 @@ pub enum ManagerError {
     /// The plugins directory cannot be watched.
     #[error(transparent)]
     Watch(#[from] WatchError),
+    /// The registry client for `WasmPlugin`s cannot be set up (a CA file).
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryError),
 }
 
 /// Why one plugin file is not running (or not upgraded).
@@ -71,6 +76,9 @@ pub enum PluginError {
     /// Its settings file cannot be used.
     #[error(transparent)]
     Settings(#[from] crate::runtime::settings::SettingsError),
+    /// Its `WasmPlugin`'s component could not be fetched.
+    #[error(transparent)]
+    Fetch(#[from] crate::wasmplugin::FetchError),
 }
 
 /// A file whose plugin runs.
@@ -101,6 +109,8 @@ pub struct Manager {
     probes: Probes,
     /// Changes of RBAC that concern plugins' accounts, when their rights are reviewed.
     rbac: Option<RbacChanges>,
+    /// The host's `WasmPlugin`s, when it follows them (`--wasm-plugin-namespace`).
+    resources: Option<resources::Resources>,
 }
 
 impl Manager {
@@ -142,6 +152,14 @@ impl Manager {
         let watcher = DirWatcher::start(&config.plugins_dir, config.settle)?;
         let files = plugin_files(&config.plugins_dir)?;
         let rbac = rights::watch_rbac(&ctx).await;
+        let resources = match &config.wasm_plugins {
+            Some(source) => Some(resources::Resources::start(
+                source,
+                ctx.identities.host().clone(),
+                config.limits.max_plugin_file_bytes,
+            )?),
+            None => None,
+        };
         let mut manager = Manager {
             runtime: Arc::new(runtime),
             ctx,
@@ -153,6 +171,7 @@ impl Manager {
             first_scan: Some(files.len()),
             probes,
             rbac,
+            resources,
             config,
         };
         for path in files {
@@ -190,7 +209,14 @@ impl Manager {
                 Some(concerned) = rights::next_change(&mut self.rbac) => {
                     self.rights_changed(&concerned)
                 }
-                _ = health.tick() => self.refresh_health(),
+                Some(change) = resources::next_change(&mut self.resources) => {
+                    self.resource_changed(change)
+                }
+                _ = health.tick() => {
+                    self.refresh_health();
+                    self.retry_pulls();
+                    self.refresh_resource_statuses();
+                }
             }
         };
         tracing::info!("shutting down: no new reconciles; waiting for in-flight ones");
@@ -201,30 +227,56 @@ impl Manager {
     /// Applies one settled change of the directory: a changed file is (re)loaded,
     /// replacing a load of it still in flight; a removed file stops.
     fn apply(&mut self, change: FileChange) {
-        let (FileChange::Changed(path) | FileChange::Removed(path)) = &change;
-        let file = file_name(path);
-        let (load, waiting) = self.files.changed(&file);
+        match change {
+            FileChange::Changed(path) => {
+                self.drop_next(&file_name(&path));
+                self.begin_load(&path)
+            }
+            FileChange::Removed(path) => self.stop_slot(&file_name(&path)),
+        }
+    }
+
+    /// Drops what `file`'s newest version was doing: its load in flight (a newer
+    /// change replaces it) or its wait to start.
+    fn drop_next(&mut self, file: &str) {
+        let (load, waiting) = self.files.changed(file);
         if let Some(waiting) = waiting {
-            self.forget_waiting(&file, &waiting);
+            self.forget_waiting(file, &waiting);
         }
         if let Some(previous) = load {
             previous.abort();
             tracing::debug!(file, "a newer change replaces the load in flight");
         }
-        match change {
-            FileChange::Changed(path) => self.begin_load(&path),
-            FileChange::Removed(_) => self.remove(&file),
-        }
     }
 
-    /// Starts loading `path` in a task of its own.
+    /// Stops everything of `file` (removed, or its resource deleted or paused).
+    fn stop_slot(&mut self, file: &str) {
+        self.drop_next(file);
+        self.remove(file);
+    }
+
+    /// Starts loading `path` in a task of its own, unless a `WasmPlugin` holds the
+    /// identity its name gives it.
     fn begin_load(&mut self, path: &Path) {
         let file = file_name(path);
+        let stem = file.strip_suffix(".wasm").unwrap_or(&file);
+        if self.files.known(&resources::key_of(stem)) {
+            let reason = format!("the identity {stem} is taken by the WasmPlugin {stem}");
+            tracing::error!(file, reason, "plugin file refused");
+            self.table.set(PluginStatus::failed(&file, &reason));
+            return;
+        }
         let job = LoadJob {
-            path: path.to_path_buf(),
+            source: Source::File(path.to_path_buf()),
             file: file.clone(),
             running_hash: self.files.running(&file).map(|r| r.hash.clone()),
         };
+        self.spawn_load(job);
+    }
+
+    /// Runs `job` in a task of its own.
+    fn spawn_load(&mut self, job: LoadJob) {
+        let file = job.file.clone();
         let (runtime, ctx) = (self.runtime.clone(), self.ctx.clone());
         let task_file = file.clone();
         let handle = self
@@ -249,7 +301,9 @@ impl Manager {
         if !retry {
             self.first_scan = self.first_scan.map(|n| n.saturating_sub(1));
         }
+        let started = matches!(outcome, LoadOutcome::Ready(_));
         self.settle(&file, outcome, retry);
+        self.resource_settled(&file, started);
         self.warn_if_idle();
     }
 

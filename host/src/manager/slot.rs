@@ -76,6 +76,11 @@ impl Files {
         }
     }
 
+    /// Whether anything of `file` runs, loads or waits.
+    pub fn known(&self, file: &str) -> bool {
+        self.0.contains_key(file)
+    }
+
     /// The version running from `file`.
     pub fn running(&self, file: &str) -> Option<&Running> {
         self.0.get(file)?.running.as_ref()

@@ -37,9 +37,9 @@ impl PulledPlugins {
         }
     }
 
-    /// The plugin at `reference`: from disk when the reference is pinned to a digest
-    /// this store holds intact, else pulled from `registry` (at most `max_bytes`) and
-    /// kept.
+    /// The plugin at `reference`: from disk when the digest it names (a tag resolved
+    /// first, by one manifest request) is held here intact, else pulled from
+    /// `registry` (at most `max_bytes`) by that digest, and kept.
     pub async fn fetch(
         &self,
         registry: &Registry,
@@ -47,17 +47,14 @@ impl PulledPlugins {
         auth: &RegistryAuth,
         max_bytes: u64,
     ) -> Result<Fetched, RegistryError> {
-        if let Some(digest) = reference.digest()
-            && let Some(bytes) = self.cached(digest).await
-        {
-            let digest = digest.to_string();
-            return Ok(Fetched {
-                digest,
-                bytes,
-                cached: true,
-            });
+        let pinned = match reference.digest() {
+            Some(_) => reference.clone(),
+            None => reference.clone_with_digest(registry.resolve(reference, auth).await?),
+        };
+        if let Some(fetched) = self.fetch_cached(&pinned).await {
+            return Ok(fetched);
         }
-        let Pulled { digest, bytes, .. } = registry.pull(reference, auth, max_bytes).await?;
+        let Pulled { digest, bytes, .. } = registry.pull(&pinned, auth, max_bytes).await?;
         if let Err(e) = self.keep(&digest, &bytes).await {
             tracing::warn!(reference = %reference, error = %e,
                 "a pulled plugin could not be kept on disk; it will be pulled again");
@@ -66,6 +63,18 @@ impl PulledPlugins {
             digest,
             bytes,
             cached: false,
+        })
+    }
+
+    /// The plugin at `reference` if it is pinned to a digest kept intact here; nothing
+    /// is pulled (a standby's load).
+    pub async fn fetch_cached(&self, reference: &Reference) -> Option<Fetched> {
+        let digest = reference.digest()?;
+        let bytes = self.cached(digest).await?;
+        Some(Fetched {
+            digest: digest.to_string(),
+            bytes,
+            cached: true,
         })
     }
 

@@ -84,6 +84,17 @@ impl Registry {
             .map_err(failed)
     }
 
+    /// The manifest digest `reference` (a tag) names now.
+    pub async fn resolve(
+        &self,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<String, RegistryError> {
+        (self.client.fetch_manifest_digest(reference, auth))
+            .await
+            .map_err(|e| RegistryError::of(reference, e))
+    }
+
     /// Pulls the component at `reference`, refusing one over `max_bytes`.
     pub async fn pull(
         &self,

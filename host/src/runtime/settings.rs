@@ -82,6 +82,26 @@ pub async fn read_beside(plugin: &Path) -> Result<Option<Settings>, SettingsErro
     read(&file).await.map(Some)
 }
 
+/// Settings given as a JSON object (a `WasmPlugin`'s `spec.settings`), `label` naming
+/// where they come from; at most [`MAX_SETTINGS_BYTES`] as compact JSON.
+pub fn of_object(
+    object: &serde_json::Map<String, Value>,
+    label: &str,
+) -> Result<Settings, SettingsError> {
+    let json = Value::Object(object.clone()).to_string();
+    if json.len() as u64 > MAX_SETTINGS_BYTES {
+        return Err(SettingsError::Invalid {
+            file: PathBuf::from(label),
+            reason: format!("{} bytes, over {MAX_SETTINGS_BYTES}", json.len()),
+        });
+    }
+    Ok(Settings {
+        hash: content_hash(json.as_bytes()),
+        json: json.into(),
+        file: PathBuf::from(label),
+    })
+}
+
 /// Reads and checks one settings file: a regular file inside its directory, at most
 /// [`MAX_SETTINGS_BYTES`], a JSON or YAML mapping.
 pub async fn read(file: &Path) -> Result<Settings, SettingsError> {

@@ -250,6 +250,12 @@ impl PluginTable {
         }
     }
 
+    /// The row of `file`, if it has one.
+    pub fn row(&self, file: &str) -> Option<PluginStatus> {
+        let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
+        rows.get(file).cloned()
+    }
+
     /// Drops the row of a removed file.
     pub fn remove(&self, file: &str) {
         let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());

@@ -1,7 +1,15 @@
-//! Plugins declared as `WasmPlugin` resources and pulled from OCI registries.
+//! Plugins declared as `WasmPlugin` resources and pulled from OCI registries: the
+//! resource, its pull Secret, fetching its component, its status as a projection of
+//! what the host knows, and the watch of the host's namespace.
 
+mod fetch;
 mod pull_secret;
 mod resource;
+mod status;
+mod watch;
 
+pub use fetch::{FetchError, FetchedPlugin, Fetcher, reference_for};
 pub use pull_secret::{DOCKER_CONFIG_JSON, PullSecretError, pull_auth};
 pub use resource::{RuleCounts, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};
+pub use status::{Facts, Pull, status_of};
+pub use watch::{ResourceChange, changes};

@@ -1,0 +1,177 @@
+//! A `WasmPlugin`'s component: its reference chosen (the digest status pinned for the
+//! same `spec.image`, else `spec.image`), its pull Secret read, and the component
+//! taken from the disk store or pulled — by the leading replica only.
+
+use std::sync::Arc;
+
+use kube::Client;
+
+use super::WasmPluginSpec;
+use super::pull_secret::{PullSecretError, pull_auth};
+use crate::registry::{Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError};
+
+/// Why a `WasmPlugin`'s component could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// `spec.image` is not an OCI reference.
+    #[error("spec.image {image:?} is not an OCI reference: {why}")]
+    BadReference {
+        /// The image.
+        image: String,
+        /// The parser's complaint.
+        why: String,
+    },
+    /// The pull Secret gave no credentials.
+    #[error(transparent)]
+    PullSecret(#[from] PullSecretError),
+    /// The registry refused or failed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// This replica does not lead, and the digest is not on its disk yet.
+    #[error("not pulled yet: only the leading replica pulls from registries")]
+    NotLeading,
+}
+
+impl FetchError {
+    /// The condition reason an operator reads.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            FetchError::BadReference { .. } => "InvalidImage",
+            FetchError::PullSecret(_) => "PullSecretUnusable",
+            FetchError::Registry(RegistryError::Unauthorized { .. }) => "Unauthorized",
+            FetchError::Registry(RegistryError::Unreachable { .. }) => "RegistryUnreachable",
+            FetchError::Registry(RegistryError::TooLarge { .. }) => "TooLarge",
+            FetchError::Registry(
+                RegistryError::MediaType { .. } | RegistryError::Layers { .. },
+            ) => "NotAPlugin",
+            FetchError::Registry(_) => "PullFailed",
+            FetchError::NotLeading => "NotLeading",
+        }
+    }
+}
+
+/// What was fetched for one `WasmPlugin`.
+#[derive(Debug)]
+pub struct FetchedPlugin {
+    /// The reference, pinned to the digest fetched: what status records.
+    pub pinned: String,
+    /// The component and its digest.
+    pub fetched: Fetched,
+}
+
+/// Fetches `WasmPlugin` components for one host.
+#[derive(Clone)]
+pub struct Fetcher {
+    registry: Arc<Registry>,
+    store: PulledPlugins,
+    client: Client,
+    namespace: String,
+    max_bytes: u64,
+}
+
+impl Fetcher {
+    /// Pulls with `registry` into `store`, reads pull Secrets in `namespace` with
+    /// `client`, refuses components over `max_bytes`.
+    pub fn new(
+        registry: Registry,
+        store: PulledPlugins,
+        client: Client,
+        namespace: &str,
+        max_bytes: u64,
+    ) -> Fetcher {
+        Fetcher {
+            registry: Arc::new(registry),
+            store,
+            client,
+            namespace: namespace.to_string(),
+            max_bytes,
+        }
+    }
+
+    /// The component of `spec`, pinned as `pinned` says when that pin is for the same
+    /// image; pulled only if `leading`.
+    pub async fn fetch(
+        &self,
+        spec: &WasmPluginSpec,
+        pinned: Option<&str>,
+        leading: bool,
+    ) -> Result<FetchedPlugin, FetchError> {
+        let wanted = reference_for(&spec.image, pinned);
+        let reference: Reference =
+            wanted
+                .parse()
+                .map_err(|e: oci_client::ParseError| FetchError::BadReference {
+                    image: spec.image.clone(),
+                    why: e.to_string(),
+                })?;
+        if !leading {
+            let fetched = self.store.fetch_cached(&reference).await;
+            let fetched = fetched.ok_or(FetchError::NotLeading)?;
+            return Ok(FetchedPlugin {
+                pinned: pin(&spec.image, &fetched.digest),
+                fetched,
+            });
+        }
+        let auth = match &spec.pull_secret {
+            Some(name) => {
+                let registry = reference.resolve_registry();
+                pull_auth(&self.client, &self.namespace, name, registry).await?
+            }
+            None => RegistryAuth::Anonymous,
+        };
+        let fetched = (self
+            .store
+            .fetch(&self.registry, &reference, &auth, self.max_bytes))
+        .await?;
+        Ok(FetchedPlugin {
+            pinned: pin(&spec.image, &fetched.digest),
+            fetched,
+        })
+    }
+}
+
+/// What to fetch: `image` if it names a digest itself; else the pin status recorded
+/// for this same `image` (a tag is resolved once); else `image`, resolved now.
+pub fn reference_for(image: &str, pinned: Option<&str>) -> String {
+    if image.contains('@') {
+        return image.to_string();
+    }
+    match pinned {
+        Some(pin)
+            if pin
+                .strip_prefix(image)
+                .is_some_and(|rest| rest.starts_with('@')) =>
+        {
+            pin.to_string()
+        }
+        _ => image.to_string(),
+    }
+}
+
+/// `image` pinned to `digest`: `image@digest`, or `image` if it names a digest.
+fn pin(image: &str, digest: &str) -> String {
+    match image.contains('@') {
+        true => image.to_string(),
+        false => format!("{image}@{digest}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PIN: &str = "r.example/p:v1@sha256:aa";
+
+    #[test]
+    fn a_tag_is_resolved_once_and_a_digest_taken_as_it_is() {
+        assert_eq!(reference_for("r.example/p:v1", None), "r.example/p:v1");
+        assert_eq!(reference_for("r.example/p:v1", Some(PIN)), PIN);
+        // Another image (a new tag) is resolved anew, whatever was pinned before.
+        assert_eq!(reference_for("r.example/p:v2", Some(PIN)), "r.example/p:v2");
+        assert_eq!(reference_for("r.example/p:v", Some(PIN)), "r.example/p:v");
+        let by_digest = "r.example/p@sha256:bb";
+        assert_eq!(reference_for(by_digest, Some(PIN)), by_digest);
+        assert_eq!(pin("r.example/p:v1", "sha256:aa"), PIN);
+        assert_eq!(pin(by_digest, "sha256:bb"), by_digest);
+    }
+}

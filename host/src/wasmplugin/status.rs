@@ -1,0 +1,348 @@
+//! A `WasmPlugin`'s status as a projection of what the host knows of it: the pull (its
+//! pinned reference and digest, or why it failed) and the plugin table's row (state,
+//! contract, rights, reason), with the conditions `Pulled`, `Loaded` and `Ready`.
+//! Pure: the manager writes the result; a condition keeps its transition time while
+//! its status stays.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::{RuleCounts, WasmPluginStatus};
+use crate::status::{PluginStatus, State};
+
+/// The last pull of a `WasmPlugin`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pull {
+    /// Not tried yet (or paused).
+    None,
+    /// Fetched: the pinned reference and its digest, and whether from the disk.
+    Done {
+        /// `image@sha256:...`.
+        pinned: String,
+        /// The manifest digest.
+        digest: String,
+        /// Taken from the disk store.
+        cached: bool,
+    },
+    /// Failed: the condition's reason and message.
+    Failed {
+        /// Why, in one word.
+        reason: &'static str,
+        /// The error.
+        message: String,
+    },
+}
+
+/// What the status is made from.
+#[derive(Debug)]
+pub struct Facts<'a> {
+    /// The spec's generation these facts are about.
+    pub generation: Option<i64>,
+    /// Whether the spec says to pause.
+    pub paused: bool,
+    /// The last pull.
+    pub pull: &'a Pull,
+    /// The pinned reference and digest of the version running, if one runs.
+    pub running: Option<&'a (String, String)>,
+    /// The plugin table's row, if the plugin got that far.
+    pub row: Option<&'a PluginStatus>,
+}
+
+/// The status `facts` make, keeping the transition times of `previous`'s conditions
+/// whose status did not change.
+pub fn status_of(
+    facts: &Facts,
+    previous: Option<&WasmPluginStatus>,
+    now: Timestamp,
+) -> WasmPluginStatus {
+    let (pinned, digest) = match facts.running {
+        Some((pinned, digest)) => (Some(pinned.clone()), Some(digest.clone())),
+        None => (None, None),
+    };
+    let row = facts.row;
+    let state = match (facts.paused, row) {
+        (true, _) => Some("paused".to_string()),
+        (false, Some(row)) => Some(row.state.name().to_string()),
+        (false, None) => None,
+    };
+    let conditions = [pulled(facts), loaded(facts), ready(facts)];
+    let old = previous.map_or(&[][..], |p| &p.conditions[..]);
+    let conditions = conditions
+        .into_iter()
+        .map(|(kind, status, reason, message)| {
+            condition(kind, status, reason, message, facts.generation, old, now)
+        })
+        .collect();
+    WasmPluginStatus {
+        observed_generation: facts.generation,
+        image: pinned,
+        digest,
+        contract: row.and_then(|r| r.contract.clone()),
+        state,
+        rules: (row.and_then(|r| r.rights.as_ref())).map(|r| RuleCounts {
+            declared: r.declared as u32,
+            granted: r.granted as u32,
+        }),
+        conditions,
+    }
+}
+
+type Verdict = (&'static str, &'static str, String, String);
+
+fn pulled(facts: &Facts) -> Verdict {
+    match facts.pull {
+        Pull::Done {
+            pinned,
+            cached: true,
+            ..
+        } => (
+            "Pulled",
+            "True",
+            "Cached".into(),
+            format!("{pinned} from the disk store"),
+        ),
+        Pull::Done { pinned, .. } => (
+            "Pulled",
+            "True",
+            "Pulled".into(),
+            format!("pulled {pinned}"),
+        ),
+        Pull::Failed { reason, message } => {
+            ("Pulled", "False", reason.to_string(), message.clone())
+        }
+        Pull::None if facts.paused => ("Pulled", "Unknown", "Paused".into(), "spec.paused".into()),
+        Pull::None => (
+            "Pulled",
+            "Unknown",
+            "Pulling".into(),
+            "not pulled yet".into(),
+        ),
+    }
+}
+
+fn loaded(facts: &Facts) -> Verdict {
+    let Some(row) = facts.row else {
+        return (
+            "Loaded",
+            "Unknown",
+            "NotPulled".into(),
+            "waiting for the pull".into(),
+        );
+    };
+    let reason = row.reason.clone().unwrap_or_default();
+    match (row.state, &row.version) {
+        (State::Failed, _) => ("Loaded", "False", "LoadFailed".into(), reason),
+        (_, Some(version)) => {
+            let plugin = row.plugin.clone().unwrap_or_default();
+            let contract = row.contract.clone().unwrap_or_default();
+            let mut message = format!("{plugin} {version} ({contract})");
+            if !reason.is_empty() {
+                // A refused upgrade: the older version runs on.
+                message = format!("{message}; {reason}");
+            }
+            ("Loaded", "True", "Loaded".into(), message)
+        }
+        (_, None) => ("Loaded", "True", "Registered".into(), reason),
+    }
+}
+
+fn ready(facts: &Facts) -> Verdict {
+    if facts.paused {
+        return (
+            "Ready",
+            "False",
+            "Paused".into(),
+            "spec.paused: not running".into(),
+        );
+    }
+    let Some(row) = facts.row else {
+        let why = match facts.pull {
+            Pull::Failed { message, .. } => message.clone(),
+            _ => "not loaded yet".into(),
+        };
+        return ("Ready", "False", "NotLoaded".into(), why);
+    };
+    let reason = row.reason.clone().unwrap_or_default();
+    match row.state {
+        State::Running => ("Ready", "True", "Running".into(), "reconciling".into()),
+        State::Degraded => ("Ready", "False", "Degraded".into(), reason),
+        State::CrashLooping => ("Ready", "False", "CrashLooping".into(), reason),
+        State::Failed => ("Ready", "False", "Failed".into(), reason),
+        State::Waiting => ("Ready", "False", "Waiting".into(), reason),
+        State::Forbidden => ("Ready", "False", "Forbidden".into(), reason),
+    }
+}
+
+fn condition(
+    kind: &str,
+    status: &str,
+    reason: String,
+    message: String,
+    generation: Option<i64>,
+    old: &[Condition],
+    now: Timestamp,
+) -> Condition {
+    let since = (old.iter())
+        .find(|c| c.type_ == kind && c.status == status)
+        .map_or(Time(now), |c| c.last_transition_time.clone());
+    Condition {
+        type_: kind.to_string(),
+        status: status.to_string(),
+        reason,
+        message: capped(message),
+        observed_generation: generation,
+        last_transition_time: since,
+    }
+}
+
+/// Longest condition message kept, in bytes: a whole error an operator can act on,
+/// never a plugin's megabyte.
+const MAX_MESSAGE_BYTES: usize = 2048;
+
+fn capped(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(state: State, reason: Option<&str>) -> PluginStatus {
+        let mut row = PluginStatus::running("wasmplugin/pc", "pc", "1.0.0", "abc");
+        row.state = state;
+        row.reason = reason.map(str::to_string);
+        row.contract = Some("wcm:controller@0.3.1".into());
+        row
+    }
+
+    fn find<'a>(status: &'a WasmPluginStatus, kind: &str) -> &'a Condition {
+        (status.conditions.iter().find(|c| c.type_ == kind)).expect("condition")
+    }
+
+    const PIN: &str = "r.example/pc:v1@sha256:aa";
+
+    #[test]
+    fn a_running_plugin_is_pulled_loaded_and_ready_with_its_digest() {
+        let pull = Pull::Done {
+            pinned: PIN.into(),
+            digest: "sha256:aa".into(),
+            cached: false,
+        };
+        let running = row(State::Running, None);
+        let pin = (PIN.to_string(), "sha256:aa".to_string());
+        let facts = Facts {
+            generation: Some(2),
+            paused: false,
+            pull: &pull,
+            running: Some(&pin),
+            row: Some(&running),
+        };
+        let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
+        assert_eq!(status.digest.as_deref(), Some("sha256:aa"));
+        assert_eq!(status.image.as_deref(), Some(PIN));
+        assert_eq!(status.state.as_deref(), Some("running"));
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(find(&status, "Pulled").status, "True");
+        assert_eq!(
+            find(&status, "Loaded").message,
+            "pc 1.0.0 (wcm:controller@0.3.1)"
+        );
+        assert_eq!(find(&status, "Ready").status, "True");
+    }
+
+    #[test]
+    fn a_failed_pull_keeps_the_running_digest_and_says_why() {
+        let pin = (PIN.to_string(), "sha256:aa".to_string());
+        let before = status_of(
+            &Facts {
+                generation: Some(1),
+                paused: false,
+                pull: &Pull::Done {
+                    pinned: PIN.into(),
+                    digest: "sha256:aa".into(),
+                    cached: true,
+                },
+                running: Some(&pin),
+                row: Some(&row(State::Running, None)),
+            },
+            None,
+            Timestamp::UNIX_EPOCH,
+        );
+        let pull = Pull::Failed {
+            reason: "RegistryUnreachable",
+            message: "r.example/pc:v2: the registry cannot be reached".into(),
+        };
+        let running = row(State::Running, None);
+        let facts = Facts {
+            generation: Some(2),
+            paused: false,
+            pull: &pull,
+            running: Some(&pin),
+            row: Some(&running),
+        };
+        let later = Timestamp::from_second(60).expect("time");
+        let status = status_of(&facts, Some(&before), later);
+        assert_eq!(
+            status.digest.as_deref(),
+            Some("sha256:aa"),
+            "the running version stays"
+        );
+        let pulled = find(&status, "Pulled");
+        assert_eq!(
+            (pulled.status.as_str(), pulled.reason.as_str()),
+            ("False", "RegistryUnreachable")
+        );
+        assert_eq!(pulled.last_transition_time.0, later);
+        // Ready did not change: its transition time stays.
+        assert_eq!(
+            find(&status, "Ready").last_transition_time.0,
+            Timestamp::UNIX_EPOCH
+        );
+    }
+
+    #[test]
+    fn a_paused_or_refused_plugin_is_not_ready_and_says_why() {
+        let none = Pull::None;
+        let paused = Facts {
+            generation: Some(3),
+            paused: true,
+            pull: &none,
+            running: None,
+            row: None,
+        };
+        let status = status_of(&paused, None, Timestamp::UNIX_EPOCH);
+        assert_eq!(status.state.as_deref(), Some("paused"));
+        assert_eq!(find(&status, "Ready").reason, "Paused");
+        let failed = row(
+            State::Failed,
+            Some("register() failed: trapped: unreachable"),
+        );
+        let pull = Pull::Done {
+            pinned: PIN.into(),
+            digest: "sha256:aa".into(),
+            cached: false,
+        };
+        let facts = Facts {
+            generation: Some(4),
+            paused: false,
+            pull: &pull,
+            running: None,
+            row: Some(&failed),
+        };
+        let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
+        let loaded = find(&status, "Loaded");
+        assert_eq!(
+            (loaded.status.as_str(), loaded.reason.as_str()),
+            ("False", "LoadFailed")
+        );
+        assert_eq!(loaded.message, "register() failed: trapped: unreachable");
+    }
+}

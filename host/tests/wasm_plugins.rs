@@ -1,0 +1,409 @@
+//! `WasmPlugin`s on the real control plane with the local registry (TLS, basic auth):
+//! a host with an empty plugins directory follows the resources of its namespace.
+//! A plugin pushed and declared runs (it labels a ConfigMap), its status `Ready=True`
+//! with the digest pushed; a new version pushed and named takes over; one that fails
+//! to register is `Loaded=False` saying why while the running one runs on and status
+//! keeps its digest; a registry that cannot be reached is `Pulled=False` with the
+//! cause, nothing else disturbed; a plugin file of the same identity is refused;
+//! paused and deleted, the plugin stops. The host's process is never restarted.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
+use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+
+use crate::support::{self, HostProcess, eventually};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// Installs the `WasmPlugin` CRD of `deploy/crds/` and waits until it is served.
+async fn install_crd(client: &Client) -> Result<()> {
+    let yaml = std::fs::read_to_string(support::docs::repo("deploy/crds/wasmplugins.yaml"))?;
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&yaml)?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("wcm-tests").force();
+    let name = "wasmplugins.wasm-controller-manager.io";
+    crds.patch(name, &params, &Patch::Apply(&crd)).await?;
+    let api: Api<WasmPlugin> = Api::all(client.clone());
+    let served = eventually(WAIT, || async { api.list(&Default::default()).await.ok() }).await;
+    served
+        .map(|_| ())
+        .context("the WasmPlugin CRD was not served")
+}
+
+/// Pushes `bytes` as `tag` of a repository of this run's own; returns the pinned
+/// reference and the digest.
+fn push(registry: &LocalRegistry, repo: &str, tag: &str, bytes: &[u8]) -> Result<(String, String)> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("plugin.wasm");
+    std::fs::write(&file, bytes)?;
+    let reference = format!("{repo}:{tag}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .args(["push", file.to_str().context("path")?, &reference])
+        .args(["--ca-file", registry.ca_file.to_str().context("path")?])
+        .args(["--username", &registry.user, "--password-stdin"])
+        .env("DOCKER_CONFIG", dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            writeln!(child.stdin.take().expect("stdin"), "{}", registry.password)?;
+            child.wait_with_output()
+        })?;
+    ensure!(
+        out.status.success(),
+        "push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = String::from_utf8(out.stdout)?
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    let digest = last.rsplit_once('@').context("no digest")?.1.to_string();
+    Ok((last, digest))
+}
+
+/// `bytes` with a custom section appended: another artifact (another digest), the
+/// same plugin.
+fn another_build(bytes: &[u8], note: &str) -> Vec<u8> {
+    let mut section = Vec::new();
+    let name = b"wcm-test-build";
+    leb128(&mut section, name.len());
+    section.extend_from_slice(name);
+    section.extend_from_slice(note.as_bytes());
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section
+    leb128(&mut out, section.len());
+    out.extend(section);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        match n {
+            0 => return out.push(byte),
+            _ => out.push(byte | 0x80),
+        }
+    }
+}
+
+/// The pull Secret of `registry` in `ns`.
+async fn pull_secret(ns: &TestNamespace, registry: &LocalRegistry) -> Result<()> {
+    let config = json!({"auths": {(&registry.address): {
+        "username": registry.user, "password": registry.password}}});
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "pull"}, "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": config.to_string()}}))?;
+    let api: Api<Secret> = Api::namespaced(ns.client(), ns.name());
+    api.create(&PostParams::default(), &secret).await?;
+    Ok(())
+}
+
+/// The `Ready`/`Loaded`/`Pulled` condition of `status`: (status, reason, message).
+fn condition(status: &WasmPluginStatus, kind: &str) -> Option<(String, String, String)> {
+    let c = status.conditions.iter().find(|c| c.type_ == kind)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Waits until `plugin`'s status passes `check`; the last status seen on failure.
+async fn status_until(
+    api: &Api<WasmPlugin>,
+    plugin: &str,
+    what: &str,
+    check: impl Fn(&WasmPluginStatus) -> bool,
+) -> Result<WasmPluginStatus> {
+    let check = &check;
+    let found = eventually(WAIT, || async move {
+        let status = api.get(plugin).await.ok()?.status?;
+        check(&status).then_some(status)
+    })
+    .await;
+    match found {
+        Some(status) => Ok(status),
+        None => {
+            let last = api.get(plugin).await.ok().and_then(|p| p.status);
+            anyhow::bail!("{plugin}: {what} never came; last status: {last:#?}")
+        }
+    }
+}
+
+/// Sets `spec` fields of `plugin`.
+async fn set_spec(api: &Api<WasmPlugin>, plugin: &str, spec: serde_json::Value) -> Result<()> {
+    let patch = Patch::Merge(json!({ "spec": spec }));
+    api.patch(plugin, &PatchParams::default(), &patch).await?;
+    Ok(())
+}
+
+/// Waits until the ConfigMap `name` carries `wcm.test/mirrored=value`.
+async fn mirrored(ns: &TestNamespace, name: &str, value: &str) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let found = eventually(WAIT, || async {
+        let cm = api.get(name).await.ok()?;
+        let labels = cm.metadata.labels?;
+        (labels.get("wcm.test/mirrored").map(String::as_str) == Some(value)).then_some(())
+    })
+    .await;
+    found.with_context(|| format!("{name} was not mirrored {value}"))
+}
+
+/// A ConfigMap labelled `wcm.test/source=value`.
+async fn source(ns: &TestNamespace, name: &str, value: &str) -> Result<()> {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"wcm.test/source": value}}}))?;
+    Api::namespaced(ns.client(), ns.name())
+        .create(&PostParams::default(), &cm)
+        .await?;
+    Ok(())
+}
+
+/// The host following the `WasmPlugin`s of `ns`, with an empty plugins directory.
+fn host(ns: &TestNamespace, registry: &LocalRegistry, dir: &Path) -> Result<HostProcess> {
+    host_with(ns, registry, dir, &[])
+}
+
+/// [`host`] with `extra` flags.
+fn host_with(
+    ns: &TestNamespace,
+    registry: &LocalRegistry,
+    dir: &Path,
+    extra: &[&str],
+) -> Result<HostProcess> {
+    let pulled = dir.join("pulled");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    let flags = [
+        "--wasm-plugin-namespace",
+        ns.name(),
+        "--registry-ca-file",
+        registry.ca_file.to_str().context("path")?,
+        "--pulled-plugins-dir",
+        pulled.to_str().context("path")?,
+    ];
+    HostProcess::start(&plugins, &[&flags[..], extra].concat())
+}
+
+#[tokio::test]
+async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let plane = ControlPlane::shared()?;
+    let registry = plane.registry()?;
+    install_crd(&plane.admin_client().await?).await?;
+    let ns = TestNamespace::create("wasm-plugins").await?;
+    pull_secret(&ns, &registry).await?;
+    let repo = format!(
+        "{}/tests/label-mirror-{}",
+        registry.address,
+        fastrand::u32(..)
+    );
+    let v1_bytes = std::fs::read(support::plugin_file("label-mirror"))?;
+    let (v1, v1_digest) = push(&registry, &repo, "v1", &v1_bytes)?;
+    let dir = tempfile::tempdir()?;
+    let host = host(&ns, &registry, dir.path())?;
+
+    let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
+    let plugin: WasmPlugin = serde_json::from_value(json!({
+        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "mirror"},
+        "spec": {"image": format!("{repo}:v1"), "pullSecret": "pull"}}))?;
+    let applied = Instant::now();
+    api.create(&PostParams::default(), &plugin).await?;
+    source(&ns, "first", "one").await?;
+    mirrored(&ns, "first", "one").await?;
+    eprintln!(
+        "apply → first reconcile (label-mirror, cold): {:?}",
+        applied.elapsed()
+    );
+    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
+    let status = status_until(&api, "mirror", "Ready=True", ready).await?;
+    ensure!(
+        status.digest.as_deref() == Some(v1_digest.as_str()),
+        "{status:#?}"
+    );
+    ensure!(status.image.as_deref() == Some(v1.as_str()), "{status:#?}");
+    ensure!(status.state.as_deref() == Some("running"), "{status:#?}");
+    ensure!(status.observed_generation == Some(1), "{status:#?}");
+
+    // A new build under a new tag takes over.
+    let (_, v2_digest) = push(&registry, &repo, "v2", &another_build(&v1_bytes, "v2"))?;
+    set_spec(&api, "mirror", json!({"image": format!("{repo}:v2")})).await?;
+    let upgraded = |s: &WasmPluginStatus| s.digest.as_deref() == Some(v2_digest.as_str());
+    status_until(&api, "mirror", "the v2 digest", upgraded).await?;
+    source(&ns, "second", "two").await?;
+    mirrored(&ns, "second", "two").await?;
+
+    // A version that does not register is refused; v2 runs on.
+    let refused = std::fs::read(support::plugin_file("hostile-too-many-watches"))?;
+    push(&registry, &repo, "v3", &refused)?;
+    set_spec(&api, "mirror", json!({"image": format!("{repo}:v3")})).await?;
+    let not_loaded = |s: &WasmPluginStatus| {
+        condition(s, "Loaded").is_some_and(|c| c.0 == "True" && c.2.contains("upgrade refused"))
+    };
+    let status = status_until(&api, "mirror", "the refused upgrade", not_loaded).await?;
+    ensure!(
+        status.digest.as_deref() == Some(v2_digest.as_str()),
+        "{status:#?}"
+    );
+    source(&ns, "third", "three").await?;
+    mirrored(&ns, "third", "three").await?;
+
+    // A registry that cannot be reached: said, and v2 runs on.
+    set_spec(
+        &api,
+        "mirror",
+        json!({"image": "127.0.0.1:1/nowhere/plugin:v1"}),
+    )
+    .await?;
+    let unreachable = |s: &WasmPluginStatus| {
+        condition(s, "Pulled").is_some_and(|c| c.0 == "False" && c.1 == "RegistryUnreachable")
+    };
+    let status = status_until(&api, "mirror", "Pulled=False", unreachable).await?;
+    ensure!(
+        status.digest.as_deref() == Some(v2_digest.as_str()),
+        "{status:#?}"
+    );
+
+    // A plugin file of the same identity is refused while the resource holds it.
+    let plugins = dir.path().join("plugins");
+    std::fs::write(plugins.join("mirror.wasm"), &v1_bytes)?;
+    let row = eventually(WAIT, || async {
+        host.row("mirror.wasm").await.ok().flatten()
+    })
+    .await;
+    let row = row.context("no row for mirror.wasm")?;
+    ensure!(
+        row.reason.as_deref() == Some("the identity mirror is taken by the WasmPlugin mirror"),
+        "{row:?}"
+    );
+    std::fs::remove_file(plugins.join("mirror.wasm"))?;
+
+    // Paused, then deleted: the plugin stops, its row goes.
+    set_spec(
+        &api,
+        "mirror",
+        json!({"image": format!("{repo}:v2"), "paused": true}),
+    )
+    .await?;
+    let paused = |s: &WasmPluginStatus| s.state.as_deref() == Some("paused");
+    status_until(&api, "mirror", "paused", paused).await?;
+    let gone = eventually(WAIT, || async {
+        host.row("wasmplugin/mirror")
+            .await
+            .ok()
+            .and_then(|r| r.is_none().then_some(()))
+    })
+    .await;
+    gone.context("the paused plugin still runs")?;
+    api.delete("mirror", &Default::default()).await?;
+    let logged = host
+        .wait_for_log(&["WasmPlugin deleted", "mirror"], WAIT)
+        .await;
+    logged.context("the deletion was not seen")?;
+    Ok(())
+}
+
+/// A Pod of `ns` opted into phase-labeller (it stays Pending: nothing schedules it).
+async fn tracked_pod(ns: &TestNamespace, name: &str) -> Result<()> {
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"example.com/track-phase": "true"}},
+        "spec": {"containers": [{"name": "c", "image": "wcm.local/pause:1"}]}}))?;
+    Api::namespaced(ns.client(), ns.name())
+        .create(&PostParams::default(), &pod)
+        .await?;
+    Ok(())
+}
+
+/// Waits until Pod `name` is labelled with its phase.
+async fn phase_labelled(ns: &TestNamespace, name: &str) -> Result<()> {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ns.client(), ns.name());
+    let labelled = eventually(WAIT, || async {
+        let labels = api.get(name).await.ok()?.metadata.labels?;
+        (labels.get("example.com/phase").map(String::as_str) == Some("Pending")).then_some(())
+    })
+    .await;
+    labelled.with_context(|| format!("{name} was not labelled with its phase"))
+}
+
+/// Applies the WasmPlugin `phase` for `image`, then times until a new Pod is labelled.
+async fn apply_and_time(
+    api: &Api<WasmPlugin>,
+    ns: &TestNamespace,
+    image: &str,
+    pod: &str,
+) -> Result<Duration> {
+    let plugin: WasmPlugin = serde_json::from_value(json!({
+        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "phase"}, "spec": {"image": image, "pullSecret": "pull"}}))?;
+    tracked_pod(ns, pod).await?;
+    let applied = Instant::now();
+    api.create(&PostParams::default(), &plugin).await?;
+    phase_labelled(ns, pod).await?;
+    Ok(applied.elapsed())
+}
+
+#[tokio::test]
+async fn the_python_example_runs_from_the_registry_cold_and_with_warm_caches() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let plane = ControlPlane::shared()?;
+    let registry = plane.registry()?;
+    install_crd(&plane.admin_client().await?).await?;
+    let ns = TestNamespace::create("wasm-python").await?;
+    pull_secret(&ns, &registry).await?;
+    let repo = format!(
+        "{}/tests/phase-labeller-{}",
+        registry.address,
+        fastrand::u32(..)
+    );
+    let bytes = std::fs::read(support::plugin_file("phase-labeller"))?;
+    let (_, digest) = push(&registry, &repo, "v1", &bytes)?;
+    let image = format!("{repo}:v1");
+    let dir = tempfile::tempdir()?;
+    let compiled = dir.path().join("compiled");
+    let compiled = ["--compile-cache-dir", compiled.to_str().context("path")?];
+    let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
+
+    // Cold: nothing pulled, nothing compiled.
+    let host = host_with(&ns, &registry, dir.path(), &compiled)?;
+    let cold = apply_and_time(&api, &ns, &image, "cold").await?;
+    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
+    let status = status_until(&api, "phase", "Ready=True", ready).await?;
+    ensure!(
+        status.digest.as_deref() == Some(digest.as_str()),
+        "{status:#?}"
+    );
+    ensure!(
+        condition(&status, "Pulled").is_some_and(|c| c.1 == "Pulled"),
+        "{status:#?}"
+    );
+    api.delete("phase", &Default::default()).await?;
+    host.wait_for_log(&["WasmPlugin deleted", "phase"], WAIT)
+        .await?;
+    drop(host);
+
+    // Warm: a new host process with the same disk: taken from the store, not pulled.
+    let host = host_with(&ns, &registry, dir.path(), &compiled)?;
+    let gone = eventually(WAIT, || async {
+        api.get_opt("phase").await.ok()?.is_none().then_some(())
+    });
+    gone.await.context("the WasmPlugin was not deleted")?;
+    let warm = apply_and_time(&api, &ns, &image, "warm").await?;
+    let cached = |s: &WasmPluginStatus| condition(s, "Pulled").is_some_and(|c| c.1 == "Cached");
+    status_until(&api, "phase", "Pulled from the store", cached).await?;
+    eprintln!(
+        "apply → first reconcile, Python example ({} MB): cold {cold:?}, warm caches {warm:?}",
+        bytes.len() >> 20
+    );
+    drop(host);
+    Ok(())
+}
