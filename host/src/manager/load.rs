@@ -3,7 +3,7 @@
 //! cache, `register`, check the registration and acquire its informers (synced, when
 //! it replaces a running version). The manager then starts or swaps it in one step.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,9 +14,7 @@ use crate::loading::{ReadError, SettingsFrom, Version};
 use crate::plugin::file as plugin_file;
 use crate::runtime::settings;
 use crate::runtime::{LoadError, Loaded, Runtime};
-use crate::wasmplugin::{Fetcher, Pull, WasmPluginSpec};
-
-use super::resources::Pulls;
+use crate::wasmplugin::{Fetcher, Pull, Pulls, WasmPluginSpec};
 
 use super::PluginError;
 
@@ -25,15 +23,20 @@ pub(super) enum Source {
     /// A file of the plugins directory.
     File(PathBuf),
     /// A `WasmPlugin`: its component fetched (pulled by the leading replica, else
-    /// taken from the disk), its settings from its spec; the pull reported in `pulls`.
-    Resource {
-        name: String,
-        spec: WasmPluginSpec,
-        pinned: Option<String>,
-        fetcher: Fetcher,
-        leading: bool,
-        pulls: Pulls,
-    },
+    /// taken from the disk), its settings from its spec.
+    Resource(Box<FromResource>),
+}
+
+/// A `WasmPlugin` to load, and where its pull is reported.
+pub(super) struct FromResource {
+    pub name: String,
+    pub spec: WasmPluginSpec,
+    /// The reference its status pinned, if any.
+    pub pinned: Option<String>,
+    pub fetcher: Fetcher,
+    /// Whether this replica leads (only the leader pulls).
+    pub leading: bool,
+    pub pulls: Pulls,
 }
 
 /// What a load task is asked to do.
@@ -145,51 +148,56 @@ pub(super) async fn prepare(
 /// The identity and version `source` holds, or the load's failure.
 async fn read(source: Source, max_bytes: u64) -> Result<(String, Version), LoadOutcome> {
     match source {
-        Source::File(path) => {
-            let identity = plugin_file::identity(&path)
-                .map_err(|e| failed(None, LoadError::Read(e).into()))?;
-            let version = Version::read(&path, max_bytes, SettingsFrom::Beside).await;
-            match version {
-                Ok(version) => Ok((identity, version)),
-                Err(ReadError::File(e)) => Err(failed(None, e.into())),
-                Err(ReadError::Settings { file_hash, cause }) => {
-                    Err(failed(Some(file_hash), cause.into()))
-                }
-            }
-        }
-        Source::Resource {
-            name,
-            spec,
-            pinned,
-            fetcher,
-            leading,
-            pulls,
-        } => {
-            let fetched = fetcher.fetch(&spec, pinned.as_deref(), leading).await;
-            let pull = match &fetched {
-                Ok(f) => Pull::Done {
-                    pinned: f.pinned.clone(),
-                    digest: f.fetched.digest.clone(),
-                    cached: f.fetched.cached,
-                },
-                Err(e) => Pull::Failed {
-                    reason: e.reason(),
-                    message: e.to_string(),
-                },
-            };
-            pulls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.clone(), pull);
-            let fetched = fetched.map_err(|e| failed(None, e.into()))?;
-            let label = format!("WasmPlugin {name}");
-            let settings = (spec.settings.as_ref())
-                .map(|s| settings::of_object(s, &label))
-                .transpose()
-                .map_err(|e| failed(None, e.into()))?;
-            Ok((name, Version::of(fetched.fetched.bytes, settings)))
-        }
+        Source::File(path) => read_file(&path, max_bytes).await,
+        Source::Resource(resource) => read_resource(*resource).await,
     }
+}
+
+/// A plugin file: its name the identity, its settings beside it.
+async fn read_file(path: &Path, max_bytes: u64) -> Result<(String, Version), LoadOutcome> {
+    let identity =
+        plugin_file::identity(path).map_err(|e| failed(None, LoadError::Read(e).into()))?;
+    match Version::read(path, max_bytes, SettingsFrom::Beside).await {
+        Ok(version) => Ok((identity, version)),
+        Err(ReadError::File(e)) => Err(failed(None, e.into())),
+        Err(ReadError::Settings { file_hash, cause }) => Err(failed(Some(file_hash), cause.into())),
+    }
+}
+
+/// A `WasmPlugin`: its name the identity, its component fetched (the pull reported
+/// for its status), its settings from its spec.
+async fn read_resource(resource: FromResource) -> Result<(String, Version), LoadOutcome> {
+    let FromResource {
+        name,
+        spec,
+        pinned,
+        fetcher,
+        leading,
+        pulls,
+    } = resource;
+    let fetched = fetcher.fetch(&spec, pinned.as_deref(), leading).await;
+    let pull = match &fetched {
+        Ok(f) => Pull::Done {
+            pinned: f.pinned.clone(),
+            digest: f.fetched.digest.clone(),
+            cached: f.fetched.cached,
+        },
+        Err(e) => Pull::Failed {
+            reason: e.reason(),
+            message: e.to_string(),
+        },
+    };
+    pulls
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name.clone(), pull);
+    let fetched = fetched.map_err(|e| failed(None, e.into()))?;
+    let label = format!("WasmPlugin {name}");
+    let settings = (spec.settings.as_ref())
+        .map(|s| settings::of_object(s, &label))
+        .transpose()
+        .map_err(|e| failed(None, e.into()))?;
+    Ok((name, Version::of(fetched.fetched.bytes, settings)))
 }
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {

@@ -10,7 +10,6 @@
 //! standby loads a pinned digest it already holds on disk, so it takes over warm.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -19,13 +18,13 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
 use super::Manager;
-use super::load::{LoadJob, Source};
+use super::load::{FromResource, LoadJob, Source};
 use crate::config::WasmPluginSource;
 use crate::registry::{PulledPlugins, Registry, RegistryError};
 use crate::status::PluginStatus;
 use crate::wasmplugin::{
-    Facts, Fetcher, Pull, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus, changes,
-    status_of,
+    Facts, Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus,
+    changes, status_of,
 };
 
 /// The table key of `WasmPlugin` `name`.
@@ -40,9 +39,6 @@ pub(super) const PREFIX: &str = "wasmplugin/";
 const FIRST_PULL_PAUSE: Duration = Duration::from_secs(5);
 /// Longest pause between tries of a failing pull.
 const MAX_PULL_PAUSE: Duration = Duration::from_secs(300);
-
-/// The pulls load tasks report, by resource name.
-pub(super) type Pulls = Arc<Mutex<BTreeMap<String, Pull>>>;
 
 /// One resource as last seen.
 struct Known {
@@ -203,14 +199,14 @@ impl Manager {
         let Some(known) = resources.known.get(name) else {
             return;
         };
-        let source = Source::Resource {
+        let source = Source::Resource(Box::new(FromResource {
             name: name.to_string(),
             spec: known.spec.clone(),
             pinned: known.status.as_ref().and_then(|s| s.image.clone()),
             fetcher: resources.fetcher.clone(),
             leading: self.ctx.leader.is_open(),
             pulls: resources.pulls.clone(),
-        };
+        }));
         self.drop_next(&key);
         let job = LoadJob {
             source,

@@ -39,9 +39,16 @@ pub fn host_rights(naming: &Naming) -> Rights {
         rights.insert(rbac, ["list", "watch"].into());
     }
     let home = Some(naming.accounts.namespace.clone());
-    let leases = Target::new(home, "coordination.k8s.io", "leases");
+    let leases = Target::new(home.clone(), "coordination.k8s.io", "leases");
     // list and watch: a standby watches its Lease to take it as soon as it is released.
     rights.insert(leases, ["create", "get", "list", "update", "watch"].into());
+    // The WasmPlugins of its namespace, their status, and their pull Secrets.
+    let group = "wasm-controller-manager.io";
+    let plugins = Target::new(home.clone(), group, "wasmplugins");
+    rights.insert(plugins, ["get", "list", "watch"].into());
+    let status = Target::new(home.clone(), group, "wasmplugins/status");
+    rights.insert(status, ["patch", "update"].into());
+    rights.insert(Target::new(home, "", "secrets"), ["get"].into());
     rights
 }
 

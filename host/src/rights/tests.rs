@@ -238,13 +238,33 @@ fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
         verbs(&host, Some("wcm-system"), "coordination.k8s.io", "leases"),
         ["create", "get", "list", "update", "watch"]
     );
+    // In its own namespace: its WasmPlugins read, their status written, their pull
+    // Secrets read; nothing of the kind elsewhere.
+    let group = "wasm-controller-manager.io";
+    let home = Some("wcm-system");
+    assert_eq!(
+        verbs(&host, home, group, "wasmplugins"),
+        ["get", "list", "watch"]
+    );
+    assert_eq!(
+        verbs(&host, home, group, "wasmplugins/status"),
+        ["patch", "update"]
+    );
+    assert_eq!(verbs(&host, home, "", "secrets"), ["get"]);
+    let own = [
+        "leases",
+        "subjectaccessreviews",
+        "wasmplugins/status",
+        "wasmplugins",
+        "secrets",
+    ];
     let all = host.iter().chain(&for_plugin);
     assert!(
-        all.filter(|(t, _)| t.resource != "leases" && t.resource != "subjectaccessreviews")
+        all.filter(|(t, _)| !own.contains(&t.resource.as_str()))
             .all(|(_, v)| v
                 .iter()
                 .all(|v| ["list", "watch", "impersonate"].contains(v))),
-        "the host writes nothing itself"
+        "the host writes nothing else itself"
     );
 }
 

@@ -33,6 +33,9 @@ pub enum Pull {
     },
 }
 
+/// The pulls load tasks report, by resource name, for the manager to read.
+pub type Pulls = std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Pull>>>;
+
 /// What the status is made from.
 #[derive(Debug)]
 pub struct Facts<'a> {
