@@ -7,6 +7,8 @@
 # With --plugin-image (repeatable; see scripts/plugin-image.sh) the plugins come from
 # plugin images instead: one init container per image copies its plugins into an
 # emptyDir that is the host's plugins folder.
+# The overlay also installs the WasmPlugin CRD; on the local cluster it trusts the
+# local registry's CA and holds its credentials as the pull Secret `wcm-registry`.
 # Each plugin acts as its own ServiceAccount: the overlay carries the RBAC that
 # `wasm-controller-manager rbac` prints for the plugin files deployed; for plugin
 # images, whose files are not here, give it with --rbac FILE (that command's output
@@ -136,8 +138,38 @@ plugins_from_images() {
   done
 }
 
+# The local registry (registry.env): its CA for the host (--registry-ca-file) and its
+# credentials as the pull Secret `wcm-registry`, so WasmPlugins can name
+# $WCM_REGISTRY_FROM_PODS/... with `pullSecret: wcm-registry`.
+registry_env="$STATE_DIR/registry.env"
+with_registry=false
+if $local_cluster && [ -f "$registry_env" ]; then with_registry=true; fi
+
+# The patch that trusts the local registry's CA.
+trust_registry() {
+  echo "      - op: add"
+  echo "        path: /spec/template/spec/volumes/-"
+  echo "        value: {name: registry-ca, configMap: {name: wcm-registry-ca}}"
+  echo "      - op: add"
+  echo "        path: /spec/template/spec/containers/0/volumeMounts/-"
+  echo "        value: {name: registry-ca, mountPath: /etc/wcm-registry, readOnly: true}"
+  echo "      - op: add"
+  echo "        path: /spec/template/spec/containers/0/args/-"
+  echo "        value: --registry-ca-file=/etc/wcm-registry/ca.crt"
+}
+
 rm -rf "$overlay" && mkdir -p "$overlay"
 base="$(realpath --relative-to="$overlay" deploy/host)"
+# The WasmPlugin CRD, beside the host (kustomize loads files inside the overlay only).
+cp deploy/crds/wasmplugins.yaml "$overlay/wasmplugins-crd.yaml"
+if $with_registry; then
+  # shellcheck disable=SC1090
+  source "$registry_env"
+  cp "$WCM_REGISTRY_CA" "$overlay/ca.crt"
+  auth="$(printf '%s:%s' "$WCM_REGISTRY_USER" "$WCM_REGISTRY_PASSWORD" | base64 -w0)"
+  printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$WCM_REGISTRY_FROM_PODS" "$auth" \
+    >"$overlay/.dockerconfigjson"
+fi
 if [ -n "$rbac" ]; then
   cp "$rbac" "$overlay/rbac.yaml"
 else
@@ -154,11 +186,14 @@ fi
   echo "# RBAC and image."
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"
-  echo "resources: [$base, rbac.yaml]"
+  echo "resources: [wasmplugins-crd.yaml, $base, rbac.yaml]"
   echo "images:"
   echo "  - {name: wasm-controller-manager, newName: ${image%:*}, newTag: ${image##*:}}"
   echo "generatorOptions: {disableNameSuffixHash: true}"
-  [ ${#plugins[@]} -eq 0 ] || echo "configMapGenerator:"
+  if [ ${#plugins[@]} -gt 0 ] || $with_registry; then echo "configMapGenerator:"; fi
+  if $with_registry; then
+    echo "  - {name: wcm-registry-ca, namespace: wcm-system, files: [ca.crt]}"
+  fi
   for f in "${plugins[@]}"; do
     name="$(basename "$f")"
     cp "$f" "$overlay/$name"
@@ -173,10 +208,15 @@ fi
     done
     echo "  - {name: wcm-plugin-${name%.wasm}, namespace: wcm-system, files: [$files]}"
   done
+  if $with_registry; then
+    echo "secretGenerator:"
+    echo "  - {name: wcm-registry, namespace: wcm-system, type: kubernetes.io/dockerconfigjson, files: [.dockerconfigjson]}"
+  fi
   echo "patches:"
   echo "  - target: {kind: Deployment, name: wasm-controller-manager}"
   echo "    patch: |-"
   if [ ${#plugin_images[@]} -gt 0 ]; then plugins_from_images; else plugins_from_config_maps; fi
+  if $with_registry; then trust_registry; fi
   if $local_cluster; then
     # No kube-proxy on the local node: Pods reach the API server on the bridge.
     echo "      - op: add"

@@ -8,7 +8,8 @@
 //! its Pod IP; `kubectl rollout restart` hands the Lease over by release, not by
 //! expiry; when the leading Pod is deleted, the other replica takes over and keeps
 //! reconciling; and plugins too large for a ConfigMap (the Python one) arrive from a
-//! plugin image through an init container. Each plugin acts as its own ServiceAccount
+//! plugin image through an init container, or from the local registry as a
+//! `WasmPlugin` (the Python example, no host Pod restarted). Each plugin acts as its own ServiceAccount
 //! with the RBAC `wasm-controller-manager rbac` generates (the audit log shows it).
 
 use crate::support;
@@ -101,6 +102,7 @@ async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Resu
     hot_loads_from_the_config_map(plane, client).await?;
     hands_over_on_rollout_restart(plane, client).await?;
     fails_over_when_the_leader_goes(client).await?;
+    runs_a_wasm_plugin_from_the_registry(plane, client).await?;
     takes_plugins_from_an_image(plane, client, overlay).await
 }
 
@@ -317,6 +319,95 @@ async fn fails_over_when_the_leader_goes(client: &Client) -> Result<()> {
 /// A plugin image with the Python plugin (far over a ConfigMap's 1 MiB) and
 /// pod-counter: the init container installs both, and the Python plugin labels a Pod
 /// that asks for it with its phase.
+/// The Python example pushed to the local registry and declared as a `WasmPlugin`:
+/// the deployed host pulls it through the node's bridge (the registry's CA and
+/// credentials from `deploy.sh`), runs it, reports `Ready=True` with the digest, and
+/// no host Pod restarts.
+async fn runs_a_wasm_plugin_from_the_registry(plane: &ControlPlane, client: &Client) -> Result<()> {
+    use wcm_host::wasmplugin::WasmPlugin;
+    let registry = plane.registry()?;
+    let python = plugin_file("phase-labeller");
+    let repo = format!("tests/phase-labeller-{}", fastrand::u32(..));
+    let pushed = format!("{}/{repo}", registry.address);
+    let (_, digest) =
+        support::registry::push(&registry, &pushed, "v1", &plugin_bytes("phase-labeller"))?;
+    kubectl(
+        plane,
+        &[
+            "apply",
+            "-f",
+            rbac_file(&[&python])?.path().to_str().context("path")?,
+        ],
+    )?;
+    let before = restarts(client).await?;
+    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), NAMESPACE);
+    let plugin: WasmPlugin = serde_json::from_value(json!({
+        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "phase-labeller"},
+        "spec": {"image": format!("{}/{repo}:v1", registry.from_pods), "pullSecret": "wcm-registry"}}))?;
+    let applied = Instant::now();
+    api.create(&Default::default(), &plugin).await?;
+    let ns = TestNamespace::create("wasm-phase").await?;
+    create_labelled_pod(
+        client,
+        ns.name(),
+        "tracked",
+        &[("example.com/track-phase", "yes")],
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let labelled = poll_until(WAIT, || async {
+        let labels = pods.get("tracked").await.ok()?.metadata.labels?;
+        labels.get("example.com/phase").cloned()
+    })
+    .await;
+    let status = api.get("phase-labeller").await.ok().and_then(|p| p.status);
+    let phase = labelled
+        .with_context(|| format!("the WasmPlugin never labelled the Pod; status {status:#?}"))?;
+    ensure!(phase == "Pending", "phase label {phase}");
+    eprintln!(
+        "in the cluster, apply → first reconcile (Python example): {:?}",
+        applied.elapsed()
+    );
+    let ready = poll_until(WAIT, || async {
+        let status = api.get("phase-labeller").await.ok()?.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(status)
+    })
+    .await;
+    let status = ready.context("the WasmPlugin is not Ready")?;
+    ensure!(
+        status.digest.as_deref() == Some(digest.as_str()),
+        "{status:#?}"
+    );
+    let after = restarts(client).await?;
+    let kept = before.iter().all(|pod| after.contains(pod));
+    ensure!(kept, "a host Pod restarted or went: {before:?} → {after:?}");
+    api.delete("phase-labeller", &Default::default()).await?;
+    Ok(())
+}
+
+/// Each host Pod's name and container restarts.
+async fn restarts(client: &Client) -> Result<Vec<(String, i32)>> {
+    let pods = ready_pods(client).await?;
+    let restarts = |p: &Pod| {
+        let statuses = p.status.as_ref().and_then(|s| s.container_statuses.clone());
+        statuses
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.restart_count)
+            .sum::<i32>()
+    };
+    let mut all: Vec<(String, i32)> = (pods.iter())
+        .map(|p| (p.metadata.name.clone().unwrap_or_default(), restarts(p)))
+        .collect();
+    all.sort();
+    Ok(all)
+}
+
 async fn takes_plugins_from_an_image(
     plane: &ControlPlane,
     client: &Client,

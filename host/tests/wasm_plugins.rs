@@ -19,6 +19,7 @@ use serde_json::json;
 use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
+use crate::support::registry::push;
 use crate::support::{self, HostProcess, eventually};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -36,41 +37,6 @@ async fn install_crd(client: &Client) -> Result<()> {
     served
         .map(|_| ())
         .context("the WasmPlugin CRD was not served")
-}
-
-/// Pushes `bytes` as `tag` of a repository of this run's own; returns the pinned
-/// reference and the digest.
-fn push(registry: &LocalRegistry, repo: &str, tag: &str, bytes: &[u8]) -> Result<(String, String)> {
-    let dir = tempfile::tempdir()?;
-    let file = dir.path().join("plugin.wasm");
-    std::fs::write(&file, bytes)?;
-    let reference = format!("{repo}:{tag}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .args(["push", file.to_str().context("path")?, &reference])
-        .args(["--ca-file", registry.ca_file.to_str().context("path")?])
-        .args(["--username", &registry.user, "--password-stdin"])
-        .env("DOCKER_CONFIG", dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            writeln!(child.stdin.take().expect("stdin"), "{}", registry.password)?;
-            child.wait_with_output()
-        })?;
-    ensure!(
-        out.status.success(),
-        "push: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = String::from_utf8(out.stdout)?
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_string();
-    let digest = last.rsplit_once('@').context("no digest")?.1.to_string();
-    Ok((last, digest))
 }
 
 /// `bytes` with a custom section appended: another artifact (another digest), the

@@ -23,6 +23,7 @@ pub mod imports;
 pub mod objects;
 pub mod proxy;
 pub mod rbac;
+pub mod registry;
 pub mod turns;
 pub mod webapp;
 
