@@ -136,9 +136,15 @@ pub struct ComponentizeArgs {
 
 #[derive(Debug, Args)]
 pub struct RbacArgs {
-    /// Plugin files (`*.wasm`), or directories whose plugin files are all taken.
+    /// Plugin files (`*.wasm`), directories whose plugin files are all taken, or
+    /// YAML/JSON files of `WasmPlugin`s (`-` for standard input), each pulled from its
+    /// registry (credentials from the Docker config file) and named by the resource.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// A PEM file of a CA a `WasmPlugin`'s registry uses besides the system's
+    /// (repeatable).
+    #[arg(long = "ca-file")]
+    pub ca_files: Vec<PathBuf>,
     /// Namespace of the host and of the plugins' ServiceAccounts.
     #[arg(long, default_value = "wcm-system")]
     pub namespace: String,

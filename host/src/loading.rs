@@ -16,9 +16,13 @@ use crate::config::Limits;
 use crate::contract::Registration;
 use crate::plugin::file as plugin_file;
 use crate::plugin::{InvalidRegistration, validate};
+use crate::registry::{Registry, RegistryAuth, RegistryError};
 use crate::runtime::settings::{self, Settings, SettingsError};
 use crate::runtime::{CallError, LoadError, Loaded, PluginCode, PluginFile, Runtime, chain};
+use crate::wasmplugin::WasmPlugin;
 use crate::watcher::plugin_files;
+use kube::ResourceExt;
+use oci_client::{ParseError, Reference};
 
 /// Where a plugin's settings come from.
 #[derive(Debug)]
@@ -147,6 +151,12 @@ pub enum RegistrationError {
     /// The plugin's settings cannot be used.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// A `WasmPlugin`'s component could not be pulled.
+    #[error("WasmPlugin {plugin}: {cause}")]
+    Pull {
+        plugin: String,
+        cause: crate::registry::RegistryError,
+    },
 }
 
 /// Loads one plugin file with the settings beside it, if any, and asks it for its
@@ -180,6 +190,17 @@ async fn load_registered_from(
             ReadError::File(cause) => RegistrationError::Load { path: at(), cause },
             ReadError::Settings { cause, .. } => RegistrationError::Settings(cause),
         })?;
+    register_checked(runtime, version, path).await
+}
+
+/// Registers `version`, `path` naming it, and checks the registration with the
+/// default budgets.
+async fn register_checked(
+    runtime: &Arc<Runtime>,
+    version: Version,
+    path: &Path,
+) -> Result<(PluginCode, Registration), RegistrationError> {
+    let at = || path.to_path_buf();
     let label = path.display().to_string();
     let (loaded, registration, _) =
         version
@@ -193,6 +214,54 @@ async fn load_registered_from(
         return Err(RegistrationError::Invalid { path: at(), cause });
     }
     Ok((loaded.code, registration))
+}
+
+/// The registration of every `WasmPlugin` in `plugins`, in order, each under its
+/// name: its component pulled from its registry with `registry` (credentials from
+/// `auth_for`, by registry host; a pull Secret is the cluster's, not read offline),
+/// its settings from its spec.
+pub async fn resource_registrations(
+    plugins: &[WasmPlugin],
+    registry: &Registry,
+    auth_for: impl Fn(&str) -> Result<RegistryAuth, RegistryError>,
+    compile_cache: Option<&Path>,
+) -> Result<Vec<(PathBuf, Registration)>, RegistrationError> {
+    let runtime = Runtime::new(Limits::default(), compile_cache)
+        .map_err(|e| RegistrationError::Runtime(chain(&e)))?;
+    let runtime = Arc::new(runtime);
+    let mut found = Vec::new();
+    for plugin in plugins {
+        let name = plugin.name_any();
+        let pull = |cause| RegistrationError::Pull {
+            plugin: name.clone(),
+            cause,
+        };
+        let reference: Reference = (plugin.spec.image.parse()).map_err(|e: ParseError| {
+            let why = format!(
+                "spec.image {:?} is not an OCI reference: {e}",
+                plugin.spec.image
+            );
+            pull(RegistryError::Registry {
+                reference: plugin.spec.image.clone(),
+                why,
+            })
+        })?;
+        let auth = auth_for(reference.resolve_registry()).map_err(pull)?;
+        let max_bytes = runtime.limits().max_plugin_file_bytes;
+        let pulled = registry
+            .pull(&reference, &auth, max_bytes)
+            .await
+            .map_err(pull)?;
+        let label = format!("WasmPlugin {name}");
+        let settings = (plugin.spec.settings.as_ref())
+            .map(|s| settings::of_object(s, &label))
+            .transpose()?;
+        let version = Version::of(pulled.bytes, settings);
+        let path = PathBuf::from(format!("WasmPlugin/{name}"));
+        let (_, registration) = register_checked(&runtime, version, &path).await?;
+        found.push((path, registration.under(&name)));
+    }
+    Ok(found)
 }
 
 /// The registration of every plugin in `paths` (files, or directories of plugins),

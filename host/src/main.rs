@@ -1,11 +1,12 @@
 //! The `wasm-controller-manager` daemon: runs Kubernetes controllers that are Wasm components.
 
 mod cli;
+mod rbac_cli;
 mod registry_cli;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, LogFormat, RbacArgs, RunArgs};
+use cli::{Cli, Command, LogFormat, RunArgs};
 use kube::config::KubeConfigOptions;
 use tracing_subscriber::EnvFilter;
 use wcm_host::config::{
@@ -13,7 +14,7 @@ use wcm_host::config::{
 };
 use wcm_host::daemon::{self, DaemonConfig};
 use wcm_host::queue::Backoff;
-use wcm_host::rights::identity::{ServiceAccounts, valid_account};
+use wcm_host::rights::identity::ServiceAccounts;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -23,7 +24,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Run(args) => run(args).await,
             Command::Plugins(args) => list_plugins(&args.address).await,
-            Command::Rbac(args) => print_rbac(args).await,
+            Command::Rbac(args) => rbac_cli::print_rbac(args).await,
             Command::Componentize(args) => componentize(&args),
             Command::Test(args) => test_plugin(args).await,
             Command::New(args) => new_project(&args),
@@ -287,38 +288,4 @@ fn identity() -> String {
         .take(8)
         .collect();
     format!("{base}_{suffix}")
-}
-
-/// `rbac`: the rights of every plugin in `args.paths` and of the host, as YAML.
-async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
-    use wcm_host::loading::registrations;
-    use wcm_host::rights::{Naming, plugin_rights, render};
-    valid_account(&args.host_service_account)
-        .map_err(anyhow::Error::msg)
-        .context("--host-service-account")?;
-    let accounts = ServiceAccounts::new(&args.namespace, &args.service_account_prefix)
-        .map_err(anyhow::Error::msg)
-        .context("--namespace / --service-account-prefix")?;
-    let naming = Naming {
-        accounts,
-        host: args.host_service_account,
-        pod_security: args.pod_security,
-    };
-    let mut plugins = Vec::new();
-    let mut seen = std::collections::BTreeMap::new();
-    let cache = default_compile_cache();
-    for (path, registration) in registrations(&args.paths, Some(&cache)).await? {
-        (naming.accounts.valid_name(&registration.name)).map_err(anyhow::Error::msg)?;
-        if let Some(first) = seen.insert(registration.name.clone(), path.clone()) {
-            anyhow::bail!(
-                "{} and {} are both plugin {:?} (a plugin is named by its file)",
-                first.display(),
-                path.display(),
-                registration.name
-            );
-        }
-        plugins.push(plugin_rights(&registration));
-    }
-    print!("{}", render(&plugins, &naming));
-    Ok(())
 }

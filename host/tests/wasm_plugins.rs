@@ -373,3 +373,67 @@ async fn the_python_example_runs_from_the_registry_cold_and_with_warm_caches() -
     drop(host);
     Ok(())
 }
+
+#[tokio::test]
+async fn rbac_of_a_wasm_plugin_is_that_of_its_component_under_the_resources_name() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = ControlPlane::shared()?.registry()?;
+    let repo = format!(
+        "{}/tests/label-mirror-{}",
+        registry.address,
+        fastrand::u32(..)
+    );
+    let bytes = std::fs::read(support::plugin_file("label-mirror"))?;
+    push(&registry, &repo, "v1", &bytes)?;
+    let dir = tempfile::tempdir()?;
+    // The same component as a file named as the resource: its RBAC is the reference.
+    let file = dir.path().join("mirror.wasm");
+    std::fs::write(&file, &bytes)?;
+    let yaml = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "apiVersion: wasm-controller-manager.io/v1alpha1\nkind: WasmPlugin\n\
+             metadata: {{name: mirror}}\nspec: {{image: \"{repo}:v1\", pullSecret: pull}}\n"
+        ),
+    )?;
+    use base64::Engine;
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{}:{}", registry.user, registry.password));
+    let config = json!({"auths": {(&registry.address): {"auth": auth}}});
+    std::fs::write(dir.path().join("config.json"), config.to_string())?;
+    let rbac = |path: &Path| -> Result<std::process::Output> {
+        let ca = registry.ca_file.to_str().context("path")?;
+        Ok(
+            std::process::Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+                .args(["rbac", path.to_str().context("path")?, "--ca-file", ca])
+                .env("DOCKER_CONFIG", dir.path())
+                .output()?,
+        )
+    };
+    let from_file = rbac(&file)?;
+    let from_resource = rbac(&yaml)?;
+    ensure!(
+        from_resource.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_resource.stderr)
+    );
+    let text = String::from_utf8(from_resource.stdout)?;
+    ensure!(text.contains("name: wcm-plugin-mirror"), "{text}");
+    ensure!(
+        text == String::from_utf8(from_file.stdout)?,
+        "the resource's RBAC differs from its component's"
+    );
+
+    // Without credentials the registry refuses, and the error names the resource.
+    std::fs::remove_file(dir.path().join("config.json"))?;
+    let refused = rbac(&yaml)?;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    ensure!(
+        !refused.status.success()
+            && said.contains("WasmPlugin mirror:")
+            && said.contains("not authorized"),
+        "{said}"
+    );
+    Ok(())
+}

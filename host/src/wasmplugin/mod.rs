@@ -2,12 +2,14 @@
 //! resource, its pull Secret, fetching its component, its status as a projection of
 //! what the host knows, and the watch of the host's namespace.
 
+mod documents;
 mod fetch;
 mod pull_secret;
 mod resource;
 mod status;
 mod watch;
 
+pub use documents::{DocumentError, parse};
 pub use fetch::{FetchError, FetchedPlugin, Fetcher, reference_for};
 pub use pull_secret::{DOCKER_CONFIG_JSON, PullSecretError, pull_auth};
 pub use resource::{RuleCounts, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};

@@ -1,0 +1,94 @@
+//! `rbac`: the rights of plugins — files, directories of them, or `WasmPlugin`s pulled
+//! from their registries — and of the host, as YAML for `kubectl apply -f -`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use wcm_host::config::default_compile_cache;
+use wcm_host::contract::Registration;
+use wcm_host::loading::{registrations, resource_registrations};
+use wcm_host::registry::{DockerConfig, Registry, RegistryAuth};
+use wcm_host::rights::identity::{ServiceAccounts, valid_account};
+use wcm_host::rights::{Naming, plugin_rights, render};
+use wcm_host::wasmplugin::parse;
+
+use crate::cli::RbacArgs;
+
+/// Prints the rights of every plugin in `args.paths` and of the host.
+pub async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
+    valid_account(&args.host_service_account)
+        .map_err(anyhow::Error::msg)
+        .context("--host-service-account")?;
+    let accounts = ServiceAccounts::new(&args.namespace, &args.service_account_prefix)
+        .map_err(anyhow::Error::msg)
+        .context("--namespace / --service-account-prefix")?;
+    let naming = Naming {
+        accounts,
+        host: args.host_service_account.clone(),
+        pod_security: args.pod_security,
+    };
+    let mut plugins = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, registration) in all_registrations(&args).await? {
+        (naming.accounts.valid_name(&registration.name)).map_err(anyhow::Error::msg)?;
+        if let Some(first) = seen.insert(registration.name.clone(), path.clone()) {
+            anyhow::bail!(
+                "{} and {} are both plugin {:?} (a plugin is named by its file or resource)",
+                first.display(),
+                path.display(),
+                registration.name
+            );
+        }
+        plugins.push(plugin_rights(&registration));
+    }
+    print!("{}", render(&plugins, &naming));
+    Ok(())
+}
+
+/// The registrations of the plugin files and directories, then of the `WasmPlugin`s.
+async fn all_registrations(args: &RbacArgs) -> anyhow::Result<Vec<(PathBuf, Registration)>> {
+    let (documents, files): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        args.paths.iter().partition(|p| is_document(p));
+    let cache = default_compile_cache();
+    let files: Vec<PathBuf> = files.into_iter().cloned().collect();
+    let mut found = match files.is_empty() {
+        true => Vec::new(),
+        false => registrations(&files, Some(&cache)).await?,
+    };
+    let mut resources = Vec::new();
+    for path in documents {
+        let (text, what) = read_document(path)?;
+        resources.extend(parse(&text, &what)?);
+    }
+    if !resources.is_empty() {
+        let registry = Registry::new(&args.ca_files)?;
+        let config = DockerConfig::of_user()?;
+        let auth_for = |host: &str| match &config {
+            Some(config) => Ok(config.auth_for(host, "the Docker config file")?),
+            None => Ok(RegistryAuth::Anonymous),
+        };
+        found.extend(resource_registrations(&resources, &registry, auth_for, Some(&cache)).await?);
+    }
+    Ok(found)
+}
+
+/// `-`, or a `.yaml`, `.yml` or `.json` file: `WasmPlugin`s, not a plugin.
+fn is_document(path: &Path) -> bool {
+    let extension = path.extension().and_then(|e| e.to_str());
+    path == Path::new("-") || matches!(extension, Some("yaml" | "yml" | "json"))
+}
+
+/// The text of `path` (standard input for `-`) and its name for errors.
+fn read_document(path: &Path) -> anyhow::Result<(String, String)> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
+        return Ok((text, "standard input".into()));
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok((text, path.display().to_string()))
+}
