@@ -19,16 +19,31 @@ pub struct LocalRegistry {
     pub user: String,
     /// That user's password.
     pub password: String,
+    /// Where it stores blobs (filesystem driver), for tests that play a registry
+    /// whose storage went bad.
+    pub storage: PathBuf,
 }
 
 impl ControlPlane {
     /// The registry started with this control plane.
     pub fn registry(&self) -> Result<LocalRegistry, Error> {
-        LocalRegistry::read(&self.state_dir().join("registry.env"))
+        let mut registry = LocalRegistry::read(&self.state_dir().join("registry.env"))?;
+        registry.storage = self.state_dir().join("registry").join("data");
+        Ok(registry)
     }
 }
 
 impl LocalRegistry {
+    /// The file holding blob `digest` (`sha256:<hex>`) in the registry's storage.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        let prefix = &hex[..hex.len().min(2)];
+        (self.storage.join("docker/registry/v2/blobs/sha256"))
+            .join(prefix)
+            .join(hex)
+            .join("data")
+    }
+
     /// Reads `registry.env` (`KEY=value` lines).
     fn read(path: &Path) -> Result<LocalRegistry, Error> {
         let unreadable = |why: String| Error::Start(format!("{}: {why}", path.display()));
@@ -43,6 +58,7 @@ impl LocalRegistry {
             ca_file: PathBuf::from(value("WCM_REGISTRY_CA")?),
             user: value("WCM_REGISTRY_USER")?,
             password: value("WCM_REGISTRY_PASSWORD")?,
+            storage: PathBuf::new(),
         })
     }
 }

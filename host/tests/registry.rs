@@ -362,3 +362,53 @@ async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secr
     ensure!(offline.cached && offline.digest == first.digest);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_blob_that_does_not_match_its_manifest_is_refused_and_a_larger_one_cut_off() -> Result<()>
+{
+    use sha2::Digest;
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = registry()?;
+    // A blob of this test's own: its storage is about to go bad.
+    let note = format!("tampered-{}", fastrand::u64(..));
+    let bytes = support::registry::another_build(
+        &std::fs::read(support::plugin_file("pod-counter"))?,
+        &note,
+    );
+    let layer: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let tagged = format!("{}:v1", repository(&registry, "tampered"));
+    support::registry::push(&registry, tagged.trim_end_matches(":v1"), "v1", &bytes)?;
+    let blob = registry.blob_file(&format!("sha256:{layer}"));
+    ensure!(blob.exists(), "no blob at {}", blob.display());
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("pulled.wasm");
+
+    // Same size, one byte changed: the digest check refuses it, and nothing is written.
+    let mut changed = bytes.clone();
+    let last = changed.len() - 1;
+    changed[last] ^= 0xff;
+    std::fs::write(&blob, &changed)?;
+    let refused = pull(&registry, &tagged, &out, &[])?;
+    ensure!(
+        !refused.ok && refused.stderr.contains(&tagged) && refused.stderr.contains(&layer),
+        "{}",
+        refused.stderr
+    );
+    ensure!(!out.exists(), "a tampered component was written");
+
+    // Three MiB where the manifest says less: the download stops at the bound.
+    std::fs::write(&blob, vec![0u8; 3 << 20])?;
+    let cut = pull(&registry, &tagged, &out, &["--max-mib", "1"])?;
+    ensure!(
+        !cut.ok
+            && cut
+                .stderr
+                .contains("bytes or more, over the bound of 1048576"),
+        "{}",
+        cut.stderr
+    );
+    Ok(())
+}

@@ -19,7 +19,7 @@ use serde_json::json;
 use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::registry::push;
+use crate::support::registry::{another_build, push};
 use crate::support::{self, HostProcess, eventually};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -37,32 +37,6 @@ async fn install_crd(client: &Client) -> Result<()> {
     served
         .map(|_| ())
         .context("the WasmPlugin CRD was not served")
-}
-
-/// `bytes` with a custom section appended: another artifact (another digest), the
-/// same plugin.
-fn another_build(bytes: &[u8], note: &str) -> Vec<u8> {
-    let mut section = Vec::new();
-    let name = b"wcm-test-build";
-    leb128(&mut section, name.len());
-    section.extend_from_slice(name);
-    section.extend_from_slice(note.as_bytes());
-    let mut out = bytes.to_vec();
-    out.push(0); // custom section
-    leb128(&mut out, section.len());
-    out.extend(section);
-    out
-}
-
-fn leb128(out: &mut Vec<u8>, mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        match n {
-            0 => return out.push(byte),
-            _ => out.push(byte | 0x80),
-        }
-    }
 }
 
 /// The pull Secret of `registry` in `ns`.

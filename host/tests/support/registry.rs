@@ -43,3 +43,29 @@ pub fn push(
     let digest = last.rsplit_once('@').context("no digest")?.1.to_string();
     Ok((last, digest))
 }
+
+/// `bytes` with a custom section appended: another artifact (another digest), the
+/// same plugin.
+pub fn another_build(bytes: &[u8], note: &str) -> Vec<u8> {
+    let mut section = Vec::new();
+    let name = b"wcm-test-build";
+    leb128(&mut section, name.len());
+    section.extend_from_slice(name);
+    section.extend_from_slice(note.as_bytes());
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section
+    leb128(&mut out, section.len());
+    out.extend(section);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        match n {
+            0 => return out.push(byte),
+            _ => out.push(byte | 0x80),
+        }
+    }
+}
