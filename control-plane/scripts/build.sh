@@ -3,7 +3,7 @@
 # kube-scheduler, kubelet, kubectl) and the registry from the Go module proxy into the
 # cache.
 #
-# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry ...]
+# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign ...]
 # (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -112,14 +112,31 @@ GO
   log "built $out"
 }
 
+build_cosign() {
+  local out="$COSIGN_BIN_DIR/cosign"
+  [ -x "$out" ] && { log "cosign $COSIGN_VERSION cached at $out"; return; }
+  log "building cosign $COSIGN_VERSION (first time only)"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    go mod init wcm.local/cosign >/dev/null 2>&1
+    go get "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION"
+    go build -trimpath -o "$work/cosign" -ldflags "-s -w" github.com/sigstore/cosign/v2/cmd/cosign
+  )
+  mkdir -p "$COSIGN_BIN_DIR" && mv "$work/cosign" "$out"
+  log "built $out"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) build_etcd ;;
     registry) build_registry ;;
+    cosign) build_cosign ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
       build_kubernetes_binary "$t" ;;
-    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry)" ;;
+    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign)" ;;
   esac
 done

@@ -12,6 +12,7 @@ CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/wasm-controller-manager/control-plan
 K8S_BIN_DIR="$CACHE_ROOT/kubernetes-$KUBERNETES_VERSION"
 ETCD_BIN_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
 REGISTRY_BIN_DIR="$CACHE_ROOT/registry-$REGISTRY_VERSION"
+COSIGN_BIN_DIR="$CACHE_ROOT/cosign-$COSIGN_VERSION"
 
 # The sandbox image of the local node's Pods, built by images.sh from control-plane/images.
 PAUSE_IMAGE=wcm.local/pause:1

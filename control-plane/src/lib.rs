@@ -20,7 +20,7 @@ pub use diagnose::describe_pods;
 pub use namespace::TestNamespace;
 pub use poll::poll_until;
 pub use private::PrivateControlPlane;
-pub use registry::LocalRegistry;
+pub use registry::{COSIGN_VERSION, LocalRegistry};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

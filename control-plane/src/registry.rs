@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use crate::{ControlPlane, Error};
 
+/// The pinned cosign version (`scripts/versions.env`).
+pub const COSIGN_VERSION: &str = "v2.6.5";
+
 /// Where the local registry listens and how to log in to it.
 #[derive(Debug, Clone)]
 pub struct LocalRegistry {
@@ -25,6 +28,18 @@ pub struct LocalRegistry {
 }
 
 impl ControlPlane {
+    /// The pinned cosign, built by `build.sh` into the cache.
+    pub fn cosign() -> PathBuf {
+        let kubectl = ControlPlane::kubectl();
+        let cache = kubectl
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        cache
+            .join(format!("cosign-{COSIGN_VERSION}"))
+            .join("cosign")
+    }
+
     /// The registry started with this control plane.
     pub fn registry(&self) -> Result<LocalRegistry, Error> {
         let mut registry = LocalRegistry::read(&self.state_dir().join("registry.env"))?;
@@ -60,5 +75,18 @@ impl LocalRegistry {
             password: value("WCM_REGISTRY_PASSWORD")?,
             storage: PathBuf::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cosign_version_is_the_one_the_scripts_pin() {
+        let pinned = include_str!("../scripts/versions.env");
+        let line = format!("COSIGN_VERSION={}", super::COSIGN_VERSION);
+        assert!(
+            pinned.lines().any(|l| l == line),
+            "{line} not in versions.env"
+        );
     }
 }

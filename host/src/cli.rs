@@ -229,6 +229,11 @@ pub struct RunArgs {
     /// A PEM file of a CA that registries may use besides the system's (repeatable).
     #[arg(long = "registry-ca-file")]
     pub registry_ca_files: Vec<PathBuf>,
+    /// A PEM file of an ECDSA P-256 public key every `WasmPlugin` must be signed by
+    /// (cosign's format, over its manifest digest), checked before anything is
+    /// compiled (repeatable: each key is required).
+    #[arg(long = "verify-key")]
+    pub verify_keys: Vec<PathBuf>,
     /// How long a plugin file must stay unchanged before it is (re)loaded.
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     pub file_settle: Duration,

@@ -83,6 +83,8 @@ pub struct WasmPluginSource {
     pub pulled_dir: PathBuf,
     /// PEM files of CAs registries may use besides the system's.
     pub ca_files: Vec<PathBuf>,
+    /// PEM files of public keys every `WasmPlugin` must be signed by.
+    pub verify_keys: Vec<PathBuf>,
 }
 
 impl ManagerConfig {

@@ -146,6 +146,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         namespace,
         pulled_dir: args.pulled_plugins_dir.unwrap_or_else(default_pulled_dir),
         ca_files: args.registry_ca_files,
+        verify_keys: args.verify_keys,
     });
     Ok(config)
 }

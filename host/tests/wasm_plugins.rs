@@ -411,3 +411,152 @@ async fn rbac_of_a_wasm_plugin_is_that_of_its_component_under_the_resources_name
     );
     Ok(())
 }
+
+/// A cosign key pair made by cosign in `dir` (no password): the public key's PEM.
+fn cosign_key_pair(dir: &Path) -> Result<String> {
+    std::fs::create_dir_all(dir)?;
+    let out = std::process::Command::new(ControlPlane::cosign())
+        .arg("generate-key-pair")
+        .env("COSIGN_PASSWORD", "")
+        .current_dir(dir)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "cosign: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(std::fs::read_to_string(dir.join("cosign.pub"))?)
+}
+
+/// Signs `pinned` (`repo@sha256:...`) with the key in `dir`, as `cosign sign --key`
+/// does without a transparency log.
+fn cosign_sign(registry: &LocalRegistry, dir: &Path, pinned: &str) -> Result<()> {
+    use base64::Engine;
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{}:{}", registry.user, registry.password));
+    let config = json!({"auths": {(&registry.address): {"auth": auth}}});
+    std::fs::write(dir.join("config.json"), config.to_string())?;
+    let out = std::process::Command::new(ControlPlane::cosign())
+        .args([
+            "sign",
+            "--key",
+            "cosign.key",
+            "--tlog-upload=false",
+            "-y",
+            pinned,
+        ])
+        .env("COSIGN_PASSWORD", "")
+        .env("DOCKER_CONFIG", dir)
+        .env("SSL_CERT_FILE", &registry.ca_file)
+        .current_dir(dir)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "cosign sign: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let plane = ControlPlane::shared()?;
+    let registry = plane.registry()?;
+    install_crd(&plane.admin_client().await?).await?;
+    let ns = TestNamespace::create("wasm-signed").await?;
+    pull_secret(&ns, &registry).await?;
+    let dir = tempfile::tempdir()?;
+    let (a, b) = (dir.path().join("key-a"), dir.path().join("key-b"));
+    let (key_a, key_b) = (cosign_key_pair(&a)?, cosign_key_pair(&b)?);
+    let repo = format!("{}/tests/signed-{}", registry.address, fastrand::u32(..));
+    let plugin = std::fs::read(support::plugin_file("label-mirror"))?;
+    let (signed, _) = push(
+        &registry,
+        &repo,
+        "signed",
+        &another_build(&plugin, "signed"),
+    )?;
+    cosign_sign(&registry, &a, &signed.replace(":signed@", "@"))?;
+    let unsigned_bytes = another_build(&plugin, "unsigned");
+    push(&registry, &repo, "unsigned", &unsigned_bytes)?;
+    let host = host(&ns, &registry, &dir.path().join("host"))?;
+
+    let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
+    let declare = |name: &str, tag: &str, key: &str| -> Result<WasmPlugin> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": name},
+            "spec": {"image": format!("{repo}:{tag}"), "pullSecret": "pull",
+                     "verify": {"publicKey": key}}}))?)
+    };
+    for (name, tag, key) in [
+        ("signed", "signed", &key_a),
+        ("unsigned", "unsigned", &key_a),
+        ("wrong", "signed", &key_b),
+    ] {
+        api.create(&PostParams::default(), &declare(name, tag, key)?)
+            .await?;
+    }
+    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
+    status_until(&api, "signed", "Ready=True", ready).await?;
+    let refused = |reason: &'static str| {
+        move |s: &WasmPluginStatus| {
+            condition(s, "Pulled").is_some_and(|c| c.0 == "False" && c.1 == reason)
+        }
+    };
+    let missing = status_until(
+        &api,
+        "unsigned",
+        "SignatureMissing",
+        refused("SignatureMissing"),
+    )
+    .await?;
+    let message = condition(&missing, "Pulled")
+        .map(|c| c.2)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("is not signed by key sha256:") && message.contains("no signature"),
+        "{message}"
+    );
+    ensure!(
+        condition(&missing, "Loaded").is_some_and(|c| c.1 == "NotPulled"),
+        "{missing:#?}"
+    );
+    let wrong = status_until(
+        &api,
+        "wrong",
+        "SignatureInvalid",
+        refused("SignatureInvalid"),
+    )
+    .await?;
+    let message = condition(&wrong, "Pulled").map(|c| c.2).unwrap_or_default();
+    ensure!(message.contains("a signature by another key"), "{message}");
+    // Refused before anything was pulled: no unsigned component on the host's disk.
+    use sha2::Digest;
+    let layer: String = sha2::Sha256::digest(&unsigned_bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let kept = dir.path().join("host/pulled/layers/sha256").join(layer);
+    ensure!(!kept.exists(), "the unsigned plugin was pulled");
+    drop(host);
+
+    // A host-wide key (`--verify-key`) applies to a WasmPlugin that names none.
+    let anything: WasmPlugin = serde_json::from_value(json!({
+        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "anything"},
+        "spec": {"image": format!("{repo}:unsigned"), "pullSecret": "pull"}}))?;
+    api.create(&PostParams::default(), &anything).await?;
+    let host_key = a.join("cosign.pub");
+    let flags = ["--verify-key", host_key.to_str().context("path")?];
+    let _host = host_with(&ns, &registry, &dir.path().join("host-policy"), &flags)?;
+    status_until(
+        &api,
+        "anything",
+        "SignatureMissing",
+        refused("SignatureMissing"),
+    )
+    .await?;
+    Ok(())
+}

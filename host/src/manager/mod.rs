@@ -62,6 +62,9 @@ pub enum ManagerError {
     /// The registry client for `WasmPlugin`s cannot be set up (a CA file).
     #[error(transparent)]
     Registry(#[from] crate::registry::RegistryError),
+    /// A key `WasmPlugin`s must be signed by cannot be read.
+    #[error(transparent)]
+    VerifyKey(#[from] crate::registry::SignatureError),
 }
 
 /// Why one plugin file is not running (or not upgraded).

@@ -20,7 +20,7 @@ use kube::{Api, ResourceExt};
 use super::Manager;
 use super::load::{FromResource, LoadJob, Source};
 use crate::config::WasmPluginSource;
-use crate::registry::{PulledPlugins, Registry, RegistryError};
+use crate::registry::{PulledPlugins, Registry, SignatureError, TrustedKey};
 use crate::status::PluginStatus;
 use crate::wasmplugin::{
     Facts, Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus,
@@ -68,11 +68,15 @@ impl Resources {
         source: &WasmPluginSource,
         client: kube::Client,
         max_bytes: u64,
-    ) -> Result<Resources, RegistryError> {
+    ) -> Result<Resources, super::ManagerError> {
         let registry = Registry::new(&source.ca_files)?;
         let store = PulledPlugins::new(&source.pulled_dir);
         let namespace = &source.namespace;
-        let fetcher = Fetcher::new(registry, store, client.clone(), namespace, max_bytes);
+        let keys = (source.verify_keys.iter())
+            .map(|path| read_key(path))
+            .collect::<Result<_, _>>()?;
+        let fetcher =
+            Fetcher::new(registry, store, client.clone(), namespace, max_bytes).requiring(keys);
         Ok(Resources {
             fetcher,
             api: Api::namespaced(client.clone(), namespace),
@@ -100,6 +104,16 @@ impl Resources {
         let pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
         pulls.get(name).cloned().unwrap_or(Pull::None)
     }
+}
+
+/// The key in the PEM file `path`.
+fn read_key(path: &std::path::Path) -> Result<TrustedKey, SignatureError> {
+    let what = path.display().to_string();
+    let pem = std::fs::read_to_string(path).map_err(|e| SignatureError::BadKey {
+        what: what.clone(),
+        why: e.to_string(),
+    })?;
+    TrustedKey::from_pem(&pem, &what)
 }
 
 /// The next change of `resources`, or never when there are none.

@@ -78,6 +78,28 @@ impl PulledPlugins {
         })
     }
 
+    /// Whether manifest `digest` was verified by the key named `key` on this disk.
+    pub async fn is_verified(&self, digest: &str, key: &str) -> bool {
+        match self.verified_path(digest, key) {
+            Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
+            None => false,
+        }
+    }
+
+    /// Notes that manifest `digest` was verified by the key named `key`.
+    pub async fn mark_verified(&self, digest: &str, key: &str) {
+        if let Some(path) = self.verified_path(digest, key) {
+            let _ = write_atomically(&path, b"").await;
+        }
+    }
+
+    fn verified_path(&self, digest: &str, key: &str) -> Option<PathBuf> {
+        let key = key.strip_prefix("sha256:")?;
+        let well_formed = key.bytes().all(|b| b.is_ascii_hexdigit());
+        let base = self.path("verified", digest)?;
+        well_formed.then(|| base.join(key))
+    }
+
     /// The component of manifest `digest`, if kept and intact.
     async fn cached(&self, digest: &str) -> Option<Vec<u8>> {
         let manifest = self.path("manifests", digest)?;

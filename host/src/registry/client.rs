@@ -19,6 +19,7 @@ use tokio::io::AsyncWrite;
 
 use super::RegistryError;
 use super::layout::{ACCEPTED_LAYERS, WASM_CONFIG, WASM_LAYER, WasmConfig};
+use super::signature::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
 
 /// A plugin pulled from a registry.
 #[derive(Debug)]
@@ -82,6 +83,36 @@ impl Registry {
         (self.client.fetch_manifest_digest(reference, auth))
             .await
             .map_err(failed)
+    }
+
+    /// The payloads and signatures of the cosign signature artifact at `reference`,
+    /// each payload at most 64 KiB.
+    pub async fn signatures(
+        &self,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<(Vec<u8>, String)>, RegistryError> {
+        let failed = |e| RegistryError::of(reference, e);
+        let (manifest, _) = (self.client.pull_image_manifest(reference, auth))
+            .await
+            .map_err(failed)?;
+        let mut found = Vec::new();
+        for layer in manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == SIMPLE_SIGNING)
+        {
+            let annotations = layer.annotations.as_ref();
+            let Some(signature) = annotations.and_then(|a| a.get(SIGNATURE_ANNOTATION)) else {
+                continue;
+            };
+            let mut sink = BoundedSink::new(64 << 10);
+            (self.client.pull_blob(reference, layer, &mut sink))
+                .await
+                .map_err(failed)?;
+            found.push((sink.bytes, signature.clone()));
+        }
+        Ok(found)
     }
 
     /// The manifest digest `reference` (a tag) names now.

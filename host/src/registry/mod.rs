@@ -7,6 +7,7 @@ mod cache;
 mod client;
 mod credentials;
 mod layout;
+mod signature;
 
 pub use cache::{Fetched, PulledPlugins};
 pub use client::{Pulled, Registry};
@@ -14,6 +15,7 @@ pub use credentials::{CredentialsError, DockerConfig};
 pub use layout::{ACCEPTED_LAYERS, LEGACY_WASM_LAYER, NotAComponent, WASM_CONFIG, WASM_LAYER};
 pub use oci_client::Reference;
 pub use oci_client::secrets::RegistryAuth;
+pub use signature::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING, SignatureError, TrustedKey, verify};
 
 use std::path::PathBuf;
 
@@ -34,6 +36,12 @@ pub enum RegistryError {
     /// The file to push is not a component.
     #[error(transparent)]
     NotAComponent(#[from] NotAComponent),
+    /// The registry has no such manifest (or repository).
+    #[error("{reference}: not found in the registry")]
+    NotFound {
+        /// The reference.
+        reference: String,
+    },
     /// The registry refused the credentials, or asks for some.
     #[error(
         "{reference}: not authorized: the registry refused the credentials, or wants some \
@@ -102,6 +110,12 @@ impl RegistryError {
             E::ServerError {
                 code: 401 | 403, ..
             } => RegistryError::Unauthorized { reference },
+            E::ImageManifestNotFoundError(_) | E::ServerError { code: 404, .. } => {
+                RegistryError::NotFound { reference }
+            }
+            E::RegistryError { envelope, .. } if envelope.errors.iter().any(unknown) => {
+                RegistryError::NotFound { reference }
+            }
             E::RequestError(e) => RegistryError::Unreachable {
                 reference,
                 why: causes(&e),
@@ -112,6 +126,15 @@ impl RegistryError {
             },
         }
     }
+}
+
+/// Whether the registry says the manifest, repository or blob is unknown.
+fn unknown(error: &oci_client::errors::OciError) -> bool {
+    use oci_client::errors::OciErrorCode as C;
+    matches!(
+        error.code,
+        C::ManifestUnknown | C::NameUnknown | C::BlobUnknown
+    )
 }
 
 /// An error and its causes on one line: a transport error's own text is only

@@ -8,7 +8,10 @@ use kube::Client;
 
 use super::WasmPluginSpec;
 use super::pull_secret::{PullSecretError, pull_auth};
-use crate::registry::{Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError};
+use crate::registry::{
+    Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError, SignatureError,
+    TrustedKey, verify,
+};
 
 /// Why a `WasmPlugin`'s component could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +30,9 @@ pub enum FetchError {
     /// The registry refused or failed.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// A signature the policy requires is missing or wrong, or its key unusable.
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
     /// This replica does not lead, and the digest is not on its disk yet.
     #[error("not pulled yet: only the leading replica pulls from registries")]
     NotLeading,
@@ -41,10 +47,12 @@ impl FetchError {
             FetchError::Registry(RegistryError::Unauthorized { .. }) => "Unauthorized",
             FetchError::Registry(RegistryError::Unreachable { .. }) => "RegistryUnreachable",
             FetchError::Registry(RegistryError::TooLarge { .. }) => "TooLarge",
+            FetchError::Registry(RegistryError::NotFound { .. }) => "NotFound",
             FetchError::Registry(
                 RegistryError::MediaType { .. } | RegistryError::Layers { .. },
             ) => "NotAPlugin",
             FetchError::Registry(_) => "PullFailed",
+            FetchError::Signature(e) => e.reason(),
             FetchError::NotLeading => "NotLeading",
         }
     }
@@ -67,6 +75,8 @@ pub struct Fetcher {
     client: Client,
     namespace: String,
     max_bytes: u64,
+    /// Keys every plugin must be signed by (`--verify-key`).
+    keys: Arc<[TrustedKey]>,
 }
 
 impl Fetcher {
@@ -85,7 +95,44 @@ impl Fetcher {
             client,
             namespace: namespace.to_string(),
             max_bytes,
+            keys: Arc::new([]),
         }
+    }
+
+    /// This fetcher, requiring every plugin to be signed by each of `keys` too.
+    pub fn requiring(mut self, keys: Vec<TrustedKey>) -> Fetcher {
+        self.keys = keys.into();
+        self
+    }
+
+    /// The keys `spec` must be signed by: the host's, and its own.
+    fn keys_for(&self, spec: &WasmPluginSpec) -> Result<Vec<TrustedKey>, FetchError> {
+        let mut keys = self.keys.to_vec();
+        if let Some(verify) = &spec.verify {
+            keys.push(TrustedKey::from_pem(
+                &verify.public_key,
+                "spec.verify.publicKey",
+            )?);
+        }
+        Ok(keys)
+    }
+
+    /// Checks `reference`'s signatures by `keys`, unless this disk already did.
+    async fn verified(
+        &self,
+        reference: &Reference,
+        digest: &str,
+        auth: &RegistryAuth,
+        keys: &[TrustedKey],
+    ) -> Result<(), FetchError> {
+        for key in keys {
+            if self.store.is_verified(digest, key.name()).await {
+                continue;
+            }
+            verify(&self.registry, reference, digest, auth, key).await?;
+            self.store.mark_verified(digest, key.name()).await;
+        }
+        Ok(())
     }
 
     /// The component of `spec`, pinned as `pinned` says when that pin is for the same
@@ -104,13 +151,9 @@ impl Fetcher {
                     image: spec.image.clone(),
                     why: e.to_string(),
                 })?;
+        let keys = self.keys_for(spec)?;
         if !leading {
-            let fetched = self.store.fetch_cached(&reference).await;
-            let fetched = fetched.ok_or(FetchError::NotLeading)?;
-            return Ok(FetchedPlugin {
-                pinned: pin(&spec.image, &fetched.digest),
-                fetched,
-            });
+            return self.fetch_held(spec, &reference, &keys).await;
         }
         let auth = match &spec.pull_secret {
             Some(name) => {
@@ -119,10 +162,37 @@ impl Fetcher {
             }
             None => RegistryAuth::Anonymous,
         };
+        let reference = match reference.digest() {
+            Some(_) => reference,
+            None => reference.clone_with_digest(self.registry.resolve(&reference, &auth).await?),
+        };
+        let digest = reference.digest().unwrap_or_default().to_string();
+        // Before anything is pulled or compiled.
+        self.verified(&reference, &digest, &auth, &keys).await?;
         let fetched = (self
             .store
             .fetch(&self.registry, &reference, &auth, self.max_bytes))
         .await?;
+        Ok(FetchedPlugin {
+            pinned: pin(&spec.image, &fetched.digest),
+            fetched,
+        })
+    }
+
+    /// A standby's fetch: only what this disk holds, verified on it by every key.
+    async fn fetch_held(
+        &self,
+        spec: &WasmPluginSpec,
+        reference: &Reference,
+        keys: &[TrustedKey],
+    ) -> Result<FetchedPlugin, FetchError> {
+        let fetched = self.store.fetch_cached(reference).await;
+        let fetched = fetched.ok_or(FetchError::NotLeading)?;
+        for key in keys {
+            if !self.store.is_verified(&fetched.digest, key.name()).await {
+                return Err(FetchError::NotLeading);
+            }
+        }
         Ok(FetchedPlugin {
             pinned: pin(&spec.image, &fetched.digest),
             fetched,

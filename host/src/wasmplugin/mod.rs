@@ -12,6 +12,8 @@ mod watch;
 pub use documents::{DocumentError, parse};
 pub use fetch::{FetchError, FetchedPlugin, Fetcher, reference_for};
 pub use pull_secret::{DOCKER_CONFIG_JSON, PullSecretError, pull_auth};
-pub use resource::{RuleCounts, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};
+pub use resource::{
+    RuleCounts, VerifySpec, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml,
+};
 pub use status::{Facts, Pull, Pulls, status_of};
 pub use watch::{ResourceChange, changes};

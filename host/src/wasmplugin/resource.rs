@@ -47,6 +47,19 @@ pub struct WasmPluginSpec {
     /// registry's credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret: Option<String>,
+    /// Require a signature (cosign's format) over the manifest digest by this key,
+    /// checked before anything is compiled; a host may require keys of its own too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySpec>,
+}
+
+/// A signature policy.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifySpec {
+    /// An ECDSA P-256 public key in PEM (`cosign generate-key-pair`'s `cosign.pub`).
+    #[schemars(length(max = 4096))]
+    pub public_key: String,
 }
 
 /// What the host has made of a `WasmPlugin`.

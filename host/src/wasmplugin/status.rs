@@ -134,6 +134,10 @@ fn loaded(facts: &Facts) -> Verdict {
     };
     let reason = row.reason.clone().unwrap_or_default();
     match (row.state, &row.version) {
+        // Nothing was pulled, so nothing was loaded.
+        (State::Failed, _) if matches!(facts.pull, Pull::Failed { .. }) => {
+            ("Loaded", "Unknown", "NotPulled".into(), reason)
+        }
         (State::Failed, _) => ("Loaded", "False", "LoadFailed".into(), reason),
         (_, Some(version)) => {
             let plugin = row.plugin.clone().unwrap_or_default();
