@@ -226,9 +226,7 @@ pub async fn resource_registrations(
     auth_for: impl Fn(&str) -> Result<RegistryAuth, RegistryError>,
     compile_cache: Option<&Path>,
 ) -> Result<Vec<(PathBuf, Registration)>, RegistrationError> {
-    let runtime = Runtime::new(Limits::default(), compile_cache)
-        .map_err(|e| RegistrationError::Runtime(chain(&e)))?;
-    let runtime = Arc::new(runtime);
+    let runtime = offline_runtime(compile_cache)?;
     let mut found = Vec::new();
     for plugin in plugins {
         let name = plugin.name_any();
@@ -272,9 +270,7 @@ pub async fn registrations(
     paths: &[PathBuf],
     compile_cache: Option<&Path>,
 ) -> Result<Vec<(PathBuf, Registration)>, RegistrationError> {
-    let runtime = Runtime::new(Limits::default(), compile_cache)
-        .map_err(|e| RegistrationError::Runtime(chain(&e)))?;
-    let runtime = Arc::new(runtime);
+    let runtime = offline_runtime(compile_cache)?;
     let mut found = Vec::new();
     for path in expand(paths)? {
         let identity = plugin_file::identity(&path).map_err(|e| RegistrationError::Load {
@@ -285,6 +281,13 @@ pub async fn registrations(
         found.push((path, registration.under(&identity)));
     }
     Ok(found)
+}
+
+/// A runtime with the default limits, for registrations made offline.
+fn offline_runtime(compile_cache: Option<&Path>) -> Result<Arc<Runtime>, RegistrationError> {
+    let runtime = Runtime::new(Limits::default(), compile_cache)
+        .map_err(|e| RegistrationError::Runtime(chain(&e)))?;
+    Ok(Arc::new(runtime))
 }
 
 /// Files as given; directories replaced by their plugin files, sorted.

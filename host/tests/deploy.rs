@@ -347,20 +347,7 @@ async fn runs_a_wasm_plugin_from_the_registry(plane: &ControlPlane, client: &Cli
         "spec": {"image": format!("{}/{repo}:v1", registry.from_pods), "pullSecret": "wcm-registry"}}))?;
     let applied = Instant::now();
     api.create(&Default::default(), &plugin).await?;
-    let ns = TestNamespace::create("wasm-phase").await?;
-    create_labelled_pod(
-        client,
-        ns.name(),
-        "tracked",
-        &[("example.com/track-phase", "yes")],
-    )
-    .await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
-    let labelled = poll_until(WAIT, || async {
-        let labels = pods.get("tracked").await.ok()?.metadata.labels?;
-        labels.get("example.com/phase").cloned()
-    })
-    .await;
+    let labelled = phase_of_a_tracked_pod(client, "wasm-phase").await?;
     let status = api.get("phase-labeller").await.ok().and_then(|p| p.status);
     let phase = labelled
         .with_context(|| format!("the WasmPlugin never labelled the Pod; status {status:#?}"))?;
@@ -388,6 +375,20 @@ async fn runs_a_wasm_plugin_from_the_registry(plane: &ControlPlane, client: &Cli
     ensure!(kept, "a host Pod restarted or went: {before:?} → {after:?}");
     api.delete("phase-labeller", &Default::default()).await?;
     Ok(())
+}
+
+/// The phase label phase-labeller gives a Pod it tracks, in a namespace of its own
+/// (named from `prefix`), if it does within the wait.
+async fn phase_of_a_tracked_pod(client: &Client, prefix: &str) -> Result<Option<String>> {
+    let ns = TestNamespace::create(prefix).await?;
+    let tracked = [("example.com/track-phase", "yes")];
+    create_labelled_pod(client, ns.name(), "tracked", &tracked).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    Ok(poll_until(WAIT, || async {
+        let labels = pods.get("tracked").await.ok()?.metadata.labels?;
+        labels.get("example.com/phase").cloned()
+    })
+    .await)
 }
 
 /// Each host Pod's name and container restarts.
@@ -448,20 +449,7 @@ async fn takes_plugins_from_an_image(
             && gathered.contains("installed pod-counter.wasm from /images/0"),
         "{gathered}"
     );
-    let ns = TestNamespace::create("phase").await?;
-    create_labelled_pod(
-        client,
-        ns.name(),
-        "tracked",
-        &[("example.com/track-phase", "yes")],
-    )
-    .await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
-    let labelled = poll_until(WAIT, || async {
-        let labels = pods.get("tracked").await.ok()?.metadata.labels?;
-        labels.get("example.com/phase").cloned()
-    })
-    .await;
+    let labelled = phase_of_a_tracked_pod(client, "phase").await?;
     let phase = labelled.context("the Python plugin from the image never labelled the Pod")?;
     ensure!(phase == "Pending", "phase label {phase}");
     Ok(())

@@ -188,7 +188,7 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     push(&registry, &repo, "v3", &refused)?;
     set_spec(&api, "mirror", json!({"image": format!("{repo}:v3")})).await?;
     let not_loaded = |s: &WasmPluginStatus| {
-        condition(s, "Loaded").is_some_and(|c| c.0 == "True" && c.2.contains("upgrade refused"))
+        condition(s, "Loaded").is_some_and(|c| c.0 == "False" && c.1 == "UpgradeRefused")
     };
     let status = status_until(&api, "mirror", "the refused upgrade", not_loaded).await?;
     ensure!(
@@ -197,6 +197,18 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     );
     source(&ns, "third", "three").await?;
     mirrored(&ns, "third", "three").await?;
+
+    // A digest the registry does not have: said, and v2 runs on.
+    let absent = format!("{repo}@sha256:{}", "0".repeat(64));
+    set_spec(&api, "mirror", json!({ "image": absent })).await?;
+    let not_found = |s: &WasmPluginStatus| {
+        condition(s, "Pulled").is_some_and(|c| c.0 == "False" && c.1 == "NotFound")
+    };
+    let status = status_until(&api, "mirror", "Pulled=False NotFound", not_found).await?;
+    ensure!(
+        status.digest.as_deref() == Some(v2_digest.as_str()),
+        "{status:#?}"
+    );
 
     // A registry that cannot be reached: said, and v2 runs on.
     set_spec(

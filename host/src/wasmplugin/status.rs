@@ -142,12 +142,15 @@ fn loaded(facts: &Facts) -> Verdict {
         (_, Some(version)) => {
             let plugin = row.plugin.clone().unwrap_or_default();
             let contract = row.contract.clone().unwrap_or_default();
-            let mut message = format!("{plugin} {version} ({contract})");
-            if !reason.is_empty() {
-                // A refused upgrade: the older version runs on.
-                message = format!("{message}; {reason}");
+            let running = format!("{plugin} {version} ({contract})");
+            match reason.starts_with("upgrade refused") {
+                // The spec's version was refused; the older one runs on.
+                true => {
+                    let message = format!("{reason}; {running} runs on");
+                    ("Loaded", "False", "UpgradeRefused".into(), message)
+                }
+                false => ("Loaded", "True", "Loaded".into(), running),
             }
-            ("Loaded", "True", "Loaded".into(), message)
         }
         (_, None) => ("Loaded", "True", "Registered".into(), reason),
     }
@@ -313,6 +316,39 @@ mod tests {
             find(&status, "Ready").last_transition_time.0,
             Timestamp::UNIX_EPOCH
         );
+    }
+
+    #[test]
+    fn a_refused_upgrade_is_not_loaded_while_the_older_version_runs_on() {
+        let pull = Pull::Done {
+            pinned: PIN.into(),
+            digest: "sha256:bb".into(),
+            cached: false,
+        };
+        let pin = (PIN.to_string(), "sha256:aa".to_string());
+        let refused = row(
+            State::Running,
+            Some("upgrade refused: register() failed: 17 watches"),
+        );
+        let facts = Facts {
+            generation: Some(3),
+            paused: false,
+            pull: &pull,
+            running: Some(&pin),
+            row: Some(&refused),
+        };
+        let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
+        let loaded = find(&status, "Loaded");
+        assert_eq!(
+            (loaded.status.as_str(), loaded.reason.as_str()),
+            ("False", "UpgradeRefused")
+        );
+        assert_eq!(
+            loaded.message,
+            "upgrade refused: register() failed: 17 watches; pc 1.0.0 (wcm:controller@0.3.1) runs on"
+        );
+        assert_eq!(find(&status, "Ready").status, "True");
+        assert_eq!(status.digest.as_deref(), Some("sha256:aa"));
     }
 
     #[test]
