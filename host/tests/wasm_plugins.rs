@@ -572,3 +572,80 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
     .await?;
     Ok(())
 }
+
+/// The file a host with `dir` keeps the component of `bytes` in, once pulled.
+fn kept_layer(dir: &Path, bytes: &[u8]) -> std::path::PathBuf {
+    use sha2::Digest;
+    let hex: String = sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.join("pulled/layers/sha256").join(hex)
+}
+
+#[tokio::test]
+async fn only_the_leading_replica_pulls_and_a_standby_pulls_once_it_leads() -> Result<()> {
+    use crate::support::election::SHORT;
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let plane = ControlPlane::shared()?;
+    let registry = plane.registry()?;
+    install_crd(&plane.admin_client().await?).await?;
+    let ns = TestNamespace::create("wasm-leader").await?;
+    pull_secret(&ns, &registry).await?;
+    let repo = format!("{}/tests/leader-{}", registry.address, fastrand::u32(..));
+    let bytes = another_build(
+        &std::fs::read(support::plugin_file("label-mirror"))?,
+        "leader",
+    );
+    push(&registry, &repo, "v1", &bytes)?;
+    let dir = tempfile::tempdir()?;
+    let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
+    let election = [
+        "--leader-elect".to_string(),
+        format!(
+            "--leader-elect-lease-duration={}ms",
+            SHORT.lease.as_millis()
+        ),
+        format!(
+            "--leader-elect-renew-deadline={}ms",
+            SHORT.renew.as_millis()
+        ),
+        format!("--leader-elect-retry-period={}ms", SHORT.retry.as_millis()),
+        format!("--leader-elect-resource-name={}", ns.name()),
+        format!("--leader-elect-resource-namespace={}", ns.name()),
+    ];
+    let election: Vec<&str> = election.iter().map(String::as_str).collect();
+    let a = host_with(&ns, &registry, &dir_a, &election)?;
+    a.wait_for_log(&["became leader"], WAIT).await?;
+    let b = host_with(&ns, &registry, &dir_b, &election)?;
+    b.wait_for_log(&["lease holder changed"], WAIT).await?;
+
+    let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
+    let plugin: WasmPlugin = serde_json::from_value(json!({
+        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "mirror"},
+        "spec": {"image": format!("{repo}:v1"), "pullSecret": "pull"}}))?;
+    api.create(&PostParams::default(), &plugin).await?;
+    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
+    status_until(&api, "mirror", "Ready=True", ready).await?;
+    source(&ns, "first", "one").await?;
+    mirrored(&ns, "first", "one").await?;
+    b.wait_for_log(&["only the leading replica pulls"], WAIT)
+        .await?;
+    ensure!(
+        kept_layer(&dir_a, &bytes).exists(),
+        "the leader did not keep what it pulled"
+    );
+    ensure!(!kept_layer(&dir_b, &bytes).exists(), "the standby pulled");
+
+    // The leader goes: the standby leads, pulls and runs the plugin.
+    drop(a);
+    b.wait_for_log(&["became leader"], WAIT).await?;
+    source(&ns, "second", "two").await?;
+    mirrored(&ns, "second", "two").await?;
+    ensure!(
+        kept_layer(&dir_b, &bytes).exists(),
+        "the new leader did not pull"
+    );
+    Ok(())
+}
