@@ -16,13 +16,12 @@ use crate::config::Limits;
 use crate::contract::Registration;
 use crate::plugin::file as plugin_file;
 use crate::plugin::{InvalidRegistration, validate};
-use crate::registry::{Registry, RegistryAuth, RegistryError};
+use crate::registry::{self, Registry, RegistryAuth, RegistryError};
 use crate::runtime::settings::{self, Settings, SettingsError};
 use crate::runtime::{CallError, LoadError, Loaded, PluginCode, PluginFile, Runtime, chain};
-use crate::wasmplugin::WasmPlugin;
+use crate::wasmplugin::{WasmPlugin, WasmPluginSpec};
 use crate::watcher::plugin_files;
 use kube::ResourceExt;
-use oci_client::{ParseError, Reference};
 
 /// Where a plugin's settings come from.
 #[derive(Debug)]
@@ -81,6 +80,20 @@ impl Version {
             },
         };
         Ok(Version::with(file, settings))
+    }
+
+    /// The version of `WasmPlugin` `name`'s pulled component, `spec.settings` its
+    /// settings.
+    pub fn of_resource(
+        name: &str,
+        spec: &WasmPluginSpec,
+        bytes: Vec<u8>,
+    ) -> Result<Version, SettingsError> {
+        let label = format!("WasmPlugin {name}");
+        let settings = (spec.settings.as_ref())
+            .map(|s| settings::of_object(s, &label))
+            .transpose()?;
+        Ok(Version::of(bytes, settings))
     }
 
     /// The version of a component already in memory (pulled from a registry).
@@ -234,27 +247,14 @@ pub async fn resource_registrations(
             plugin: name.clone(),
             cause,
         };
-        let reference: Reference = (plugin.spec.image.parse()).map_err(|e: ParseError| {
-            let why = format!(
-                "spec.image {:?} is not an OCI reference: {e}",
-                plugin.spec.image
-            );
-            pull(RegistryError::Registry {
-                reference: plugin.spec.image.clone(),
-                why,
-            })
-        })?;
+        let reference = registry::reference(&plugin.spec.image).map_err(pull)?;
         let auth = auth_for(reference.resolve_registry()).map_err(pull)?;
         let max_bytes = runtime.limits().max_plugin_file_bytes;
         let pulled = registry
             .pull(&reference, &auth, max_bytes)
             .await
             .map_err(pull)?;
-        let label = format!("WasmPlugin {name}");
-        let settings = (plugin.spec.settings.as_ref())
-            .map(|s| settings::of_object(s, &label))
-            .transpose()?;
-        let version = Version::of(pulled.bytes, settings);
+        let version = Version::of_resource(&name, &plugin.spec, pulled.bytes)?;
         let path = PathBuf::from(format!("WasmPlugin/{name}"));
         let (_, registration) = register_checked(&runtime, version, &path).await?;
         found.push((path, registration.under(&name)));

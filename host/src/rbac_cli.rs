@@ -8,7 +8,7 @@ use anyhow::Context;
 use wcm_host::config::default_compile_cache;
 use wcm_host::contract::Registration;
 use wcm_host::loading::{registrations, resource_registrations};
-use wcm_host::registry::{DockerConfig, Registry, RegistryAuth};
+use wcm_host::registry::{DockerConfig, Registry};
 use wcm_host::rights::identity::{ServiceAccounts, valid_account};
 use wcm_host::rights::{Naming, plugin_rights, render};
 use wcm_host::wasmplugin::parse;
@@ -64,10 +64,7 @@ async fn all_registrations(args: &RbacArgs) -> anyhow::Result<Vec<(PathBuf, Regi
     if !resources.is_empty() {
         let registry = Registry::new(&args.ca_files)?;
         let config = DockerConfig::of_user()?;
-        let auth_for = |host: &str| match &config {
-            Some(config) => Ok(config.auth_for(host, "the Docker config file")?),
-            None => Ok(RegistryAuth::Anonymous),
-        };
+        let auth_for = |host: &str| Ok(config.auth_for(host, "the Docker config file")?);
         found.extend(resource_registrations(&resources, &registry, auth_for, Some(&cache)).await?);
     }
     Ok(found)

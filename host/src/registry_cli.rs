@@ -52,7 +52,7 @@ pub struct PullArgs {
 
 /// `push`: prints the pushed reference pinned to its digest, as the last line.
 pub async fn push(args: PushArgs) -> anyhow::Result<()> {
-    let reference = parsed(&args.reference)?;
+    let reference = wcm_host::registry::reference(&args.reference)?;
     anyhow::ensure!(
         reference.digest().is_none(),
         "{}: push to a tag; the digest is the registry's answer",
@@ -69,7 +69,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
 
 /// `pull`: writes the component and prints its pinned reference.
 pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
-    let reference = parsed(&args.reference)?;
+    let reference = wcm_host::registry::reference(&args.reference)?;
     let auth = auth_for(&reference, &args.access)?;
     let registry = Registry::new(&args.access.ca_files)?;
     let pulled = registry.pull(&reference, &auth, args.max_mib << 20).await?;
@@ -80,12 +80,6 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
         None => println!("{}@{}", args.reference, pulled.digest),
     }
     Ok(())
-}
-
-fn parsed(reference: &str) -> anyhow::Result<Reference> {
-    reference
-        .parse()
-        .with_context(|| format!("{reference:?} is not an OCI reference"))
 }
 
 /// The credentials of `--username` and standard input, else the Docker config's.
@@ -99,8 +93,5 @@ fn auth_for(reference: &Reference, access: &RegistryAccess) -> anyhow::Result<Re
         let password = password.trim_end_matches(['\r', '\n']).to_string();
         return Ok(RegistryAuth::Basic(user.clone(), password));
     }
-    match DockerConfig::of_user()? {
-        Some(config) => Ok(config.auth_for(registry, "the Docker config file")?),
-        None => Ok(RegistryAuth::Anonymous),
-    }
+    Ok(DockerConfig::of_user()?.auth_for(registry, "the Docker config file")?)
 }

@@ -341,10 +341,10 @@ async fn runs_a_wasm_plugin_from_the_registry(plane: &ControlPlane, client: &Cli
     )?;
     let before = restarts(client).await?;
     let api: Api<WasmPlugin> = Api::namespaced(client.clone(), NAMESPACE);
-    let plugin: WasmPlugin = serde_json::from_value(json!({
-        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": "phase-labeller"},
-        "spec": {"image": format!("{}/{repo}:v1", registry.from_pods), "pullSecret": "wcm-registry"}}))?;
+    let plugin: WasmPlugin = support::registry::wasm_plugin(
+        "phase-labeller",
+        json!({"image": format!("{}/{repo}:v1", registry.from_pods), "pullSecret": "wcm-registry"}),
+    )?;
     let applied = Instant::now();
     api.create(&Default::default(), &plugin).await?;
     let labelled = phase_of_a_tracked_pod(client, "wasm-phase").await?;

@@ -366,7 +366,6 @@ async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secr
 #[tokio::test]
 async fn a_blob_that_does_not_match_its_manifest_is_refused_and_a_larger_one_cut_off() -> Result<()>
 {
-    use sha2::Digest;
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     // A blob of this test's own: its storage is about to go bad.
@@ -375,10 +374,7 @@ async fn a_blob_that_does_not_match_its_manifest_is_refused_and_a_larger_one_cut
         &std::fs::read(support::plugin_file("pod-counter"))?,
         &note,
     );
-    let layer: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let layer = support::registry::sha256_hex(&bytes);
     let tagged = format!("{}:v1", repository(&registry, "tampered"));
     support::registry::push(&registry, tagged.trim_end_matches(":v1"), "v1", &bytes)?;
     let blob = registry.blob_file(&format!("sha256:{layer}"));

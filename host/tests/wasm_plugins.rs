@@ -153,10 +153,10 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     let host = host(&ns, &registry, dir.path())?;
 
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
-    let plugin: WasmPlugin = serde_json::from_value(json!({
-        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": "mirror"},
-        "spec": {"image": format!("{repo}:v1"), "pullSecret": "pull"}}))?;
+    let plugin: WasmPlugin = support::registry::wasm_plugin(
+        "mirror",
+        json!({"image": format!("{repo}:v1"), "pullSecret": "pull"}),
+    )?;
     let applied = Instant::now();
     api.create(&PostParams::default(), &plugin).await?;
     source(&ns, "first", "one").await?;
@@ -294,9 +294,8 @@ async fn apply_and_time(
     image: &str,
     pod: &str,
 ) -> Result<Duration> {
-    let plugin: WasmPlugin = serde_json::from_value(json!({
-        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": "phase"}, "spec": {"image": image, "pullSecret": "pull"}}))?;
+    let plugin: WasmPlugin =
+        support::registry::wasm_plugin("phase", json!({"image": image, "pullSecret": "pull"}))?;
     tracked_pod(ns, pod).await?;
     let applied = Instant::now();
     api.create(&PostParams::default(), &plugin).await?;
@@ -496,11 +495,9 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
 
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
     let declare = |name: &str, tag: &str, key: &str| -> Result<WasmPlugin> {
-        Ok(serde_json::from_value(json!({
-            "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-            "metadata": {"name": name},
-            "spec": {"image": format!("{repo}:{tag}"), "pullSecret": "pull",
-                     "verify": {"publicKey": key}}}))?)
+        let spec = json!({"image": format!("{repo}:{tag}"), "pullSecret": "pull",
+                          "verify": {"publicKey": key}});
+        support::registry::wasm_plugin(name, spec)
     };
     for (name, tag, key) in [
         ("signed", "signed", &key_a),
@@ -545,20 +542,15 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
     let message = condition(&wrong, "Pulled").map(|c| c.2).unwrap_or_default();
     ensure!(message.contains("a signature by another key"), "{message}");
     // Refused before anything was pulled: no unsigned component on the host's disk.
-    use sha2::Digest;
-    let layer: String = sha2::Sha256::digest(&unsigned_bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let kept = dir.path().join("host/pulled/layers/sha256").join(layer);
+    let kept = kept_layer(&dir.path().join("host"), &unsigned_bytes);
     ensure!(!kept.exists(), "the unsigned plugin was pulled");
     drop(host);
 
     // A host-wide key (`--verify-key`) applies to a WasmPlugin that names none.
-    let anything: WasmPlugin = serde_json::from_value(json!({
-        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": "anything"},
-        "spec": {"image": format!("{repo}:unsigned"), "pullSecret": "pull"}}))?;
+    let anything: WasmPlugin = support::registry::wasm_plugin(
+        "anything",
+        json!({"image": format!("{repo}:unsigned"), "pullSecret": "pull"}),
+    )?;
     api.create(&PostParams::default(), &anything).await?;
     let host_key = a.join("cosign.pub");
     let flags = ["--verify-key", host_key.to_str().context("path")?];
@@ -575,11 +567,7 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
 
 /// The file a host with `dir` keeps the component of `bytes` in, once pulled.
 fn kept_layer(dir: &Path, bytes: &[u8]) -> std::path::PathBuf {
-    use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = support::registry::sha256_hex(bytes);
     dir.join("pulled/layers/sha256").join(hex)
 }
 
@@ -621,10 +609,10 @@ async fn only_the_leading_replica_pulls_and_a_standby_pulls_once_it_leads() -> R
     b.wait_for_log(&["lease holder changed"], WAIT).await?;
 
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
-    let plugin: WasmPlugin = serde_json::from_value(json!({
-        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": "mirror"},
-        "spec": {"image": format!("{repo}:v1"), "pullSecret": "pull"}}))?;
+    let plugin: WasmPlugin = support::registry::wasm_plugin(
+        "mirror",
+        json!({"image": format!("{repo}:v1"), "pullSecret": "pull"}),
+    )?;
     api.create(&PostParams::default(), &plugin).await?;
     let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
     status_until(&api, "mirror", "Ready=True", ready).await?;

@@ -12,7 +12,6 @@ use crate::contract::Registration;
 use crate::controller::{ControllerContext, Prepared, StartError};
 use crate::loading::{ReadError, SettingsFrom, Version};
 use crate::plugin::file as plugin_file;
-use crate::runtime::settings;
 use crate::runtime::{LoadError, Loaded, Runtime};
 use crate::wasmplugin::{Fetcher, Pull, Pulls, WasmPluginSpec};
 
@@ -192,12 +191,9 @@ async fn read_resource(resource: FromResource) -> Result<(String, Version), Load
         .unwrap_or_else(|p| p.into_inner())
         .insert(name.clone(), pull);
     let fetched = fetched.map_err(|e| failed(None, e.into()))?;
-    let label = format!("WasmPlugin {name}");
-    let settings = (spec.settings.as_ref())
-        .map(|s| settings::of_object(s, &label))
-        .transpose()
+    let version = Version::of_resource(&name, &spec, fetched.fetched.bytes)
         .map_err(|e| failed(None, e.into()))?;
-    Ok((name, Version::of(fetched.fetched.bytes, settings)))
+    Ok((name, version))
 }
 
 fn failed(hash: Option<String>, error: PluginError) -> LoadOutcome {

@@ -37,9 +37,9 @@ impl PulledPlugins {
         }
     }
 
-    /// The plugin at `reference`: from disk when the digest it names (a tag resolved
-    /// first, by one manifest request) is held here intact, else pulled from
-    /// `registry` (at most `max_bytes`) by that digest, and kept.
+    /// The plugin at `reference`: from disk when it is pinned to a digest held here
+    /// intact, else pulled from `registry` (at most `max_bytes`) and kept. (A tag is
+    /// resolved by the caller, which needs the digest first: signatures name it.)
     pub async fn fetch(
         &self,
         registry: &Registry,
@@ -47,14 +47,10 @@ impl PulledPlugins {
         auth: &RegistryAuth,
         max_bytes: u64,
     ) -> Result<Fetched, RegistryError> {
-        let pinned = match reference.digest() {
-            Some(_) => reference.clone(),
-            None => reference.clone_with_digest(registry.resolve(reference, auth).await?),
-        };
-        if let Some(fetched) = self.fetch_cached(&pinned).await {
+        if let Some(fetched) = self.fetch_cached(reference).await {
             return Ok(fetched);
         }
-        let Pulled { digest, bytes, .. } = registry.pull(&pinned, auth, max_bytes).await?;
+        let Pulled { digest, bytes, .. } = registry.pull(reference, auth, max_bytes).await?;
         if let Err(e) = self.keep(&digest, &bytes).await {
             tracing::warn!(reference = %reference, error = %e,
                 "a pulled plugin could not be kept on disk; it will be pulled again");

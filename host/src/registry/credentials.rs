@@ -72,14 +72,13 @@ impl DockerConfig {
         })
     }
 
-    /// The user's own file, as `docker login` writes it, if there is one.
-    pub fn of_user() -> Result<Option<DockerConfig>, CredentialsError> {
-        let Some(path) = user_config_path() else {
-            return Ok(None);
-        };
-        match std::fs::read(&path) {
-            Ok(json) => Self::parse(&json, &path.display().to_string()).map(Some),
-            Err(_) => Ok(None),
+    /// The user's own file, as `docker login` writes it; none (every registry
+    /// anonymous) if there is no such file.
+    pub fn of_user() -> Result<DockerConfig, CredentialsError> {
+        let file = user_config_path().and_then(|path| Some((std::fs::read(&path).ok()?, path)));
+        match file {
+            Some((json, path)) => Self::parse(&json, &path.display().to_string()),
+            None => Ok(DockerConfig::default()),
         }
     }
 

@@ -36,6 +36,14 @@ pub enum RegistryError {
     /// The file to push is not a component.
     #[error(transparent)]
     NotAComponent(#[from] NotAComponent),
+    /// Not an OCI reference.
+    #[error("{reference:?} is not an OCI reference: {why}")]
+    BadReference {
+        /// The text given.
+        reference: String,
+        /// The parser's complaint.
+        why: String,
+    },
     /// The registry has no such manifest (or repository).
     #[error("{reference}: not found in the registry")]
     NotFound {
@@ -96,6 +104,15 @@ pub enum RegistryError {
         /// The bound.
         max_bytes: u64,
     },
+}
+
+/// `text` as an OCI reference (`registry[:port]/repository[:tag][@digest]`).
+pub fn reference(text: &str) -> Result<Reference, RegistryError> {
+    text.parse()
+        .map_err(|e: oci_client::ParseError| RegistryError::BadReference {
+            reference: text.to_string(),
+            why: e.to_string(),
+        })
 }
 
 impl RegistryError {

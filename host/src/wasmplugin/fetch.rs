@@ -9,21 +9,13 @@ use kube::Client;
 use super::WasmPluginSpec;
 use super::pull_secret::{PullSecretError, pull_auth};
 use crate::registry::{
-    Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError, SignatureError,
+    self, Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError, SignatureError,
     TrustedKey, verify,
 };
 
 /// Why a `WasmPlugin`'s component could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    /// `spec.image` is not an OCI reference.
-    #[error("spec.image {image:?} is not an OCI reference: {why}")]
-    BadReference {
-        /// The image.
-        image: String,
-        /// The parser's complaint.
-        why: String,
-    },
     /// The pull Secret gave no credentials.
     #[error(transparent)]
     PullSecret(#[from] PullSecretError),
@@ -42,7 +34,7 @@ impl FetchError {
     /// The condition reason an operator reads.
     pub fn reason(&self) -> &'static str {
         match self {
-            FetchError::BadReference { .. } => "InvalidImage",
+            FetchError::Registry(RegistryError::BadReference { .. }) => "InvalidImage",
             FetchError::PullSecret(_) => "PullSecretUnusable",
             FetchError::Registry(RegistryError::Unauthorized { .. }) => "Unauthorized",
             FetchError::Registry(RegistryError::Unreachable { .. }) => "RegistryUnreachable",
@@ -143,14 +135,7 @@ impl Fetcher {
         pinned: Option<&str>,
         leading: bool,
     ) -> Result<FetchedPlugin, FetchError> {
-        let wanted = reference_for(&spec.image, pinned);
-        let reference: Reference =
-            wanted
-                .parse()
-                .map_err(|e: oci_client::ParseError| FetchError::BadReference {
-                    image: spec.image.clone(),
-                    why: e.to_string(),
-                })?;
+        let reference = registry::reference(&reference_for(&spec.image, pinned))?;
         let keys = self.keys_for(spec)?;
         if !leading {
             return self.fetch_held(spec, &reference, &keys).await;

@@ -239,6 +239,22 @@ mod tests {
 
     const PIN: &str = "r.example/pc:v1@sha256:aa";
 
+    /// Facts of generation `generation`, not paused.
+    fn facts<'a>(
+        generation: i64,
+        pull: &'a Pull,
+        running: Option<&'a (String, String)>,
+        row: Option<&'a PluginStatus>,
+    ) -> Facts<'a> {
+        Facts {
+            generation: Some(generation),
+            paused: false,
+            pull,
+            running,
+            row,
+        }
+    }
+
     #[test]
     fn a_running_plugin_is_pulled_loaded_and_ready_with_its_digest() {
         let pull = Pull::Done {
@@ -248,13 +264,7 @@ mod tests {
         };
         let running = row(State::Running, None);
         let pin = (PIN.to_string(), "sha256:aa".to_string());
-        let facts = Facts {
-            generation: Some(2),
-            paused: false,
-            pull: &pull,
-            running: Some(&pin),
-            row: Some(&running),
-        };
+        let facts = facts(2, &pull, Some(&pin), Some(&running));
         let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
         assert_eq!(status.digest.as_deref(), Some("sha256:aa"));
         assert_eq!(status.image.as_deref(), Some(PIN));
@@ -291,13 +301,7 @@ mod tests {
             message: "r.example/pc:v2: the registry cannot be reached".into(),
         };
         let running = row(State::Running, None);
-        let facts = Facts {
-            generation: Some(2),
-            paused: false,
-            pull: &pull,
-            running: Some(&pin),
-            row: Some(&running),
-        };
+        let facts = facts(2, &pull, Some(&pin), Some(&running));
         let later = Timestamp::from_second(60).expect("time");
         let status = status_of(&facts, Some(&before), later);
         assert_eq!(
@@ -330,13 +334,7 @@ mod tests {
             State::Running,
             Some("upgrade refused: register() failed: 17 watches"),
         );
-        let facts = Facts {
-            generation: Some(3),
-            paused: false,
-            pull: &pull,
-            running: Some(&pin),
-            row: Some(&refused),
-        };
+        let facts = facts(3, &pull, Some(&pin), Some(&refused));
         let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
         let loaded = find(&status, "Loaded");
         assert_eq!(
@@ -373,13 +371,7 @@ mod tests {
             digest: "sha256:aa".into(),
             cached: false,
         };
-        let facts = Facts {
-            generation: Some(4),
-            paused: false,
-            pull: &pull,
-            running: None,
-            row: Some(&failed),
-        };
+        let facts = facts(4, &pull, None, Some(&failed));
         let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
         let loaded = find(&status, "Loaded");
         assert_eq!(
