@@ -341,7 +341,7 @@ async fn runs_a_wasm_plugin_from_the_registry(plane: &ControlPlane, client: &Cli
     )?;
     let before = restarts(client).await?;
     let api: Api<WasmPlugin> = Api::namespaced(client.clone(), NAMESPACE);
-    let plugin: WasmPlugin = support::registry::wasm_plugin(
+    let plugin: WasmPlugin = support::wasm_plugins::wasm_plugin(
         "phase-labeller",
         json!({"image": format!("{}/{repo}:v1", registry.from_pods), "pullSecret": "wcm-registry"}),
     )?;

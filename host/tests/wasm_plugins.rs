@@ -8,131 +8,21 @@
 //! paused and deleted, the plugin stops. The host's process is never restarted.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::PostParams;
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::registry::{another_build, push};
-use crate::support::{self, HostProcess, eventually};
-
-const WAIT: Duration = Duration::from_secs(90);
-
-/// Installs the `WasmPlugin` CRD of `deploy/crds/` and waits until it is served.
-async fn install_crd(client: &Client) -> Result<()> {
-    let yaml = std::fs::read_to_string(support::docs::repo("deploy/crds/wasmplugins.yaml"))?;
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&yaml)?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply("wcm-tests").force();
-    let name = "wasmplugins.wasm-controller-manager.io";
-    crds.patch(name, &params, &Patch::Apply(&crd)).await?;
-    let api: Api<WasmPlugin> = Api::all(client.clone());
-    let served = eventually(WAIT, || async { api.list(&Default::default()).await.ok() }).await;
-    served
-        .map(|_| ())
-        .context("the WasmPlugin CRD was not served")
-}
-
-/// The pull Secret of `registry` in `ns`.
-async fn pull_secret(ns: &TestNamespace, registry: &LocalRegistry) -> Result<()> {
-    let config = json!({"auths": {(&registry.address): {
-        "username": registry.user, "password": registry.password}}});
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "pull"}, "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": config.to_string()}}))?;
-    let api: Api<Secret> = Api::namespaced(ns.client(), ns.name());
-    api.create(&PostParams::default(), &secret).await?;
-    Ok(())
-}
-
-/// The `Ready`/`Loaded`/`Pulled` condition of `status`: (status, reason, message).
-fn condition(status: &WasmPluginStatus, kind: &str) -> Option<(String, String, String)> {
-    let c = status.conditions.iter().find(|c| c.type_ == kind)?;
-    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-/// Waits until `plugin`'s status passes `check`; the last status seen on failure.
-async fn status_until(
-    api: &Api<WasmPlugin>,
-    plugin: &str,
-    what: &str,
-    check: impl Fn(&WasmPluginStatus) -> bool,
-) -> Result<WasmPluginStatus> {
-    let check = &check;
-    let found = eventually(WAIT, || async move {
-        let status = api.get(plugin).await.ok()?.status?;
-        check(&status).then_some(status)
-    })
-    .await;
-    match found {
-        Some(status) => Ok(status),
-        None => {
-            let last = api.get(plugin).await.ok().and_then(|p| p.status);
-            anyhow::bail!("{plugin}: {what} never came; last status: {last:#?}")
-        }
-    }
-}
-
-/// Sets `spec` fields of `plugin`.
-async fn set_spec(api: &Api<WasmPlugin>, plugin: &str, spec: serde_json::Value) -> Result<()> {
-    let patch = Patch::Merge(json!({ "spec": spec }));
-    api.patch(plugin, &PatchParams::default(), &patch).await?;
-    Ok(())
-}
-
-/// Waits until the ConfigMap `name` carries `wcm.test/mirrored=value`.
-async fn mirrored(ns: &TestNamespace, name: &str, value: &str) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
-    let found = eventually(WAIT, || async {
-        let cm = api.get(name).await.ok()?;
-        let labels = cm.metadata.labels?;
-        (labels.get("wcm.test/mirrored").map(String::as_str) == Some(value)).then_some(())
-    })
-    .await;
-    found.with_context(|| format!("{name} was not mirrored {value}"))
-}
-
-/// A ConfigMap labelled `wcm.test/source=value`.
-async fn source(ns: &TestNamespace, name: &str, value: &str) -> Result<()> {
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"wcm.test/source": value}}}))?;
-    Api::namespaced(ns.client(), ns.name())
-        .create(&PostParams::default(), &cm)
-        .await?;
-    Ok(())
-}
-
-/// The host following the `WasmPlugin`s of `ns`, with an empty plugins directory.
-fn host(ns: &TestNamespace, registry: &LocalRegistry, dir: &Path) -> Result<HostProcess> {
-    host_with(ns, registry, dir, &[])
-}
-
-/// [`host`] with `extra` flags.
-fn host_with(
-    ns: &TestNamespace,
-    registry: &LocalRegistry,
-    dir: &Path,
-    extra: &[&str],
-) -> Result<HostProcess> {
-    let pulled = dir.join("pulled");
-    let plugins = dir.join("plugins");
-    std::fs::create_dir_all(&plugins)?;
-    let flags = [
-        "--wasm-plugin-namespace",
-        ns.name(),
-        "--registry-ca-file",
-        registry.ca_file.to_str().context("path")?,
-        "--pulled-plugins-dir",
-        pulled.to_str().context("path")?,
-    ];
-    HostProcess::start(&plugins, &[&flags[..], extra].concat())
-}
+use crate::support::wasm_plugins::{
+    WAIT, condition, has, host, host_with, install_crd, is_ready, kept_layer, mirrored,
+    pull_secret, set_spec, source, status_until, wasm_plugin,
+};
+use crate::support::{self, eventually};
 
 #[tokio::test]
 async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Result<()> {
@@ -153,7 +43,7 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     let host = host(&ns, &registry, dir.path())?;
 
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
-    let plugin: WasmPlugin = support::registry::wasm_plugin(
+    let plugin: WasmPlugin = wasm_plugin(
         "mirror",
         json!({"image": format!("{repo}:v1"), "pullSecret": "pull"}),
     )?;
@@ -165,8 +55,7 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
         "apply → first reconcile (label-mirror, cold): {:?}",
         applied.elapsed()
     );
-    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
-    let status = status_until(&api, "mirror", "Ready=True", ready).await?;
+    let status = status_until(&api, "mirror", "Ready=True", is_ready).await?;
     ensure!(
         status.digest.as_deref() == Some(v1_digest.as_str()),
         "{status:#?}"
@@ -187,9 +76,7 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     let refused = std::fs::read(support::plugin_file("hostile-too-many-watches"))?;
     push(&registry, &repo, "v3", &refused)?;
     set_spec(&api, "mirror", json!({"image": format!("{repo}:v3")})).await?;
-    let not_loaded = |s: &WasmPluginStatus| {
-        condition(s, "Loaded").is_some_and(|c| c.0 == "False" && c.1 == "UpgradeRefused")
-    };
+    let not_loaded = |s: &WasmPluginStatus| has(s, "Loaded", "False", "UpgradeRefused");
     let status = status_until(&api, "mirror", "the refused upgrade", not_loaded).await?;
     ensure!(
         status.digest.as_deref() == Some(v2_digest.as_str()),
@@ -201,9 +88,7 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     // A digest the registry does not have: said, and v2 runs on.
     let absent = format!("{repo}@sha256:{}", "0".repeat(64));
     set_spec(&api, "mirror", json!({ "image": absent })).await?;
-    let not_found = |s: &WasmPluginStatus| {
-        condition(s, "Pulled").is_some_and(|c| c.0 == "False" && c.1 == "NotFound")
-    };
+    let not_found = |s: &WasmPluginStatus| has(s, "Pulled", "False", "NotFound");
     let status = status_until(&api, "mirror", "Pulled=False NotFound", not_found).await?;
     ensure!(
         status.digest.as_deref() == Some(v2_digest.as_str()),
@@ -217,9 +102,7 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
         json!({"image": "127.0.0.1:1/nowhere/plugin:v1"}),
     )
     .await?;
-    let unreachable = |s: &WasmPluginStatus| {
-        condition(s, "Pulled").is_some_and(|c| c.0 == "False" && c.1 == "RegistryUnreachable")
-    };
+    let unreachable = |s: &WasmPluginStatus| has(s, "Pulled", "False", "RegistryUnreachable");
     let status = status_until(&api, "mirror", "Pulled=False", unreachable).await?;
     ensure!(
         status.digest.as_deref() == Some(v2_digest.as_str()),
@@ -265,97 +148,57 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     Ok(())
 }
 
-/// A Pod of `ns` opted into phase-labeller (it stays Pending: nothing schedules it).
-async fn tracked_pod(ns: &TestNamespace, name: &str) -> Result<()> {
-    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"example.com/track-phase": "true"}},
-        "spec": {"containers": [{"name": "c", "image": "wcm.local/pause:1"}]}}))?;
-    Api::namespaced(ns.client(), ns.name())
-        .create(&PostParams::default(), &pod)
-        .await?;
-    Ok(())
-}
-
-/// Waits until Pod `name` is labelled with its phase.
-async fn phase_labelled(ns: &TestNamespace, name: &str) -> Result<()> {
-    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ns.client(), ns.name());
-    let labelled = eventually(WAIT, || async {
-        let labels = api.get(name).await.ok()?.metadata.labels?;
-        (labels.get("example.com/phase").map(String::as_str) == Some("Pending")).then_some(())
-    })
-    .await;
-    labelled.with_context(|| format!("{name} was not labelled with its phase"))
-}
-
-/// Applies the WasmPlugin `phase` for `image`, then times until a new Pod is labelled.
-async fn apply_and_time(
-    api: &Api<WasmPlugin>,
-    ns: &TestNamespace,
-    image: &str,
-    pod: &str,
-) -> Result<Duration> {
-    let plugin: WasmPlugin =
-        support::registry::wasm_plugin("phase", json!({"image": image, "pullSecret": "pull"}))?;
-    tracked_pod(ns, pod).await?;
-    let applied = Instant::now();
-    api.create(&PostParams::default(), &plugin).await?;
-    phase_labelled(ns, pod).await?;
-    Ok(applied.elapsed())
+/// Whether ConfigMap `name` carries `wcm.test/mirrored=value` now.
+async fn is_mirrored(ns: &TestNamespace, name: &str, value: &str) -> bool {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let labels = api.get(name).await.ok().and_then(|cm| cm.metadata.labels);
+    labels.is_some_and(|l| l.get("wcm.test/mirrored").map(String::as_str) == Some(value))
 }
 
 #[tokio::test]
-async fn the_python_example_runs_from_the_registry_cold_and_with_warm_caches() -> Result<()> {
+async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let registry = plane.registry()?;
     install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-python").await?;
+    let ns = TestNamespace::create("wasm-backlog").await?;
     pull_secret(&ns, &registry).await?;
-    let repo = format!(
-        "{}/tests/phase-labeller-{}",
-        registry.address,
-        fastrand::u32(..)
-    );
-    let bytes = std::fs::read(support::plugin_file("phase-labeller"))?;
-    let (_, digest) = push(&registry, &repo, "v1", &bytes)?;
-    let image = format!("{repo}:v1");
+    let repo = format!("{}/tests/backlog-{}", registry.address, fastrand::u32(..));
+    let v1_bytes = std::fs::read(support::plugin_file("label-mirror"))?;
+    push(&registry, &repo, "v1", &v1_bytes)?;
+    let (_, v2_digest) = push(&registry, &repo, "v2", &another_build(&v1_bytes, "v2"))?;
     let dir = tempfile::tempdir()?;
-    let compiled = dir.path().join("compiled");
-    let compiled = ["--compile-cache-dir", compiled.to_str().context("path")?];
+    // One write a second: twenty keys are a backlog of twenty seconds.
+    let slow = ["--plugin-api-qps", "1", "--plugin-api-burst", "1"];
+    let _host = host_with(&ns, &registry, dir.path(), &slow)?;
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
-
-    // Cold: nothing pulled, nothing compiled.
-    let host = host_with(&ns, &registry, dir.path(), &compiled)?;
-    let cold = apply_and_time(&api, &ns, &image, "cold").await?;
-    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
-    let status = status_until(&api, "phase", "Ready=True", ready).await?;
-    ensure!(
-        status.digest.as_deref() == Some(digest.as_str()),
-        "{status:#?}"
-    );
-    ensure!(
-        condition(&status, "Pulled").is_some_and(|c| c.1 == "Pulled"),
-        "{status:#?}"
-    );
-    api.delete("phase", &Default::default()).await?;
-    host.wait_for_log(&["WasmPlugin deleted", "phase"], WAIT)
+    let spec = json!({"image": format!("{repo}:v1"), "pullSecret": "pull"});
+    api.create(&PostParams::default(), &wasm_plugin("mirror", spec)?)
         .await?;
-    drop(host);
+    status_until(&api, "mirror", "Ready=True", is_ready).await?;
 
-    // Warm: a new host process with the same disk: taken from the store, not pulled.
-    let host = host_with(&ns, &registry, dir.path(), &compiled)?;
-    let gone = eventually(WAIT, || async {
-        api.get_opt("phase").await.ok()?.is_none().then_some(())
-    });
-    gone.await.context("the WasmPlugin was not deleted")?;
-    let warm = apply_and_time(&api, &ns, &image, "warm").await?;
-    let cached = |s: &WasmPluginStatus| condition(s, "Pulled").is_some_and(|c| c.1 == "Cached");
-    status_until(&api, "phase", "Pulled from the store", cached).await?;
+    let names: Vec<String> = (0..20).map(|i| format!("backlog-{i}")).collect();
+    for name in &names {
+        source(&ns, name, "one").await?;
+    }
+    mirrored(&ns, &names[0], "one").await?;
+    set_spec(&api, "mirror", json!({"image": format!("{repo}:v2")})).await?;
+    let upgraded = |s: &WasmPluginStatus| s.digest.as_deref() == Some(v2_digest.as_str());
+    status_until(&api, "mirror", "the v2 digest", upgraded).await?;
+    let mut waiting = 0;
+    for name in &names {
+        waiting += usize::from(!is_mirrored(&ns, name, "one").await);
+    }
+    // The upgrade came while keys waited (else this test shows nothing), and every
+    // one of them is reconciled after it.
+    ensure!(waiting > 0, "the backlog was gone before the upgrade");
+    for name in &names {
+        mirrored(&ns, name, "one").await?;
+    }
     eprintln!(
-        "apply → first reconcile, Python example ({} MB): cold {cold:?}, warm caches {warm:?}",
-        bytes.len() >> 20
+        "keys waiting when v2 took over: {waiting} of {}",
+        names.len()
     );
-    drop(host);
     Ok(())
 }
 
@@ -497,7 +340,7 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
     let declare = |name: &str, tag: &str, key: &str| -> Result<WasmPlugin> {
         let spec = json!({"image": format!("{repo}:{tag}"), "pullSecret": "pull",
                           "verify": {"publicKey": key}});
-        support::registry::wasm_plugin(name, spec)
+        wasm_plugin(name, spec)
     };
     for (name, tag, key) in [
         ("signed", "signed", &key_a),
@@ -507,13 +350,9 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
         api.create(&PostParams::default(), &declare(name, tag, key)?)
             .await?;
     }
-    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
-    status_until(&api, "signed", "Ready=True", ready).await?;
-    let refused = |reason: &'static str| {
-        move |s: &WasmPluginStatus| {
-            condition(s, "Pulled").is_some_and(|c| c.0 == "False" && c.1 == reason)
-        }
-    };
+    status_until(&api, "signed", "Ready=True", is_ready).await?;
+    let refused =
+        |reason: &'static str| move |s: &WasmPluginStatus| has(s, "Pulled", "False", reason);
     let missing = status_until(
         &api,
         "unsigned",
@@ -547,7 +386,7 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
     drop(host);
 
     // A host-wide key (`--verify-key`) applies to a WasmPlugin that names none.
-    let anything: WasmPlugin = support::registry::wasm_plugin(
+    let anything: WasmPlugin = wasm_plugin(
         "anything",
         json!({"image": format!("{repo}:unsigned"), "pullSecret": "pull"}),
     )?;
@@ -563,12 +402,6 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
     )
     .await?;
     Ok(())
-}
-
-/// The file a host with `dir` keeps the component of `bytes` in, once pulled.
-fn kept_layer(dir: &Path, bytes: &[u8]) -> std::path::PathBuf {
-    let hex = support::registry::sha256_hex(bytes);
-    dir.join("pulled/layers/sha256").join(hex)
 }
 
 #[tokio::test]
@@ -609,13 +442,12 @@ async fn only_the_leading_replica_pulls_and_a_standby_pulls_once_it_leads() -> R
     b.wait_for_log(&["lease holder changed"], WAIT).await?;
 
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
-    let plugin: WasmPlugin = support::registry::wasm_plugin(
+    let plugin: WasmPlugin = wasm_plugin(
         "mirror",
         json!({"image": format!("{repo}:v1"), "pullSecret": "pull"}),
     )?;
     api.create(&PostParams::default(), &plugin).await?;
-    let ready = |s: &WasmPluginStatus| condition(s, "Ready").is_some_and(|c| c.0 == "True");
-    status_until(&api, "mirror", "Ready=True", ready).await?;
+    status_until(&api, "mirror", "Ready=True", is_ready).await?;
     source(&ns, "first", "one").await?;
     mirrored(&ns, "first", "one").await?;
     b.wait_for_log(&["only the leading replica pulls"], WAIT)

@@ -25,6 +25,7 @@ pub mod proxy;
 pub mod rbac;
 pub mod registry;
 pub mod turns;
+pub mod wasm_plugins;
 pub mod webapp;
 
 /// The component of an example (`target/plugins`) or test (`target/test-plugins`) plugin.

@@ -70,16 +70,6 @@ fn leb128(out: &mut Vec<u8>, mut n: usize) {
     }
 }
 
-/// A `WasmPlugin` named `name` with `spec` (`image`, `pullSecret`, ...).
-pub fn wasm_plugin(
-    name: &str,
-    spec: serde_json::Value,
-) -> Result<wcm_host::wasmplugin::WasmPlugin> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": name}, "spec": spec}))?)
-}
-
 /// The hex SHA-256 of `bytes`: a blob's name in a registry and in the pulled store.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
