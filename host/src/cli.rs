@@ -9,7 +9,7 @@ use wcm_host::budget::{
     ApiBudget, Budget, BudgetSettings, LogBudget, MetricBudget, OverrideError, ReuseBudget,
     WatchBudget,
 };
-use wcm_host::leader::{ConfigError, ElectionConfig};
+use wcm_host::leader::{ConfigError, ElectionConfig, ElectionMode};
 use wcm_host::rights::PodSecurity;
 
 /// Command-line interface of the daemon.
@@ -362,6 +362,24 @@ pub struct ElectionArgs {
     /// where `wasm-controller-manager rbac` grants the host its Lease].
     #[arg(long, env = "POD_NAMESPACE", default_value = "wcm-system")]
     pub leader_elect_resource_namespace: String,
+    /// `single`: one Lease, whose holder runs every plugin. `per-plugin`: a Lease per
+    /// plugin (`<resource-name>-<plugin>`), spread over the live replicas, so every
+    /// replica works (docs/leader-election.md).
+    #[arg(long, value_enum, default_value = "single")]
+    pub leader_elect_mode: ModeArg,
+    /// This replica's identity in the Leases it holds [default: the Pod's name in a
+    /// cluster, else the hostname with `_` and eight random letters].
+    #[arg(long)]
+    pub leader_elect_identity: Option<String>,
+}
+
+/// `--leader-elect-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// One Lease for every plugin.
+    Single,
+    /// A Lease per plugin.
+    PerPlugin,
 }
 
 /// Whose identity plugins' API calls carry.
@@ -398,6 +416,10 @@ impl ElectionArgs {
             return Ok(None);
         }
         let config = ElectionConfig {
+            mode: match self.leader_elect_mode {
+                ModeArg::Single => ElectionMode::Single,
+                ModeArg::PerPlugin => ElectionMode::PerPlugin,
+            },
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,

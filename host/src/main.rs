@@ -59,7 +59,7 @@ fn init_logging(format: LogFormat) {
 /// `run`: the daemon, until a signal or a lost Lease (then non-zero, to restart).
 async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
-    let identity = identity();
+    let identity = (args.election.leader_elect_identity.clone()).unwrap_or_else(identity);
     let (kube, in_cluster) = kube_config(&identity).await?;
     let election = (args.election)
         .config(&identity, in_cluster)
@@ -274,14 +274,20 @@ fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
     })
 }
 
-/// This replica's identity: in the Lease, in Events' `reportingInstance` and in the
-/// User-Agent. The pod name (or hostname) plus a random suffix, as client-go
-/// suggests, so two processes on one host, or a restarted pod whose old process
-/// still holds the Lease, never share an identity.
+/// This replica's identity unless `--leader-elect-identity` names it: in the Leases,
+/// in Events' `reportingInstance` and in the User-Agent. The Pod's name in a cluster
+/// (unique among live Pods; a container restarted in its Pod is the same replica,
+/// its predecessor gone), else the hostname plus a random suffix, as client-go
+/// does, so two processes on one machine never share an identity.
 fn identity() -> String {
-    let base = std::env::var("POD_NAME")
+    if let Some(pod) = std::env::var("POD_NAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .filter(|p| !p.trim().is_empty())
+    {
+        return pod.trim().to_string();
+    }
+    let base = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "wasm-controller-manager".into());

@@ -34,6 +34,7 @@ mod node_registry;
 mod other_languages;
 mod owner_mapping;
 mod plugin_copies;
+mod plugin_leases;
 mod plugin_settings;
 mod pod_counter;
 mod pod_counter_ending_namespace;

@@ -19,7 +19,7 @@ use crate::contract::Registration;
 use crate::keys::ReconcileKey;
 use crate::kube::discovery::DiscoveryError;
 use crate::kube::informer::InformerRegistry;
-use crate::leader::LeaderGate;
+use crate::leader::{LeaderGate, Leadership};
 use crate::metrics::plugin::PluginMetrics;
 use crate::metrics::standard::ControllerLabels;
 use crate::metrics::{Metrics, PluginLabels};
@@ -88,9 +88,9 @@ pub struct ControllerContext {
     pub metrics: Arc<Metrics>,
     /// How long a new version's informers may take to sync before the upgrade fails.
     pub sync_timeout: Duration,
-    /// Open while this replica leads: informers run regardless, dispatch and writes
-    /// only while it is open.
-    pub leader: LeaderGate,
+    /// What plugins act behind: informers run regardless, dispatch and writes only
+    /// while a plugin's gate is open.
+    pub leader: Leadership,
     /// Every plugin's budgets (defaults and per-plugin overrides).
     pub budgets: BudgetSettings,
     /// Reviews plugins' rights when they act as their own ServiceAccounts.
@@ -111,6 +111,9 @@ pub struct PluginController {
     workers: Vec<JoinHandle<()>>,
     /// Reviews the running version's rights again and again, if they are reviewed.
     reviewing: Option<JoinHandle<()>>,
+    /// The gate this plugin acts behind (kept for its life: in per-plugin mode the
+    /// plugin is wanted on this replica while it is).
+    leader: LeaderGate,
     ctx: ControllerContext,
 }
 
@@ -194,6 +197,7 @@ impl PluginController {
         let budget = ctx.budgets.for_plugin(name);
         let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
         let reviewing = reviewing(&prepared, ctx);
+        let leader = ctx.leader.gate_for(name);
         let Prepared {
             registration,
             mut watches,
@@ -206,7 +210,7 @@ impl PluginController {
             &registration,
             &watches,
             &budget,
-            client,
+            (client, &leader),
             &granted,
             ctx,
         );
@@ -220,6 +224,7 @@ impl PluginController {
             watches,
             workers: Vec::new(),
             reviewing,
+            leader,
             ctx: ctx.clone(),
         };
         controller.spawn_workers();
@@ -308,7 +313,8 @@ impl PluginController {
             ..
         } = prepared;
         let (budget, ctx) = (&self.budget, &self.ctx);
-        let version = version(code, &registration, &watches, budget, client, &granted, ctx);
+        let writer = (client, &self.leader);
+        let version = version(code, &registration, &watches, budget, writer, &granted, ctx);
         self.current.send_replace(Arc::new(version));
         self.watches.detach();
         let resync = resync_period(&registration);
@@ -347,7 +353,7 @@ impl PluginController {
                 active: active.clone(),
                 metrics: metrics.clone(),
                 labels,
-                leader: self.ctx.leader.clone(),
+                leader: self.leader.clone(),
                 reused: None,
             };
             let task = tokio::spawn(worker.run());
@@ -411,7 +417,7 @@ fn version(
     registration: &Registration,
     watches: &Watches,
     budget: &Arc<PluginBudget>,
-    client: Client,
+    (client, leader): (Client, &LeaderGate),
     granted: &Arc<Granted>,
     ctx: &ControllerContext,
 ) -> Version {
@@ -423,7 +429,7 @@ fn version(
         client,
         (informers.clone(), granted.clone()),
         crate::capabilities::grants(registration),
-        ctx.leader.clone(),
+        leader.clone(),
     );
     // A version's own metrics, from zero, in place of the one before it.
     let plugin_metrics = Arc::new(PluginMetrics::new(

@@ -48,7 +48,8 @@ pub struct Worker {
     pub labels: PluginLabels,
     /// `controller_runtime_active_workers` of the plugin.
     pub active: Gauge,
-    /// Open while this replica leads; keys are taken only then.
+    /// Open while this replica leads (or holds the plugin's Lease); keys are taken
+    /// only then, and a hand-over waits for the reconciles it counts as busy.
     pub leader: LeaderGate,
     /// The instance this worker keeps between keys, and the version it runs; only
     /// for a plugin whose budget reuses instances.
@@ -83,6 +84,7 @@ impl Worker {
             };
             let version = self.current.borrow().clone();
             let mut leader = self.leader.clone();
+            let _busy = self.leader.busy();
             tokio::select! {
                 () = self.sync_and_reconcile(&version, &key) => {}
                 () = leader.closed() => {
@@ -106,7 +108,7 @@ impl Worker {
             let mut leader = self.leader.clone();
             tokio::select! {
                 biased;
-                () = leader.closed() => continue,
+                () = leader.paused() => continue,
                 key = self.queue.next() => return key,
             }
         }

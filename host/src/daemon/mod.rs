@@ -91,7 +91,7 @@ pub async fn run(
         identities,
         metrics,
         table,
-        election.gate(),
+        election.leadership(),
         probes,
     )
     .await?;

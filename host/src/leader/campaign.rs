@@ -5,10 +5,8 @@
 //! kube-controller-manager does): a replica that was cut off may have reconciles
 //! half done, and a fresh start with fresh caches is the simplest safe state.
 //!
-//! The campaign runs on a thread and a runtime of its own, with its own API client:
-//! nothing the plugins do on the host's runtime (a guest burning CPU, a flood of
-//! writes queued on the shared client) can delay a renewal. The operating system
-//! gives the thread its share of a CPU whatever the other threads do.
+//! The campaign runs on a thread and a runtime of its own (`thread`), with its own
+//! API client.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +42,8 @@ pub struct Campaign {
     /// When this replica last acquired or renewed the Lease (for `/healthz`).
     pub last_renewal: LastRenewal,
     stop: Option<oneshot::Sender<()>>,
-    /// How the campaign ended; `None` once taken.
-    ended: Option<oneshot::Receiver<Result<(), Lost>>>,
+    /// How the campaign ended (or why it could not run); `None` once taken.
+    ended: Option<oneshot::Receiver<Result<Result<(), Lost>, String>>>,
 }
 
 impl Campaign {
@@ -59,7 +57,6 @@ impl Campaign {
     {
         let (leading_tx, leading) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
-        let (ended_tx, ended) = oneshot::channel();
         let last_renewal = LastRenewal::default();
         metrics.set_leading(&config.lease_name, false);
         let observer = Observer {
@@ -67,24 +64,10 @@ impl Campaign {
             holder: None,
             last_renewal: last_renewal.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name("leader-election".into())
-            .spawn(move || {
-                let outcome = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime.block_on(async move {
-                        let elector = elector().map_err(Lost::Failed)?;
-                        run(elector, config, observer, leading_tx, stopped).await
-                    }),
-                    Err(e) => Err(Lost::Failed(format!("no runtime for the election: {e}"))),
-                };
-                let _ = ended_tx.send(outcome);
-            });
-        if let Err(e) = thread {
-            tracing::error!(error = %e, "cannot start the leader-election thread");
-        }
+        let ended = super::thread::on_own_thread("leader-election", move || async move {
+            let elector = elector().map_err(Lost::Failed)?;
+            run(elector, config, observer, leading_tx, stopped).await
+        });
         Campaign {
             leading,
             last_renewal,
@@ -101,8 +84,9 @@ impl Campaign {
         let outcome = ended.await;
         self.ended = None;
         match outcome {
-            Ok(Err(lost)) => lost,
-            Ok(Ok(())) => std::future::pending().await, // stopped: never "lost"
+            Ok(Ok(Err(lost))) => lost,
+            Ok(Ok(Ok(()))) => std::future::pending().await, // stopped: never "lost"
+            Ok(Err(no_runtime)) => Lost::Failed(no_runtime),
             Err(_) => Lost::Failed("the election thread ended without a word".into()),
         }
     }
@@ -245,6 +229,6 @@ async fn renew(
 
 /// `period` stretched by a random factor in [1, JITTER_FACTOR), as client-go does, so
 /// candidates that started together do not keep colliding.
-fn jittered(period: Duration) -> Duration {
+pub(super) fn jittered(period: Duration) -> Duration {
     period.mul_f64(1.0 + fastrand::f64() * (JITTER_FACTOR - 1.0))
 }

@@ -6,9 +6,21 @@ use std::time::Duration;
 /// deadline must leave room for that.
 pub const JITTER_FACTOR: f64 = 1.2;
 
+/// What a Lease decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ElectionMode {
+    /// One Lease: its holder runs every plugin, the others stand by.
+    #[default]
+    Single,
+    /// A Lease per plugin, spread over the live replicas: every replica works.
+    PerPlugin,
+}
+
 /// How this replica takes part in the election.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectionConfig {
+    /// One Lease, or one per plugin.
+    pub mode: ElectionMode,
     /// How long a lease is valid after its last renewal, as judged by standbys.
     pub lease_duration: Duration,
     /// How long the leader keeps trying to renew before it stops acting.
@@ -58,6 +70,7 @@ impl ElectionConfig {
     /// Lease `wcm-system/wasm-controller-manager` (where `rbac` grants the host it).
     pub fn new(identity: &str) -> ElectionConfig {
         ElectionConfig {
+            mode: ElectionMode::Single,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),

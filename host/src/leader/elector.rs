@@ -4,6 +4,8 @@
 //! candidates race for an expired Lease the API server accepts exactly one update and
 //! answers the other with a conflict, which here means "someone else won".
 
+use std::collections::BTreeMap;
+
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -35,6 +37,9 @@ pub struct Elector {
     api: Api<Lease>,
     config: ElectionConfig,
     observed: Option<Observation>,
+    /// Labels and annotations every write of the Lease carries.
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
 }
 
 impl Elector {
@@ -44,7 +49,26 @@ impl Elector {
             api: Api::namespaced(client, &config.lease_namespace),
             config,
             observed: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
         }
+    }
+
+    /// This candidate, writing `labels` on the Lease (so `kubectl get leases -l`
+    /// finds it).
+    pub fn labelled(mut self, labels: BTreeMap<String, String>) -> Elector {
+        self.labels = labels;
+        self
+    }
+
+    /// Sets an annotation the next writes of the Lease carry.
+    pub fn annotate(&mut self, key: &str, value: &str) {
+        self.annotations.insert(key.to_string(), value.to_string());
+    }
+
+    /// The Lease's name.
+    pub fn lease_name(&self) -> &str {
+        &self.config.lease_name
     }
 
     /// This candidate's identity.
@@ -55,6 +79,13 @@ impl Elector {
     /// The Lease as this candidate last read or wrote it.
     pub fn observed(&self) -> Option<&LeaseRecord> {
         self.observed.as_ref().map(|o| &o.record)
+    }
+
+    /// Notes the Lease as read elsewhere (a list of many), so expiry is judged from
+    /// when this candidate first saw its record, not from its first own attempt.
+    pub fn saw(&mut self, lease: &Lease) {
+        let now = Instant::now();
+        self.observed = Some(observe(self.observed.as_ref(), to_record(lease), now));
     }
 
     /// Reads the Lease (creating it if absent) and takes or renews it if the rules
@@ -132,6 +163,8 @@ impl Elector {
             metadata: ObjectMeta {
                 name: Some(self.config.lease_name.clone()),
                 namespace: Some(self.config.lease_namespace.clone()),
+                labels: Some(self.labels.clone()).filter(|l| !l.is_empty()),
+                annotations: Some(self.annotations.clone()).filter(|a| !a.is_empty()),
                 ..ObjectMeta::default()
             },
             spec: Some(to_spec(&record)),
@@ -157,6 +190,15 @@ impl Elector {
         now: Instant,
     ) -> Result<Attempt, kube::Error> {
         lease.spec = Some(to_spec(record));
+        let metadata = &mut lease.metadata;
+        for (field, wanted) in [
+            (&mut metadata.labels, &self.labels),
+            (&mut metadata.annotations, &self.annotations),
+        ] {
+            if !wanted.is_empty() {
+                field.get_or_insert_default().extend(wanted.clone());
+            }
+        }
         let name = self.config.lease_name.clone();
         match self
             .api
@@ -182,7 +224,8 @@ impl Elector {
     }
 }
 
-fn to_record(lease: &Lease) -> LeaseRecord {
+/// The election's part of `lease`.
+pub(super) fn to_record(lease: &Lease) -> LeaseRecord {
     let spec = lease.spec.clone().unwrap_or_default();
     LeaseRecord {
         holder: spec.holder_identity.unwrap_or_default(),

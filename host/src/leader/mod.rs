@@ -1,18 +1,33 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease, following client-go's
-//! algorithm: several replicas run, one acts.
+//! Leader election on `coordination.k8s.io/v1` Leases, following client-go's
+//! algorithm: several replicas run, and either one acts (one Lease) or each plugin
+//! runs on one of them (a Lease per plugin).
 //!
 //! The decision rules (`record`), the settings (`config`), one candidate's reads and
-//! writes of the Lease (`elector`), the campaign that acquires, renews and reports
-//! loss (`campaign`), and the gate workers and writes consult (`gate`).
+//! writes of a Lease (`elector`), the single campaign that acquires, renews and
+//! reports loss (`campaign`), the gate workers and writes consult (`gate`); for the
+//! per-plugin mode the replicas' membership (`members`), who should hold which plugin
+//! (`assign`), the plugins' gates (`plugin_gates`) and the election that drives them
+//! (`per_plugin`). Both elections run on a thread of their own (`thread`).
 
+mod assign;
 mod campaign;
 mod config;
 mod elector;
 mod gate;
+mod leadership;
+mod members;
+mod per_plugin;
+mod plugin_gates;
 mod record;
+mod thread;
 
+pub use assign::assign;
 pub use campaign::{Campaign, Lost};
-pub use config::{ConfigError, ElectionConfig, JITTER_FACTOR};
+pub use config::{ConfigError, ElectionConfig, ElectionMode, JITTER_FACTOR};
 pub use elector::{Attempt, Elector};
-pub use gate::LeaderGate;
+pub use gate::{Busy, GateState, LeaderGate};
+pub use leadership::Leadership;
+pub use members::{MEMBER_LABEL, PLUGINS_ANNOTATION, lease_name as member_lease_name};
+pub use per_plugin::{PLUGIN_LABEL, PluginElection};
+pub use plugin_gates::{Holder, PluginGates};
 pub use record::{Decision, LeaseRecord, Observation, decide, observe, released};

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use crate::config::ManagerConfig;
 use crate::controller::{ControllerContext, Health, PluginController, StartError};
 use crate::kube::informer::InformerRegistry;
-use crate::leader::LeaderGate;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::probes::Probes;
 use crate::rights::changes::RbacChanges;
@@ -119,14 +119,14 @@ pub struct Manager {
 impl Manager {
     /// Sets up the runtime and starts loading every plugin file already in the
     /// directory; the loads finish in [`Manager::run`]. Plugins start their
-    /// informers at once; they reconcile only while `leader` is open, so a standby
-    /// keeps warm caches and takes over without relisting.
+    /// informers at once; each reconciles only while its gate of `leader` is open,
+    /// so a standby keeps warm caches and takes over without relisting.
     pub async fn start(
         config: ManagerConfig,
         identities: PluginIdentities,
         metrics: Arc<Metrics>,
         table: PluginTable,
-        leader: LeaderGate,
+        leader: Leadership,
         probes: Probes,
     ) -> Result<Manager, ManagerError> {
         let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())

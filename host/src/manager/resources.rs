@@ -218,7 +218,7 @@ impl Manager {
             spec: known.spec.clone(),
             pinned: known.status.as_ref().and_then(|s| s.image.clone()),
             fetcher: resources.fetcher.clone(),
-            leading: self.ctx.leader.is_open(),
+            leading: self.ctx.leader.pulls(),
             pulls: resources.pulls.clone(),
         }));
         self.drop_next(&key);
@@ -283,10 +283,10 @@ impl Manager {
         }
     }
 
-    /// Writes `name`'s status if it changed, while this replica leads (a standby's
-    /// view is the leader's to report).
+    /// Writes `name`'s status if it changed, while this replica acts for it (a
+    /// standby's view is the holder's to report).
     fn write_status(&mut self, name: &str) {
-        if !self.ctx.leader.is_open() {
+        if !self.ctx.leader.reports_on(name) {
             return;
         }
         let row = self.table.row(&key_of(name));

@@ -40,8 +40,12 @@ pub fn host_rights(naming: &Naming) -> Rights {
     }
     let home = Some(naming.accounts.namespace.clone());
     let leases = Target::new(home.clone(), "coordination.k8s.io", "leases");
-    // list and watch: a standby watches its Lease to take it as soon as it is released.
-    rights.insert(leases, ["create", "get", "list", "update", "watch"].into());
+    // list and watch: a standby watches its Lease to take it as soon as it is released;
+    // delete: a replica leaving the group (per-plugin mode) deletes its membership Lease.
+    rights.insert(
+        leases,
+        ["create", "delete", "get", "list", "update", "watch"].into(),
+    );
     // The WasmPlugins of its namespace, their status, and their pull Secrets.
     let group = "wasm-controller-manager.io";
     let plugins = Target::new(home.clone(), group, "wasmplugins");

@@ -236,7 +236,7 @@ fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
     );
     assert_eq!(
         verbs(&host, Some("wcm-system"), "coordination.k8s.io", "leases"),
-        ["create", "get", "list", "update", "watch"]
+        ["create", "delete", "get", "list", "update", "watch"]
     );
     // In its own namespace: its WasmPlugins read, their status written, their pull
     // Secrets read; nothing of the kind elsewhere.

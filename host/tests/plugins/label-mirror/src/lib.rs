@@ -1,17 +1,27 @@
 //! Test plugin: for every Pod and ConfigMap carrying the label `wcm.test/source`, sets
 //! the label `wcm.test/mirrored` to the same value. Its end state is checkable object
 //! by object, so tests can tell a lost or stale update from a correct one under churn,
-//! across host restarts and across watch expiry.
+//! across host restarts and across watch expiry. Settings `{"mirrored-label": KEY}`
+//! write the copy to KEY instead, so copies of the plugin under other names each
+//! leave a mark of their own.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use wasm_controller_sdk::{
-    Action, Controller, Failure, Registration, Request, Verb, Watch, cluster, export_controller,
+    Action, Controller, Failure, Registration, Request, Verb, Watch, cluster, config,
+    export_controller,
 };
 
 /// The label whose value is copied.
 const SOURCE: &str = "wcm.test/source";
-/// The label the copy is written to.
+/// The label the copy is written to, unless the settings name another.
 const MIRRORED: &str = "wcm.test/mirrored";
+
+/// The operator's settings.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Settings {
+    mirrored_label: Option<String>,
+}
 
 /// The plugin.
 pub struct LabelMirror;
@@ -34,12 +44,15 @@ impl Controller for LabelMirror {
             Err(e) if e.is_not_found() => return Ok(Action::Done),
             Err(e) => return Err(e.into()),
         };
+        let settings = config::settings::<Settings>()?;
+        let key = settings.and_then(|s| s.mirrored_label);
+        let key = key.as_deref().unwrap_or(MIRRORED);
         let labels = &object["metadata"]["labels"];
-        let (Some(source), mirrored) = (labels[SOURCE].as_str(), labels[MIRRORED].as_str()) else {
+        let (Some(source), mirrored) = (labels[SOURCE].as_str(), labels[key].as_str()) else {
             return Ok(Action::Done); // the label was removed: nothing to mirror
         };
         if mirrored != Some(source) {
-            cluster::patch_labels(&target, &[(MIRRORED, source)], &[])?;
+            cluster::patch_labels(&target, &[(key, source)], &[])?;
         }
         Ok(Action::Done)
     }

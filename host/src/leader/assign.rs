@@ -1,0 +1,145 @@
+//! Which replica should hold which plugin, in `--leader-elect-mode=per-plugin`:
+//! rendezvous hashing with bounded loads, computed by every replica from the live
+//! members alone, so all replicas agree without a coordinator.
+//!
+//! Plain rendezvous hashing moves only a departed member's plugins, but with few
+//! plugins it is uneven (nine plugins over three replicas land 5/2/2 often enough).
+//! Bounding each member to ⌈P/R⌉ plugins — each plugin, in an order fixed by its
+//! hash, goes to the member that ranks it highest among those not yet full — keeps
+//! the spread even and still moves few plugins when a member comes or goes. The
+//! Lease of each plugin, not this function, is what keeps a plugin from running
+//! twice: replicas that briefly disagree (one has not seen a new member yet) only
+//! delay a hand-over.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sha2::{Digest, Sha256};
+
+/// The wanted holder of each plugin some member runs, among the members that run
+/// it (`runs`: each live member and the plugins it has loaded). The same map gives
+/// the same answer on every replica, whatever order it was built in and whichever
+/// version of Rust built the host (the hash is SHA-256, not the standard library's).
+/// A plugin whose candidates are all full goes to the least loaded of them: no
+/// plugin that runs somewhere is left without a holder.
+pub fn assign(runs: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, String> {
+    let mut plugins: Vec<&String> = runs.values().flatten().collect();
+    plugins.sort_by_key(|p| (score(p, ""), p.as_str()));
+    plugins.dedup();
+    let mut assigned = BTreeMap::new();
+    if runs.is_empty() {
+        return assigned;
+    }
+    let cap = plugins.len().div_ceil(runs.len());
+    let mut load: BTreeMap<&String, usize> = BTreeMap::new();
+    for plugin in plugins {
+        let mut ranked: Vec<&String> = (runs.iter())
+            .filter(|(_, plugins)| plugins.contains(plugin))
+            .map(|(member, _)| member)
+            .collect();
+        ranked.sort_by_key(|m| std::cmp::Reverse((score(plugin, m), m.as_str())));
+        let count = |m: &&String| load.get(*m).copied().unwrap_or(0);
+        let holder = match ranked.iter().find(|m| count(m) < cap) {
+            Some(holder) => *holder,
+            None => match ranked.iter().min_by_key(|m| count(m)) {
+                Some(least) => *least,
+                None => continue,
+            },
+        };
+        *load.entry(holder).or_default() += 1;
+        assigned.insert(plugin.clone(), holder.clone());
+    }
+    assigned
+}
+
+/// The rank of `member` for `plugin`: the first eight bytes of SHA-256 over both.
+fn score(plugin: &str, member: &str) -> u64 {
+    let mut hash = Sha256::new();
+    hash.update(plugin.as_bytes());
+    hash.update([0]);
+    hash.update(member.as_bytes());
+    let digest = hash.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(prefix: &str, n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}-{i}")).collect()
+    }
+
+    /// Every one of `members` running every one of `plugins`.
+    fn all_run(plugins: &[String], members: &[String]) -> BTreeMap<String, BTreeSet<String>> {
+        let set: BTreeSet<String> = plugins.iter().cloned().collect();
+        members.iter().map(|m| (m.clone(), set.clone())).collect()
+    }
+
+    fn loads(assigned: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
+        let mut loads = BTreeMap::new();
+        for holder in assigned.values() {
+            *loads.entry(holder.clone()).or_default() += 1;
+        }
+        loads
+    }
+
+    #[test]
+    fn every_plugin_goes_to_one_member_and_no_member_holds_more_than_its_share() {
+        for (p, r) in [(9, 3), (10, 3), (1, 3), (7, 2), (40, 5), (3, 1)] {
+            let (plugins, members) = (names("plugin", p), names("replica", r));
+            let assigned = assign(&all_run(&plugins, &members));
+            assert_eq!(assigned.len(), p, "{p} plugins over {r}");
+            for (member, load) in loads(&assigned) {
+                assert!(members.contains(&member));
+                assert!(
+                    load <= p.div_ceil(r),
+                    "{member} holds {load} of {p} over {r}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_replica_computes_the_same_answer_from_the_same_sets() {
+        let (plugins, members) = (names("plugin", 9), names("replica", 3));
+        let mut reversed = plugins.clone();
+        reversed.reverse();
+        assert_eq!(
+            assign(&all_run(&plugins, &members)),
+            assign(&all_run(&reversed, &members))
+        );
+    }
+
+    #[test]
+    fn a_member_leaving_moves_its_plugins_and_few_others() {
+        let plugins = names("plugin", 30);
+        let members = names("replica", 3);
+        let before = assign(&all_run(&plugins, &members));
+        let after = assign(&all_run(&plugins, &members[..2]));
+        let gone = &members[2];
+        let moved_others = (plugins.iter())
+            .filter(|p| before[*p] != *gone && before[*p] != after[*p])
+            .count();
+        assert!(after.values().all(|m| m != gone));
+        assert!(
+            moved_others <= 10,
+            "{moved_others} plugins of staying members moved"
+        );
+    }
+
+    #[test]
+    fn a_plugin_goes_only_to_a_member_that_runs_it_even_past_its_share() {
+        let mut runs = all_run(&names("plugin", 4), &names("replica", 2));
+        runs.get_mut("replica-1").expect("member").clear();
+        let assigned = assign(&runs);
+        assert_eq!(assigned.len(), 4);
+        assert!(assigned.values().all(|m| m == "replica-0"), "{assigned:?}");
+    }
+
+    #[test]
+    fn without_members_nothing_is_assigned() {
+        assert!(assign(&BTreeMap::new()).is_empty());
+    }
+}
