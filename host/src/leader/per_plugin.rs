@@ -30,7 +30,7 @@ use super::gate::GateState;
 use super::members::Membership;
 use super::plugin_gates::{Holder, PluginGates};
 use super::thread::on_own_thread;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PluginLabels};
 use crate::probes::LastRenewal;
 
 /// The label naming the plugin a Lease is for.
@@ -231,6 +231,14 @@ impl PluginLeases {
                     ours.elector.saw(&lease);
                 }
                 let record = to_record(&lease);
+                let labels = PluginLabels {
+                    plugin: plugin.clone(),
+                };
+                let transitions = shared
+                    .metrics
+                    .plugin_lease_transitions
+                    .get_or_create(&labels);
+                transitions.set(record.transitions.into());
                 let holder = Holder {
                     identity: record.holder,
                     transitions: record.transitions,

@@ -8,7 +8,7 @@ use super::Manager;
 use crate::controller::{ControllerContext, Health, PluginController};
 use crate::metrics::PluginLabels;
 use crate::status::PluginTable;
-use crate::status::{PluginStatus, Rights, State};
+use crate::status::{LeaseHolder, PluginStatus, Rights, State};
 
 impl Manager {
     /// Looks at every running plugin and records the ones whose health changed. A
@@ -23,6 +23,12 @@ impl Manager {
                 continue;
             }
             show_rights(&self.ctx, &self.table, file, &running.controller);
+            let plugin = &running.controller.registration().name;
+            let holder = self.ctx.leader.holder(plugin).map(|h| LeaseHolder {
+                holder: h.identity,
+                transitions: h.transitions,
+            });
+            self.table.set_lease(file, holder);
             let health = running.controller.health();
             if health == running.health {
                 continue;

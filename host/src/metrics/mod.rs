@@ -63,6 +63,8 @@ pub struct Metrics {
     pub limit_hits: Family<LimitLabels, Counter>,
     /// 1 for the state a running plugin is in, per plugin.
     pub plugin_state: Family<StateLabels, Gauge>,
+    /// A plugin's Lease's `leaseTransitions` (per-plugin election): its hand-overs.
+    pub plugin_lease_transitions: Family<PluginLabels, Gauge>,
     /// Reconciles of a plugin that trapped or timed out in a row.
     pub plugin_consecutive_failures: Family<PluginLabels, Gauge>,
     /// SubjectAccessReviews made for a plugin's ServiceAccount, by result.
@@ -149,6 +151,13 @@ impl Metrics {
         let plugin_state = Family::default();
         let help = "1 for the state of each plugin: running, degraded, crash-looping or forbidden";
         registry.register("plugin_state", help, plugin_state.clone());
+        let plugin_lease_transitions = Family::default();
+        let help = "leaseTransitions of a plugin's Lease (--leader-elect-mode=per-plugin)";
+        registry.register(
+            "plugin_lease_transitions",
+            help,
+            plugin_lease_transitions.clone(),
+        );
         let plugin_consecutive_failures = Family::default();
         let help = "Reconciles of a plugin that trapped or timed out in a row";
         registry.register(
@@ -185,6 +194,7 @@ impl Metrics {
             plugin_api_wait,
             limit_hits,
             plugin_state,
+            plugin_lease_transitions,
             plugin_consecutive_failures,
             access_reviews,
             missing_rights,

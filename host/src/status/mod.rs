@@ -99,6 +99,18 @@ pub struct PluginStatus {
     /// plugins share the host's identity (`--impersonate-plugins=false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rights: Option<Rights>,
+    /// Who holds the plugin's Lease (`--leader-elect-mode=per-plugin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseHolder>,
+}
+
+/// The holder of a plugin's Lease, as the replica last read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseHolder {
+    /// The replica acting for the plugin; empty while none does.
+    pub holder: String,
+    /// How often the plugin changed hands (`leaseTransitions`).
+    pub transitions: i32,
 }
 
 /// A plugin's declared rules against what its ServiceAccount is granted.
@@ -130,6 +142,7 @@ impl PluginStatus {
             limits: None,
             contract: None,
             rights: None,
+            lease: None,
         }
     }
 
@@ -190,6 +203,7 @@ impl PluginStatus {
             limits: None,
             contract: None,
             rights: None,
+            lease: None,
         }
     }
 }
@@ -225,6 +239,14 @@ impl PluginTable {
         if let Some(row) = rows.get_mut(file) {
             row.state = state;
             row.reason = reason;
+        }
+    }
+
+    /// Sets who holds the Lease of a file's plugin.
+    pub fn set_lease(&self, file: &str, lease: Option<LeaseHolder>) {
+        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(row) = rows.get_mut(file) {
+            row.lease = lease;
         }
     }
 

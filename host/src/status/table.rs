@@ -6,7 +6,8 @@ use super::PluginStatus;
 /// The header and one line per row.
 pub fn render(rows: &[PluginStatus]) -> String {
     let mut out = line(&[
-        "FILE", "STATE", "PLUGIN", "VERSION", "CONTRACT", "HASH", "LOADED", "GRANTED", "REASON",
+        "FILE", "STATE", "PLUGIN", "VERSION", "CONTRACT", "HASH", "LOADED", "GRANTED", "HOLDER",
+        "REASON",
     ]);
     for row in rows {
         let hash = row.hash.as_deref().map(|h| &h[..h.len().min(12)]);
@@ -21,6 +22,7 @@ pub fn render(rows: &[PluginStatus]) -> String {
             hash.unwrap_or("-"),
             row.loaded_at.as_deref().unwrap_or("-"),
             &granted(row),
+            &holder(row),
             &reason(row),
         ]));
     }
@@ -28,13 +30,13 @@ pub fn render(rows: &[PluginStatus]) -> String {
 }
 
 /// One line, each column but the last padded to its width.
-fn line(cells: &[&str; 9]) -> String {
-    const WIDTHS: [usize; 8] = [28, 13, 24, 12, 9, 14, 21, 8];
+fn line(cells: &[&str; 10]) -> String {
+    const WIDTHS: [usize; 9] = [28, 13, 24, 12, 9, 14, 21, 8, 20];
     let mut text = String::new();
     for (cell, width) in cells.iter().zip(WIDTHS) {
         text.push_str(&format!("{cell:<width$} "));
     }
-    text.push_str(cells[8]);
+    text.push_str(cells[9]);
     text.trim_end().to_string() + "\n"
 }
 
@@ -44,6 +46,16 @@ fn granted(row: &PluginStatus) -> String {
     match &row.rights {
         Some(r) => format!("{}/{}", r.granted, r.declared),
         None if row.plugin.is_some() => "shared".to_string(),
+        None => "-".to_string(),
+    }
+}
+
+/// The replica holding the plugin's Lease and its hand-overs (`replica-b/3`), `none`
+/// while no replica does; `-` without a Lease per plugin.
+fn holder(row: &PluginStatus) -> String {
+    match &row.lease {
+        Some(lease) if lease.holder.is_empty() => format!("none/{}", lease.transitions),
+        Some(lease) => format!("{}/{}", lease.holder, lease.transitions),
         None => "-".to_string(),
     }
 }
@@ -80,6 +92,7 @@ mod tests {
             limits: None,
             contract: Some(contract.into()),
             rights: None,
+            lease: None,
         }
     }
 
@@ -95,15 +108,24 @@ mod tests {
             granted: 4,
             denied: vec!["list secrets".into(), "watch secrets".into()],
         });
+        denied.lease = Some(crate::status::LeaseHolder {
+            holder: "replica-b".into(),
+            transitions: 3,
+        });
         let text = render(&[old, denied]);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("FILE") && lines[0].contains(" CONTRACT "));
         let contract = lines[0].find("CONTRACT").expect("column");
         assert_eq!(&lines[1][contract..contract + 5], "0.2.0", "{text}");
         assert_eq!(&lines[2][contract..contract + 5], "0.3.0", "{text}");
+        let holder = lines[0].find("HOLDER").expect("column");
+        assert!(
+            lines[1][holder..].starts_with('-'),
+            "no Lease per plugin: {text}"
+        );
         assert!(
             lines[2].ends_with(
-                "4/6      registers as other; runs as its file's name; \
+                "4/6      replica-b/3          registers as other; runs as its file's name; \
                  not granted: list secrets; watch secrets"
             ),
             "{text}"
