@@ -4,9 +4,13 @@
 //! holds three ± one; a replica killed with SIGKILL loses its plugins to the others
 //! within the lease duration and two jittered retries, and every ConfigMap changed
 //! meanwhile converges; a replica added takes its share, each plugin released by its
-//! holder (drained), not left to expire.
+//! holder (drained), not left to expire. A rolling restart under churn moves each
+//! plugin a few times, and in the API server's audit log every write a plugin made
+//! falls inside a time its replica held the plugin's Lease, those times never
+//! overlapping between replicas.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -107,8 +111,8 @@ async fn spread_over(
 }
 
 /// ConfigMaps `cm-0`… labelled `wcm.test/source=value` (created, or relabelled).
-async fn sources(ns: &TestNamespace, value: &str) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+async fn sources(client: &Client, ns: &str, value: &str) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     for i in 0..CONFIG_MAPS {
         let name = format!("cm-{i}");
         let cm: ConfigMap = serde_json::from_value(json!({
@@ -177,7 +181,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
             "{plugin}: held by {holder}, acting: {acting:?}"
         );
     }
-    sources(&ns, "one").await?;
+    sources(&client, &name, "one").await?;
     converged(&ns, "one").await?;
 
     // SIGKILL replica-a: its plugins go to b and c within the lease and two retries.
@@ -187,7 +191,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
         .collect();
     let killed = Timestamp::now();
     a.kill()?;
-    sources(&ns, "two").await?;
+    sources(&client, &name, "two").await?;
     let by = spread_over(&client, &name, &["replica-b", "replica-c"]).await?;
     let held = holders(&client, &name).await?;
     let bound = SHORT.lease + SHORT.retry.mul_f64(2.0 * JITTER_FACTOR) + SLACK;
@@ -215,8 +219,178 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
         let released = giver.wait_for_log(&needles, CONVERGE).await;
         released.with_context(|| format!("{plugin} reached {holder} without a release"))?;
     }
-    sources(&ns, "three").await?;
+    sources(&client, &name, "three").await?;
     converged(&ns, "three").await?;
     drop((b, c, d));
+    Ok(())
+}
+
+/// Waits until `host` answers `/readyz` (its plugins loaded): a rolling update stops
+/// an old replica only then.
+async fn ready(host: &HostProcess) -> Result<()> {
+    let address = host.metrics_address().await?;
+    let ready = eventually(CONVERGE, || async {
+        let (code, _) = support::http_status(&address, "/readyz").await.ok()?;
+        (code == 200).then_some(())
+    })
+    .await;
+    ready.context("the new replica never became ready")
+}
+
+/// When `host` held each plugin's Lease, from its log: (plugin, from, to), an
+/// interval still open ending at `now`.
+fn holdings(host: &HostProcess, now: Timestamp) -> Result<Vec<(String, Timestamp, Timestamp)>> {
+    let mut open: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut held = Vec::new();
+    for line in host.logs() {
+        let acquired = line.contains("plugin lease acquired");
+        let ended = line.contains("plugin lease released") || line.contains("plugin lease lost");
+        if !(acquired || ended) {
+            continue;
+        }
+        let at: Timestamp = line.split_whitespace().next().unwrap_or_default().parse()?;
+        let plugin = support::field_of(&line, "plugin").context("no plugin field")?;
+        match (acquired, open.remove(&plugin)) {
+            (true, _) => drop(open.insert(plugin, at)),
+            (false, Some(from)) => held.push((plugin, from, at)),
+            (false, None) => {}
+        }
+    }
+    held.extend(open.into_iter().map(|(plugin, from)| (plugin, from, now)));
+    Ok(held)
+}
+
+/// The replica a User-Agent names: `wasm-controller-manager/0.1.0 (<identity>)`.
+fn replica_of(agent: &str) -> Option<&str> {
+    agent.split_once('(')?.1.split_once(')').map(|(id, _)| id)
+}
+
+/// Checks every write of a plugin in `ns` against the holdings: made inside a time
+/// its replica held the plugin, those times disjoint across replicas.
+fn no_overlap(
+    ns: &str,
+    held: &BTreeMap<String, Vec<(String, Timestamp, Timestamp)>>,
+) -> Result<usize> {
+    for (plugin, _, _) in held.values().flatten() {
+        let mut times: Vec<(&String, Timestamp, Timestamp)> = (held.iter())
+            .flat_map(|(r, h)| {
+                h.iter()
+                    .filter(|h| h.0 == *plugin)
+                    .map(move |h| (r, h.1, h.2))
+            })
+            .collect();
+        times.sort_by_key(|t| t.1);
+        for pair in times.windows(2) {
+            ensure!(pair[0].2 <= pair[1].1, "{plugin} held at once: {pair:?}");
+        }
+    }
+    let audit = wcm_control_plane::ControlPlane::shared()?.audit_log();
+    let writes = support::audit::writes_by(&audit, "wasm-controller-manager/")?;
+    let ours = writes.iter().filter(|w| {
+        w.namespace.as_deref() == Some(ns) && w.resource == "configmaps" && w.verb == "patch"
+    });
+    let mut checked = 0;
+    for write in ours {
+        let replica = replica_of(&write.user_agent).context("no replica in the User-Agent")?;
+        if !held.contains_key(replica) {
+            continue; // another test's replicas: label-mirror watches every namespace
+        }
+        let account = write.impersonated.as_deref().unwrap_or_default();
+        let plugin = account.rsplit(":wcm-plugin-").next().unwrap_or_default();
+        let inside = (held.get(replica).into_iter().flatten())
+            .any(|(p, from, to)| p == plugin && *from <= write.received && write.received <= *to);
+        let times: Vec<_> = (held.get(replica).into_iter().flatten())
+            .filter(|(p, _, _)| p == plugin)
+            .collect();
+        ensure!(
+            inside,
+            "{replica} wrote for {plugin} at {} without holding it; it held it {times:?}",
+            write.received
+        );
+        checked += 1;
+    }
+    Ok(checked)
+}
+
+#[tokio::test]
+async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plugin() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let ns = TestNamespace::create("plugin-rollout").await?;
+    let (client, name) = (ns.client(), ns.name().to_string());
+    let dir = nine_plugins()?;
+    let mut replicas: Vec<(String, HostProcess)> = Vec::new();
+    for identity in ["rollout-a", "rollout-b", "rollout-c"] {
+        replicas.push((identity.to_string(), replica(&ns, dir.path(), identity)?));
+    }
+    spread_over(&client, &name, &["rollout-a", "rollout-b", "rollout-c"]).await?;
+    let before = holders(&client, &name).await?;
+    sources(&client, &name, "v0").await?;
+    converged(&ns, "v0").await?;
+
+    // Churn: every ConfigMap relabelled every 300 ms while the replicas roll.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = tokio::spawn({
+        let (stop, client, name) = (stop.clone(), client.clone(), name.clone());
+        async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                n += 1;
+                sources(&client, &name, &format!("v{n}")).await?;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            anyhow::Ok(n)
+        }
+    });
+    // A rolling update: a new replica first, then the old one stopped (SIGTERM).
+    let mut held: BTreeMap<String, Vec<(String, Timestamp, Timestamp)>> = BTreeMap::new();
+    for (old, new) in [
+        ("rollout-a", "rollout-a2"),
+        ("rollout-b", "rollout-b2"),
+        ("rollout-c", "rollout-c2"),
+    ] {
+        let fresh = replica(&ns, dir.path(), new)?;
+        ready(&fresh).await?;
+        replicas.push((new.to_string(), fresh));
+        let at = replicas
+            .iter()
+            .position(|(id, _)| id == old)
+            .context("no replica")?;
+        let (identity, mut host) = replicas.remove(at);
+        host.stop()?;
+        held.insert(identity, holdings(&host, Timestamp::now())?);
+        let live: Vec<&str> = replicas.iter().map(|(id, _)| id.as_str()).collect();
+        spread_over(&client, &name, &live).await?;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rounds = churn.await??;
+    sources(&client, &name, "last").await?;
+    converged(&ns, "last").await?;
+
+    let after = holders(&client, &name).await?;
+    let moves: BTreeMap<&String, i32> = (after.iter())
+        .map(|(plugin, (_, lease))| {
+            let count = |l: &Lease| {
+                l.spec
+                    .as_ref()
+                    .and_then(|s| s.lease_transitions)
+                    .unwrap_or(0)
+            };
+            (plugin, count(lease) - count(&before[plugin].1))
+        })
+        .collect();
+    eprintln!("moves per plugin over a rolling restart of three replicas: {moves:?}");
+    ensure!(
+        moves.values().all(|m| *m <= 2),
+        "a plugin moved more than twice: {moves:?}"
+    );
+    for (identity, host) in &replicas {
+        held.insert(identity.clone(), holdings(host, Timestamp::now())?);
+    }
+    let checked = no_overlap(&name, &held)?;
+    eprintln!("{rounds} rounds of churn; {checked} writes, each inside its replica's hold");
+    ensure!(
+        checked > 0,
+        "no write of a plugin was found in the audit log"
+    );
     Ok(())
 }

@@ -1,49 +1,70 @@
 //! Which replica should hold which plugin, in `--leader-elect-mode=per-plugin`:
-//! rendezvous hashing with bounded loads, computed by every replica from the live
-//! members alone, so all replicas agree without a coordinator.
+//! sticky rendezvous hashing with bounded loads, computed by every replica from the
+//! live members and the Leases' holders alone, so all replicas agree without a
+//! coordinator.
 //!
 //! Plain rendezvous hashing moves only a departed member's plugins, but with few
 //! plugins it is uneven (nine plugins over three replicas land 5/2/2 often enough).
-//! Bounding each member to ⌈P/R⌉ plugins — each plugin, in an order fixed by its
-//! hash, goes to the member that ranks it highest among those not yet full — keeps
-//! the spread even and still moves few plugins when a member comes or goes. The
+//! So each member is bounded to ⌈P/R⌉ plugins. A plugin stays with its current
+//! holder while that holder is live, runs it and is within the bound (a member over
+//! it keeps the plugins it ranks highest); every other plugin, in an order fixed by
+//! its hash, goes to the member that ranks it highest among those not yet full.
+//! Stickiness is what keeps a rolling restart cheap: a new replica takes plugins
+//! only from members over the bound, and a leaving one's plugins move once. The
 //! Lease of each plugin, not this function, is what keeps a plugin from running
 //! twice: replicas that briefly disagree (one has not seen a new member yet) only
 //! delay a hand-over.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
 /// The wanted holder of each plugin some member runs, among the members that run
-/// it (`runs`: each live member and the plugins it has loaded). The same map gives
-/// the same answer on every replica, whatever order it was built in and whichever
-/// version of Rust built the host (the hash is SHA-256, not the standard library's).
-/// A plugin whose candidates are all full goes to the least loaded of them: no
-/// plugin that runs somewhere is left without a holder.
-pub fn assign(runs: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, String> {
+/// it (`runs`: each live member and the plugins it has loaded), keeping plugins with
+/// their current `holders` where the bound allows. The same input gives the same
+/// answer on every replica, whichever version of Rust built the host (the hash is
+/// SHA-256, not the standard library's). A plugin whose candidates are all full
+/// goes to the least loaded of them: no plugin that runs somewhere is left without
+/// a holder.
+pub fn assign(
+    runs: &BTreeMap<String, BTreeSet<String>>,
+    holders: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
     let mut plugins: Vec<&String> = runs.values().flatten().collect();
     plugins.sort_by_key(|p| (score(p, ""), p.as_str()));
     plugins.dedup();
-    let mut assigned = BTreeMap::new();
     if runs.is_empty() {
-        return assigned;
+        return BTreeMap::new();
     }
     let cap = plugins.len().div_ceil(runs.len());
     let mut load: BTreeMap<&String, usize> = BTreeMap::new();
+    let mut assigned = BTreeMap::new();
+    // Sticky first: each holder keeps the plugins it ranks highest, up to the bound.
+    let runs_it = |m: &String, p: &String| runs.get(m).is_some_and(|ps| ps.contains(p));
+    let mut kept: Vec<(&String, &String)> = (plugins.iter())
+        .filter_map(|p| holders.get(*p).filter(|h| runs_it(h, p)).map(|h| (*p, h)))
+        .collect();
+    kept.sort_by_key(|(p, h)| (*h, Reverse(score(p, h)), *p));
+    for (plugin, holder) in kept {
+        let held = load.entry(holder).or_default();
+        if *held < cap {
+            *held += 1;
+            assigned.insert(plugin.clone(), holder.clone());
+        }
+    }
     for plugin in plugins {
-        let mut ranked: Vec<&String> = (runs.iter())
-            .filter(|(_, plugins)| plugins.contains(plugin))
-            .map(|(member, _)| member)
-            .collect();
-        ranked.sort_by_key(|m| std::cmp::Reverse((score(plugin, m), m.as_str())));
+        if assigned.contains_key(plugin) {
+            continue;
+        }
+        let mut ranked: Vec<&String> = (runs.keys()).filter(|m| runs_it(m, plugin)).collect();
+        ranked.sort_by_key(|m| Reverse((score(plugin, m), m.as_str())));
         let count = |m: &&String| load.get(*m).copied().unwrap_or(0);
-        let holder = match ranked.iter().find(|m| count(m) < cap) {
-            Some(holder) => *holder,
-            None => match ranked.iter().min_by_key(|m| count(m)) {
-                Some(least) => *least,
-                None => continue,
-            },
+        let Some(holder) = (ranked.iter().find(|m| count(m) < cap))
+            .or_else(|| ranked.iter().min_by_key(|m| count(m)))
+            .copied()
+        else {
+            continue;
         };
         *load.entry(holder).or_default() += 1;
         assigned.insert(plugin.clone(), holder.clone());
@@ -77,6 +98,10 @@ mod tests {
         members.iter().map(|m| (m.clone(), set.clone())).collect()
     }
 
+    fn none() -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
     fn loads(assigned: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
         let mut loads = BTreeMap::new();
         for holder in assigned.values() {
@@ -89,7 +114,7 @@ mod tests {
     fn every_plugin_goes_to_one_member_and_no_member_holds_more_than_its_share() {
         for (p, r) in [(9, 3), (10, 3), (1, 3), (7, 2), (40, 5), (3, 1)] {
             let (plugins, members) = (names("plugin", p), names("replica", r));
-            let assigned = assign(&all_run(&plugins, &members));
+            let assigned = assign(&all_run(&plugins, &members), &none());
             assert_eq!(assigned.len(), p, "{p} plugins over {r}");
             for (member, load) in loads(&assigned) {
                 assert!(members.contains(&member));
@@ -107,8 +132,8 @@ mod tests {
         let mut reversed = plugins.clone();
         reversed.reverse();
         assert_eq!(
-            assign(&all_run(&plugins, &members)),
-            assign(&all_run(&reversed, &members))
+            assign(&all_run(&plugins, &members), &none()),
+            assign(&all_run(&reversed, &members), &none())
         );
     }
 
@@ -116,8 +141,8 @@ mod tests {
     fn a_member_leaving_moves_its_plugins_and_few_others() {
         let plugins = names("plugin", 30);
         let members = names("replica", 3);
-        let before = assign(&all_run(&plugins, &members));
-        let after = assign(&all_run(&plugins, &members[..2]));
+        let before = assign(&all_run(&plugins, &members), &none());
+        let after = assign(&all_run(&plugins, &members[..2]), &before);
         let gone = &members[2];
         let moved_others = (plugins.iter())
             .filter(|p| before[*p] != *gone && before[*p] != after[*p])
@@ -133,13 +158,13 @@ mod tests {
     fn a_plugin_goes_only_to_a_member_that_runs_it_even_past_its_share() {
         let mut runs = all_run(&names("plugin", 4), &names("replica", 2));
         runs.get_mut("replica-1").expect("member").clear();
-        let assigned = assign(&runs);
+        let assigned = assign(&runs, &none());
         assert_eq!(assigned.len(), 4);
         assert!(assigned.values().all(|m| m == "replica-0"), "{assigned:?}");
     }
 
     #[test]
     fn without_members_nothing_is_assigned() {
-        assert!(assign(&BTreeMap::new()).is_empty());
+        assert!(assign(&BTreeMap::new(), &none()).is_empty());
     }
 }

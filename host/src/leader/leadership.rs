@@ -47,6 +47,15 @@ impl Leadership {
         }
     }
 
+    /// The plugins run here that this replica's membership Lease does not name yet
+    /// (per-plugin mode); none otherwise.
+    pub fn unannounced(&self) -> Vec<String> {
+        match self {
+            Leadership::Replica(_) => Vec::new(),
+            Leadership::PerPlugin(gates) => gates.unannounced(),
+        }
+    }
+
     /// Who holds `plugin`'s Lease, in per-plugin mode, as last read.
     pub fn holder(&self, plugin: &str) -> Option<Holder> {
         match self {

@@ -60,7 +60,8 @@ impl PluginElection {
     where
         F: FnOnce() -> Result<Client, String> + Send + 'static,
     {
-        let (gates, last_renewal) = (PluginGates::default(), LastRenewal::default());
+        let settle = config.retry_period.mul_f64(super::JITTER_FACTOR);
+        let (gates, last_renewal) = (PluginGates::settling_for(settle), LastRenewal::default());
         let (member_tx, member) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
         let shared = Shared {
@@ -118,11 +119,14 @@ async fn run(
     let mut renewed: Option<Instant> = None;
     let mut members = BTreeMap::new();
     loop {
+        // Rounds start a (jittered) retry period apart, however long one takes.
+        let next = Instant::now() + super::campaign::jittered(config.retry_period);
         let runs = shared.gates.wanted();
         let sent = Instant::now();
         match timeout(config.retry_period, membership.renew(&runs)).await {
             Ok(Ok(true)) => {
                 renewed = Some(sent);
+                shared.gates.announced(&runs);
                 *shared
                     .last_renewal
                     .lock()
@@ -143,13 +147,15 @@ async fn run(
             true => view.insert(config.identity.clone(), runs.iter().cloned().collect()),
             false => view.remove(&config.identity),
         };
-        let mine: BTreeSet<String> = (assign(&view).into_iter())
+        leases.track(&runs, &shared);
+        let holders = leases.note_holders(&shared).await;
+        let mine: BTreeSet<String> = (assign(&view, &holders).into_iter())
             .filter(|(_, holder)| *holder == config.identity)
             .map(|(plugin, _)| plugin)
             .collect();
         leases.step_all(&mine, &runs, &shared).await;
         tokio::select! {
-            () = tokio::time::sleep(super::campaign::jittered(config.retry_period)) => {}
+            () = tokio::time::sleep_until(next) => {}
             _ = &mut stopped => break,
         }
     }
@@ -196,7 +202,6 @@ impl PluginLeases {
                 self.leases.insert(plugin.clone(), lease);
             }
         }
-        self.note_holders(shared).await;
         let config = &self.config;
         let steps = self.leases.iter_mut().map(|(plugin, lease)| {
             let wanted = mine.contains(plugin) && runs.contains(plugin);
@@ -211,11 +216,13 @@ impl PluginLeases {
     /// a plugin is reported on by its holder), with one list of the group's Leases;
     /// each plugin run here sees its Lease change, so once it is assigned here an
     /// expired holder is judged from when its renewals stopped, not from then.
-    async fn note_holders(&mut self, shared: &Shared) {
+    /// Returns each plugin's holder (none for a released Lease).
+    async fn note_holders(&mut self, shared: &Shared) -> BTreeMap<String, String> {
+        let mut holders = BTreeMap::new();
         let params = ListParams::default().labels(PLUGIN_LABEL);
         let listed = timeout(self.config.retry_period, self.api.list(&params)).await;
         let Ok(Ok(leases)) = listed else {
-            return;
+            return holders;
         };
         let prefix = format!("{}-", self.config.lease_name);
         for lease in leases {
@@ -239,11 +246,28 @@ impl PluginLeases {
                     .plugin_lease_transitions
                     .get_or_create(&labels);
                 transitions.set(record.transitions.into());
+                if !record.holder.is_empty() {
+                    holders.insert(plugin.clone(), record.holder.clone());
+                }
                 let holder = Holder {
                     identity: record.holder,
                     transitions: record.transitions,
                 };
                 shared.gates.set_holder(plugin, holder);
+            }
+        }
+        holders
+    }
+
+    /// Takes part in the Lease of every plugin that `runs` here.
+    fn track(&mut self, runs: &[String], shared: &Shared) {
+        for plugin in runs {
+            if !self.leases.contains_key(plugin) {
+                let lease = self.lease_of(plugin);
+                shared
+                    .metrics
+                    .set_leading(lease.elector.lease_name(), false);
+                self.leases.insert(plugin.clone(), lease);
             }
         }
     }
@@ -291,12 +315,10 @@ impl PluginLease {
         if let Ok(Ok(Attempt::Leading)) = attempt {
             self.held = Some(sent);
             shared.metrics.set_leading(self.elector.lease_name(), true);
+            // Said before the gate opens: no write of the plugin precedes this line.
+            tracing::info!(plugin = %plugin, lease = self.elector.lease_name(),
+                "plugin lease acquired");
             shared.gates.set(plugin, GateState::Open);
-            tracing::info!(
-                plugin = %plugin,
-                lease = self.elector.lease_name(),
-                "plugin lease acquired"
-            );
         }
     }
 
@@ -336,14 +358,13 @@ impl PluginLease {
         shared.gates.set(plugin, GateState::Closed);
         shared.metrics.set_leading(self.elector.lease_name(), false);
         (self.held, self.draining) = (None, None);
-        match self.elector.release().await {
-            Ok(()) => tracing::info!(
-                plugin = %plugin,
-                lease = self.elector.lease_name(),
-                "plugin lease released"
-            ),
-            Err(e) => tracing::warn!(plugin = %plugin, error = %e,
-                "could not release the plugin's lease; it will expire"),
+        // Said once the gate is closed and before the Lease is free: no write of the
+        // plugin follows this line, and no other replica acts before it.
+        tracing::info!(plugin = %plugin, lease = self.elector.lease_name(),
+            "plugin lease released");
+        if let Err(e) = self.elector.release().await {
+            tracing::warn!(plugin = %plugin, error = %e,
+                "could not release the plugin's lease; it will expire");
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -29,9 +30,18 @@ struct Entry {
     holder: Option<Holder>,
 }
 
-/// The per-plugin gates of one replica, shared by the manager and the election.
+/// The per-plugin gates of one replica, shared by the manager and the election, and
+/// the plugins its membership Lease last named.
 #[derive(Clone, Default)]
-pub struct PluginGates(Arc<Mutex<BTreeMap<String, Entry>>>);
+pub struct PluginGates(Arc<Mutex<BTreeMap<String, Entry>>>, Arc<Mutex<Announced>>);
+
+/// Since when this replica's membership Lease names each plugin, and how long the
+/// others take to read it (a retry period, jittered).
+#[derive(Default)]
+struct Announced {
+    since: BTreeMap<String, Instant>,
+    settle: Duration,
+}
 
 impl std::fmt::Debug for PluginGates {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +94,38 @@ impl PluginGates {
                 entries.remove(plugin);
             }
         }
+    }
+
+    /// Gates whose announcements count once the others had `settle` to read them.
+    pub fn settling_for(settle: Duration) -> PluginGates {
+        let gates = PluginGates::default();
+        gates.announcements().settle = settle;
+        gates
+    }
+
+    fn announcements(&self) -> MutexGuard<'_, Announced> {
+        self.1.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes that this replica's membership Lease now names `plugins`.
+    pub fn announced(&self, plugins: &[String]) {
+        let mut announced = self.announcements();
+        let now = Instant::now();
+        let since = plugins
+            .iter()
+            .map(|p| (p.clone(), *announced.since.get(p).unwrap_or(&now)));
+        announced.since = since.collect();
+    }
+
+    /// The plugins run here that the other replicas may not know of yet: not named
+    /// by the membership Lease, or named less than the settling time ago.
+    pub fn unannounced(&self) -> Vec<String> {
+        let announced = self.announcements();
+        let known = |p: &String| {
+            let since = announced.since.get(p);
+            since.is_some_and(|t| t.elapsed() >= announced.settle)
+        };
+        self.wanted().into_iter().filter(|p| !known(p)).collect()
     }
 
     /// Reconciles of `plugin` in flight here.
@@ -145,5 +187,17 @@ mod tests {
         assert!(gates.holds("a"), "kept while the election still holds it");
         gates.set("a", GateState::Closed);
         assert!(!gates.holds("a") && gates.holder("a").is_none());
+    }
+
+    #[test]
+    fn a_plugin_counts_as_announced_once_the_others_had_time_to_read_it() {
+        let gates = PluginGates::settling_for(Duration::from_millis(50));
+        let _gate = gates.gate("a");
+        assert_eq!(gates.unannounced(), ["a"]);
+        gates.announced(&["a".to_string()]);
+        assert_eq!(gates.unannounced(), ["a"], "just written: not read yet");
+        std::thread::sleep(Duration::from_millis(60));
+        gates.announced(&["a".to_string()]);
+        assert!(gates.unannounced().is_empty());
     }
 }

@@ -99,8 +99,9 @@ impl Manager {
         });
     }
 
-    /// Ready once the first scan's files are loaded (or failed) and every informer a
-    /// running plugin needs has listed, unless it fails (that plugin is `degraded`).
+    /// Ready once the first scan's files are loaded (or failed), every informer a
+    /// running plugin needs has listed, unless it fails (that plugin is `degraded`),
+    /// and, with a Lease per plugin, the group knows what this replica runs.
     fn readiness(&self) -> Result<(), String> {
         if let Some(left) = self.first_scan.filter(|n| *n > 0) {
             return Err(format!("loading {left} plugin file(s) found at start"));
@@ -109,9 +110,18 @@ impl Manager {
             .filter(|(_, r)| r.controller.syncing())
             .map(|(_, r)| r.controller.registration().name.as_str())
             .collect();
-        match waiting.is_empty() {
+        if !waiting.is_empty() {
+            return Err(format!("informers of {} still listing", waiting.join(", ")));
+        }
+        // With a Lease per plugin, a replica is ready to take work once the others
+        // know which plugins it runs (a rolling update then moves each plugin once).
+        let unannounced = self.ctx.leader.unannounced();
+        match unannounced.is_empty() {
             true => Ok(()),
-            false => Err(format!("informers of {} still listing", waiting.join(", "))),
+            false => Err(format!(
+                "the other replicas do not know yet that this one runs {}",
+                unannounced.join(", ")
+            )),
         }
     }
 }
