@@ -87,10 +87,10 @@ pub async fn leader(client: &Client, pods: &[Pod]) -> Option<Pod> {
     pods.iter().find(|p| holds(p, &holder)).cloned()
 }
 
-/// Whether `holder` (a Lease's holderIdentity: `<Pod name>_<random>`) is `pod`.
+/// Whether `holder` (a Lease's holderIdentity: the Pod's name) is `pod`.
 pub fn holds(pod: &Pod, holder: &str) -> bool {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    !name.is_empty() && holder.starts_with(&format!("{name}_"))
+    !name.is_empty() && holder == name
 }
 
 /// The Lease, the last log lines of every host Pod and what is known of the Pods and
