@@ -168,8 +168,9 @@ async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
     push(&registry, &repo, "v1", &v1_bytes)?;
     let (_, v2_digest) = push(&registry, &repo, "v2", &another_build(&v1_bytes, "v2"))?;
     let dir = tempfile::tempdir()?;
-    // One write a second: twenty keys are a backlog of twenty seconds.
-    let slow = ["--plugin-api-qps", "1", "--plugin-api-burst", "1"];
+    // One write every two seconds: twenty keys are a backlog of forty seconds, longer
+    // than an upgrade takes on a loaded machine.
+    let slow = ["--plugin-api-qps", "0.5", "--plugin-api-burst", "1"];
     let _host = host_with(&ns, &registry, dir.path(), &slow)?;
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
     let spec = json!({"image": format!("{repo}:v1"), "pullSecret": "pull"});
@@ -421,20 +422,7 @@ async fn only_the_leading_replica_pulls_and_a_standby_pulls_once_it_leads() -> R
     push(&registry, &repo, "v1", &bytes)?;
     let dir = tempfile::tempdir()?;
     let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
-    let election = [
-        "--leader-elect".to_string(),
-        format!(
-            "--leader-elect-lease-duration={}ms",
-            SHORT.lease.as_millis()
-        ),
-        format!(
-            "--leader-elect-renew-deadline={}ms",
-            SHORT.renew.as_millis()
-        ),
-        format!("--leader-elect-retry-period={}ms", SHORT.retry.as_millis()),
-        format!("--leader-elect-resource-name={}", ns.name()),
-        format!("--leader-elect-resource-namespace={}", ns.name()),
-    ];
+    let election = crate::support::election::flags(SHORT, ns.name());
     let election: Vec<&str> = election.iter().map(String::as_str).collect();
     let a = host_with(&ns, &registry, &dir_a, &election)?;
     a.wait_for_log(&["became leader"], WAIT).await?;

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::config::{ElectionConfig, JITTER_FACTOR};
 use super::elector::{Attempt, Elector};
+use super::thread::OwnThread;
 use crate::metrics::Metrics;
 use crate::probes::LastRenewal;
 
@@ -41,9 +42,7 @@ pub struct Campaign {
     pub leading: watch::Receiver<bool>,
     /// When this replica last acquired or renewed the Lease (for `/healthz`).
     pub last_renewal: LastRenewal,
-    stop: Option<oneshot::Sender<()>>,
-    /// How the campaign ended (or why it could not run); `None` once taken.
-    ended: Option<oneshot::Receiver<Result<Result<(), Lost>, String>>>,
+    thread: OwnThread<Result<(), Lost>>,
 }
 
 impl Campaign {
@@ -56,7 +55,6 @@ impl Campaign {
         F: FnOnce() -> Result<Elector, String> + Send + 'static,
     {
         let (leading_tx, leading) = watch::channel(false);
-        let (stop, stopped) = oneshot::channel();
         let last_renewal = LastRenewal::default();
         metrics.set_leading(&config.lease_name, false);
         let observer = Observer {
@@ -64,41 +62,29 @@ impl Campaign {
             holder: None,
             last_renewal: last_renewal.clone(),
         };
-        let ended = super::thread::on_own_thread("leader-election", move || async move {
+        let thread = OwnThread::start("leader-election", move |stopped| async move {
             let elector = elector().map_err(Lost::Failed)?;
             run(elector, config, observer, leading_tx, stopped).await
         });
         Campaign {
             leading,
             last_renewal,
-            stop: Some(stop),
-            ended: Some(ended),
+            thread,
         }
     }
 
     /// Waits until the campaign ends on its own: the lease was lost.
     pub async fn lost(&mut self) -> Lost {
-        let Some(ended) = self.ended.as_mut() else {
-            return std::future::pending().await;
-        };
-        let outcome = ended.await;
-        self.ended = None;
-        match outcome {
-            Ok(Ok(Err(lost))) => lost,
-            Ok(Ok(Ok(()))) => std::future::pending().await, // stopped: never "lost"
-            Ok(Err(no_runtime)) => Lost::Failed(no_runtime),
-            Err(_) => Lost::Failed("the election thread ended without a word".into()),
+        match self.thread.ended().await {
+            Ok(Err(lost)) => lost,
+            Ok(Ok(())) => std::future::pending().await, // stopped: never "lost"
+            Err(no_runtime) => Lost::Failed(no_runtime),
         }
     }
 
     /// Stops campaigning and releases the Lease if this replica holds it.
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(ended) = self.ended.take() {
-            let _ = ended.await;
-        }
+        self.thread.stop().await;
     }
 }
 

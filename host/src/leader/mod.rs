@@ -6,8 +6,9 @@
 //! writes of a Lease (`elector`), the single campaign that acquires, renews and
 //! reports loss (`campaign`), the gate workers and writes consult (`gate`); for the
 //! per-plugin mode the replicas' membership (`members`), who should hold which plugin
-//! (`assign`), the plugins' gates (`plugin_gates`) and the election that drives them
-//! (`per_plugin`). Both elections run on a thread of their own (`thread`).
+//! (`assign`), the plugins' gates (`plugin_gates`), the election that drives them
+//! (`per_plugin`) and its plugin Leases (`plugin_leases`). Both elections run on a
+//! thread of their own (`thread`).
 
 mod assign;
 mod campaign;
@@ -18,6 +19,7 @@ mod leadership;
 mod members;
 mod per_plugin;
 mod plugin_gates;
+mod plugin_leases;
 mod record;
 mod thread;
 
@@ -28,6 +30,7 @@ pub use elector::{Attempt, Elector};
 pub use gate::{Busy, GateState, LeaderGate};
 pub use leadership::Leadership;
 pub use members::{MEMBER_LABEL, PLUGINS_ANNOTATION, lease_name as member_lease_name};
-pub use per_plugin::{PLUGIN_LABEL, PluginElection};
+pub use per_plugin::PluginElection;
 pub use plugin_gates::{Holder, PluginGates};
+pub use plugin_leases::PLUGIN_LABEL;
 pub use record::{Decision, LeaseRecord, Observation, decide, observe, released};

@@ -45,6 +45,23 @@ pub const DEFAULT: Timings = Timings {
     retry: Duration::from_secs(2),
 };
 
+/// `--leader-elect` with `timings`, the Lease `name` in the namespace `name`.
+pub fn flags(timings: Timings, name: &str) -> Vec<String> {
+    let Timings {
+        lease,
+        renew,
+        retry,
+    } = timings;
+    vec![
+        "--leader-elect".to_string(),
+        format!("--leader-elect-lease-duration={}ms", lease.as_millis()),
+        format!("--leader-elect-renew-deadline={}ms", renew.as_millis()),
+        format!("--leader-elect-retry-period={}ms", retry.as_millis()),
+        format!("--leader-elect-resource-name={name}"),
+        format!("--leader-elect-resource-namespace={name}"),
+    ]
+}
+
 /// A namespace, its control-plane Node, pod-counter in a plugins directory, and a
 /// Lease of the scenario's own.
 pub struct Scene {
@@ -82,23 +99,9 @@ impl Scene {
     }
 
     pub fn flags(&self) -> Vec<String> {
-        let name = self.ns.name();
-        let Timings {
-            lease,
-            renew,
-            retry,
-        } = self.timings;
-        [
-            "--leader-elect".to_string(),
-            format!("--leader-elect-lease-duration={}ms", lease.as_millis()),
-            format!("--leader-elect-renew-deadline={}ms", renew.as_millis()),
-            format!("--leader-elect-retry-period={}ms", retry.as_millis()),
-            format!("--leader-elect-resource-name={name}"),
-            format!("--leader-elect-resource-namespace={name}"),
-        ]
-        .into_iter()
-        .chain(self.extra.iter().cloned())
-        .collect()
+        let mut flags = flags(self.timings, self.ns.name());
+        flags.extend(self.extra.iter().cloned());
+        flags
     }
 
     /// Starts a host against the control plane (through `kubeconfig` if given).

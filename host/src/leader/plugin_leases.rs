@@ -1,0 +1,248 @@
+//! The plugin Leases of one replica in `--leader-elect-mode=per-plugin`: each round
+//! it acquires or renews the Leases of the plugins assigned to it, hands over (drains,
+//! then releases) those it should no longer hold, stops acting for one it cannot
+//! renew in time, and notes who holds every plugin of the group.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout, timeout_at};
+
+use super::config::ElectionConfig;
+use super::elector::{Attempt, Elector, to_record};
+use super::gate::GateState;
+use super::plugin_gates::{Holder, PluginGates};
+use crate::metrics::{Metrics, PluginLabels};
+use crate::probes::LastRenewal;
+
+/// The label naming the plugin a Lease is for.
+pub const PLUGIN_LABEL: &str = "wasm-controller-manager.io/plugin";
+
+/// What the election shares with the rest of the host.
+pub(super) struct Shared {
+    pub gates: PluginGates,
+    pub metrics: Arc<Metrics>,
+    pub last_renewal: LastRenewal,
+    pub member: watch::Sender<bool>,
+    /// How long a plugin handed over has for its reconciles in flight.
+    pub grace: Duration,
+}
+
+/// The Leases of the plugins this replica runs or holds.
+pub(super) struct PluginLeases {
+    client: Client,
+    api: Api<Lease>,
+    config: ElectionConfig,
+    leases: BTreeMap<String, PluginLease>,
+}
+
+/// One plugin's Lease as this replica takes part in it.
+struct PluginLease {
+    elector: Elector,
+    /// While held: when the last successful renewal was sent.
+    held: Option<Instant>,
+    /// While handed over: since when.
+    draining: Option<Instant>,
+}
+
+impl PluginLeases {
+    pub(super) fn new(client: Client, config: &ElectionConfig) -> PluginLeases {
+        PluginLeases {
+            api: Api::namespaced(client.clone(), &config.lease_namespace),
+            client,
+            config: config.clone(),
+            leases: BTreeMap::new(),
+        }
+    }
+
+    /// One round: each plugin assigned here (`mine`) and run here (`runs`) is
+    /// acquired or renewed; each other one held here is handed over.
+    pub(super) async fn step_all(
+        &mut self,
+        mine: &BTreeSet<String>,
+        runs: &[String],
+        shared: &Shared,
+    ) {
+        let config = &self.config;
+        let steps = self.leases.iter_mut().map(|(plugin, lease)| {
+            let wanted = mine.contains(plugin) && runs.contains(plugin);
+            lease.step(plugin, wanted, config, shared)
+        });
+        futures::future::join_all(steps).await;
+        self.leases
+            .retain(|plugin, lease| lease.held.is_some() || runs.contains(plugin));
+    }
+
+    /// Notes who holds each plugin's Lease (for `/plugins`, and so a standby knows
+    /// a plugin is reported on by its holder), with one list of the group's Leases;
+    /// each plugin run here sees its Lease change, so once it is assigned here an
+    /// expired holder is judged from when its renewals stopped, not from then.
+    /// Returns each plugin's holder (none for a released Lease).
+    pub(super) async fn note_holders(&mut self, shared: &Shared) -> BTreeMap<String, String> {
+        let mut holders = BTreeMap::new();
+        let params = ListParams::default().labels(PLUGIN_LABEL);
+        let listed = timeout(self.config.retry_period, self.api.list(&params)).await;
+        let Ok(Ok(leases)) = listed else {
+            return holders;
+        };
+        let prefix = format!("{}-", self.config.lease_name);
+        for lease in leases {
+            let labels = lease.metadata.labels.as_ref();
+            let plugin = labels.and_then(|l| l.get(PLUGIN_LABEL));
+            let ours = lease
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(&prefix));
+            if let (Some(plugin), true) = (plugin, ours) {
+                if let Some(ours) = self.leases.get_mut(plugin) {
+                    ours.elector.saw(&lease);
+                }
+                let record = to_record(&lease);
+                let labels = PluginLabels {
+                    plugin: plugin.clone(),
+                };
+                let transitions = shared
+                    .metrics
+                    .plugin_lease_transitions
+                    .get_or_create(&labels);
+                transitions.set(record.transitions.into());
+                if !record.holder.is_empty() {
+                    holders.insert(plugin.clone(), record.holder.clone());
+                }
+                let holder = Holder {
+                    identity: record.holder,
+                    transitions: record.transitions,
+                };
+                shared.gates.set_holder(plugin, holder);
+            }
+        }
+        holders
+    }
+
+    /// Takes part in the Lease of every plugin that `runs` here.
+    pub(super) fn track(&mut self, runs: &[String], shared: &Shared) {
+        for plugin in runs {
+            if !self.leases.contains_key(plugin) {
+                let lease = self.lease_of(plugin);
+                shared
+                    .metrics
+                    .set_leading(lease.elector.lease_name(), false);
+                self.leases.insert(plugin.clone(), lease);
+            }
+        }
+    }
+
+    fn lease_of(&self, plugin: &str) -> PluginLease {
+        let config = ElectionConfig {
+            lease_name: format!("{}-{plugin}", self.config.lease_name),
+            ..self.config.clone()
+        };
+        let labels = [(PLUGIN_LABEL.to_string(), plugin.to_string())];
+        PluginLease {
+            elector: Elector::new(self.client.clone(), config).labelled(labels.into()),
+            held: None,
+            draining: None,
+        }
+    }
+
+    /// Closes every gate and releases every Lease held here (a clean stop: the
+    /// plugins have stopped already).
+    pub(super) async fn release_all(&mut self, shared: &Shared) {
+        let held = self.leases.iter_mut().filter(|(_, l)| l.held.is_some());
+        let releases = held.map(|(plugin, lease)| lease.release(plugin, shared));
+        futures::future::join_all(releases).await;
+    }
+}
+
+impl PluginLease {
+    async fn step(&mut self, plugin: &str, wanted: bool, config: &ElectionConfig, shared: &Shared) {
+        match self.held {
+            None if wanted => self.acquire(plugin, config, shared).await,
+            None => {}
+            Some(renewed) if Instant::now() >= renewed + config.renew_deadline => {
+                self.lost(plugin, "no renewal within the renew deadline", shared)
+            }
+            Some(_) if wanted && self.draining.is_none() => {
+                self.renew(plugin, config, shared).await
+            }
+            Some(_) => self.hand_over(plugin, config, shared).await,
+        }
+    }
+
+    async fn acquire(&mut self, plugin: &str, config: &ElectionConfig, shared: &Shared) {
+        let sent = Instant::now();
+        let attempt = timeout(config.retry_period, self.elector.try_acquire_or_renew()).await;
+        if let Ok(Ok(Attempt::Leading)) = attempt {
+            self.held = Some(sent);
+            shared.metrics.set_leading(self.elector.lease_name(), true);
+            // Said before the gate opens: no write of the plugin precedes this line.
+            tracing::info!(plugin = %plugin, lease = self.elector.lease_name(),
+                "plugin lease acquired");
+            shared.gates.set(plugin, GateState::Open);
+        }
+    }
+
+    async fn renew(&mut self, plugin: &str, config: &ElectionConfig, shared: &Shared) {
+        let Some(renewed) = self.held else { return };
+        let sent = Instant::now();
+        let deadline = renewed + config.renew_deadline;
+        match timeout_at(deadline, self.elector.try_acquire_or_renew()).await {
+            Ok(Ok(Attempt::Leading)) => self.held = Some(sent),
+            Ok(Ok(Attempt::Following { holder })) => self.lost(
+                plugin,
+                &format!("the lease is held by {holder} now"),
+                shared,
+            ),
+            _ => {} // a lost race or an error: tried again; the deadline decides
+        }
+    }
+
+    /// Drains the plugin here, then releases its Lease.
+    async fn hand_over(&mut self, plugin: &str, config: &ElectionConfig, shared: &Shared) {
+        let since = *self.draining.get_or_insert_with(|| {
+            shared.gates.set(plugin, GateState::Draining);
+            tracing::info!(
+                plugin = %plugin,
+                "handing the plugin over: no new keys, in-flight finish"
+            );
+            Instant::now()
+        });
+        let done = shared.gates.busy(plugin) == 0 || since.elapsed() >= shared.grace;
+        if !done {
+            return self.renew(plugin, config, shared).await;
+        }
+        self.release(plugin, shared).await;
+    }
+
+    async fn release(&mut self, plugin: &str, shared: &Shared) {
+        shared.gates.set(plugin, GateState::Closed);
+        shared.metrics.set_leading(self.elector.lease_name(), false);
+        (self.held, self.draining) = (None, None);
+        // Said once the gate is closed and before the Lease is free: no write of the
+        // plugin follows this line, and no other replica acts before it.
+        tracing::info!(plugin = %plugin, lease = self.elector.lease_name(),
+            "plugin lease released");
+        if let Err(e) = self.elector.release().await {
+            tracing::warn!(plugin = %plugin, error = %e,
+                "could not release the plugin's lease; it will expire");
+        }
+    }
+
+    fn lost(&mut self, plugin: &str, why: &str, shared: &Shared) {
+        shared.gates.set(plugin, GateState::Closed);
+        shared.metrics.set_leading(self.elector.lease_name(), false);
+        (self.held, self.draining) = (None, None);
+        tracing::error!(
+            plugin = %plugin,
+            lease = self.elector.lease_name(),
+            why,
+            "plugin lease lost: stopped acting for it"
+        );
+    }
+}
