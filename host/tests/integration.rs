@@ -45,6 +45,7 @@ mod registry;
 mod restarts;
 mod shared_informers;
 mod testkit;
+mod wasm_plugin_leases;
 mod wasm_plugin_sizes;
 mod wasm_plugins;
 mod watch_options;
