@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned etcd and Kubernetes binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kubectl) and the registry from the Go module proxy into the
+# kube-scheduler, kubelet, kubectl), the registry and cosign from the Go module proxy into the
 # cache.
 #
 # Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign ...]
@@ -23,63 +23,60 @@ generate_staging_replaces() {
     awk -v v="$staging_version" '{print "-replace=" $1 "=" $1 "@" v}'
 }
 
+# go_build DIR WHAT STEPS BINARY...: the BINARYs in DIR, built once. Unless all are
+# there, STEPS (a function) runs in a fresh Go module in a temporary directory, given
+# that directory, and must leave the BINARYs there; they are then moved into DIR.
+go_build() {
+  local dir="$1" what="$2" steps="$3"; shift 3
+  local binary missing=false
+  for binary in "$@"; do [ -x "$dir/$binary" ] || missing=true; done
+  $missing || { log "$what cached at $dir/$1"; return; }
+  log "building $what (first time only; a large one takes minutes)"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"; trap - RETURN' RETURN
+  (
+    cd "$work"
+    go mod init wcm.local/build >/dev/null 2>&1
+    "$steps" "$work"
+  )
+  mkdir -p "$dir"
+  for binary in "$@"; do mv "$work/$binary" "$dir/"; done
+  log "built $dir/$1"
+}
+
+# kubernetes_steps WORK: the binary $name of k8s.io/kubernetes, with its version stamped.
+kubernetes_steps() {
+  local kube_mod
+  kube_mod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | jq -r .GoMod)"
+  # shellcheck disable=SC2046
+  go mod edit $(generate_staging_replaces "$kube_mod")
+  go get "k8s.io/kubernetes/cmd/$name@$KUBERNETES_VERSION"
+  local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  local pkg=k8s.io/component-base/version
+  go build -trimpath -o "$1/$name" -ldflags "-s -w \
+    -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
+    -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" \
+    "k8s.io/kubernetes/cmd/$name"
+}
+
 build_kubernetes_binary() {
-  local name="$1" out="$K8S_BIN_DIR/$1"
-  [ -x "$out" ] && { log "$name $KUBERNETES_VERSION cached at $out"; return; }
-  log "building $name $KUBERNETES_VERSION (first time only; takes several minutes)"
-  local work; work="$(mktemp -d)"
-  trap 'rm -rf "$work"' RETURN
-  (
-    cd "$work"
-    go mod init wcm.local/control-plane >/dev/null 2>&1
-    local kube_mod
-    kube_mod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | jq -r .GoMod)"
-    # shellcheck disable=SC2046
-    go mod edit $(generate_staging_replaces "$kube_mod")
-    go get "k8s.io/kubernetes/cmd/$name@$KUBERNETES_VERSION"
-    local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-    local pkg=k8s.io/component-base/version
-    go build -trimpath -o "$work/$name" -ldflags "-s -w \
-      -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
-      -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" \
-      "k8s.io/kubernetes/cmd/$name"
-  )
-  mkdir -p "$K8S_BIN_DIR" && mv "$work/$name" "$out"
-  log "built $out"
+  local name="$1"
+  go_build "$K8S_BIN_DIR" "$name $KUBERNETES_VERSION" kubernetes_steps "$name"
 }
 
-build_etcd() {
-  local out="$ETCD_BIN_DIR/etcd"
-  [ -x "$out" ] && { log "etcd $ETCD_VERSION cached at $out"; return; }
-  log "building etcd $ETCD_VERSION (first time only)"
-  local work; work="$(mktemp -d)"
-  trap 'rm -rf "$work"' RETURN
-  (
-    cd "$work"
-    go mod init wcm.local/etcd >/dev/null 2>&1
-    # The etcd binary's main is a one-line call into the server module.
-    printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
-    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
-    go build -trimpath -o "$work/etcd" -ldflags "-s -w" .
-  )
-  mkdir -p "$ETCD_BIN_DIR" && mv "$work/etcd" "$out"
-  log "built $out"
+# etcd_steps WORK: the etcd binary, whose main is a one-line call into the server module.
+etcd_steps() {
+  printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
+  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  go build -trimpath -o "$1/etcd" -ldflags "-s -w" .
 }
 
-# The registry, and a bcrypt hasher for its htpasswd file (the registry takes bcrypt
-# only; a Go one from the same module graph rather than another system package).
-build_registry() {
-  local out="$REGISTRY_BIN_DIR/registry"
-  [ -x "$out" ] && [ -x "$REGISTRY_BIN_DIR/wcm-htpasswd" ] &&
-    { log "registry $REGISTRY_VERSION cached at $out"; return; }
-  log "building the registry $REGISTRY_VERSION (first time only)"
-  local work; work="$(mktemp -d)"
-  trap 'rm -rf "$work"' RETURN
-  (
-    cd "$work"
-    go mod init wcm.local/registry >/dev/null 2>&1
-    mkdir htpasswd
-    cat >htpasswd/main.go <<'GO'
+# registry_steps WORK: the registry, and a bcrypt hasher for its htpasswd file (the
+# registry takes bcrypt only; a Go one from the same module graph rather than another
+# system package).
+registry_steps() {
+  mkdir htpasswd
+  cat >htpasswd/main.go <<'GO'
 // Prints USER:bcrypt(the password read from stdin), one htpasswd line.
 package main
 
@@ -101,40 +98,27 @@ func main() {
 	fmt.Printf("%s:%s\n", os.Args[1], hash)
 }
 GO
-    go get "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
-    go get golang.org/x/crypto/bcrypt
-    go build -trimpath -o "$work/registry" -ldflags "-s -w \
-      -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION" \
-      github.com/distribution/distribution/v3/cmd/registry
-    go build -trimpath -o "$work/wcm-htpasswd" -ldflags "-s -w" ./htpasswd
-  )
-  mkdir -p "$REGISTRY_BIN_DIR" && mv "$work/registry" "$work/wcm-htpasswd" "$REGISTRY_BIN_DIR/"
-  log "built $out"
+  go get "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
+  go get golang.org/x/crypto/bcrypt
+  go build -trimpath -o "$1/registry" -ldflags "-s -w \
+    -X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION" \
+    github.com/distribution/distribution/v3/cmd/registry
+  go build -trimpath -o "$1/wcm-htpasswd" -ldflags "-s -w" ./htpasswd
 }
 
-build_cosign() {
-  local out="$COSIGN_BIN_DIR/cosign"
-  [ -x "$out" ] && { log "cosign $COSIGN_VERSION cached at $out"; return; }
-  log "building cosign $COSIGN_VERSION (first time only)"
-  local work; work="$(mktemp -d)"
-  trap 'rm -rf "$work"' RETURN
-  (
-    cd "$work"
-    go mod init wcm.local/cosign >/dev/null 2>&1
-    go get "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION"
-    go build -trimpath -o "$work/cosign" -ldflags "-s -w" github.com/sigstore/cosign/v2/cmd/cosign
-  )
-  mkdir -p "$COSIGN_BIN_DIR" && mv "$work/cosign" "$out"
-  log "built $out"
+# cosign_steps WORK: cosign, which signs plugins in the tests of signature policies.
+cosign_steps() {
+  go get "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION"
+  go build -trimpath -o "$1/cosign" -ldflags "-s -w" github.com/sigstore/cosign/v2/cmd/cosign
 }
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign)
 for t in "${targets[@]}"; do
   case "$t" in
-    etcd) build_etcd ;;
-    registry) build_registry ;;
-    cosign) build_cosign ;;
+    etcd) go_build "$ETCD_BIN_DIR" "etcd $ETCD_VERSION" etcd_steps etcd ;;
+    registry) go_build "$REGISTRY_BIN_DIR" "the registry $REGISTRY_VERSION" registry_steps registry wcm-htpasswd ;;
+    cosign) go_build "$COSIGN_BIN_DIR" "cosign $COSIGN_VERSION" cosign_steps cosign ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
       build_kubernetes_binary "$t" ;;
     *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign)" ;;

@@ -214,12 +214,17 @@ async fn client_from(path: &Path) -> Result<Client, Error> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_kubernetes_version_is_the_one_the_scripts_pin() {
+    fn the_versions_are_the_ones_the_scripts_pin() {
         let pinned = include_str!("../scripts/versions.env");
-        let line = format!("KUBERNETES_VERSION={}", super::KUBERNETES_VERSION);
-        assert!(
-            pinned.lines().any(|l| l == line),
-            "{line} not in versions.env"
-        );
+        for (key, version) in [
+            ("KUBERNETES_VERSION", super::KUBERNETES_VERSION),
+            ("COSIGN_VERSION", super::COSIGN_VERSION),
+        ] {
+            let line = format!("{key}={version}");
+            assert!(
+                pinned.lines().any(|l| l == line),
+                "{line} not in versions.env"
+            );
+        }
     }
 }

@@ -42,9 +42,7 @@ impl ControlPlane {
 
     /// The registry started with this control plane.
     pub fn registry(&self) -> Result<LocalRegistry, Error> {
-        let mut registry = LocalRegistry::read(&self.state_dir().join("registry.env"))?;
-        registry.storage = self.state_dir().join("registry").join("data");
-        Ok(registry)
+        LocalRegistry::read(self.state_dir())
     }
 }
 
@@ -59,8 +57,10 @@ impl LocalRegistry {
             .join("data")
     }
 
-    /// Reads `registry.env` (`KEY=value` lines).
-    fn read(path: &Path) -> Result<LocalRegistry, Error> {
+    /// The registry of the state directory `state`: its `registry.env` (`KEY=value`
+    /// lines) and its storage.
+    fn read(state: &Path) -> Result<LocalRegistry, Error> {
+        let path = &state.join("registry.env");
         let unreadable = |why: String| Error::Start(format!("{}: {why}", path.display()));
         let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
         let values: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
@@ -73,20 +73,7 @@ impl LocalRegistry {
             ca_file: PathBuf::from(value("WCM_REGISTRY_CA")?),
             user: value("WCM_REGISTRY_USER")?,
             password: value("WCM_REGISTRY_PASSWORD")?,
-            storage: PathBuf::new(),
+            storage: state.join("registry").join("data"),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_cosign_version_is_the_one_the_scripts_pin() {
-        let pinned = include_str!("../scripts/versions.env");
-        let line = format!("COSIGN_VERSION={}", super::COSIGN_VERSION);
-        assert!(
-            pinned.lines().any(|l| l == line),
-            "{line} not in versions.env"
-        );
     }
 }

@@ -32,6 +32,7 @@ pub mod rights;
 pub mod runtime;
 pub mod scaffold;
 pub(crate) mod server;
+pub(crate) mod sha256;
 pub mod status;
 pub mod testing;
 pub mod testkit;

@@ -17,6 +17,7 @@ use wcm_control_plane::{ControlPlane, LocalRegistry};
 use wcm_host::registry::{LEGACY_WASM_LAYER, WASM_CONFIG, WASM_LAYER};
 
 use crate::support;
+use crate::support::registry::repository;
 
 /// What one `push` or `pull` printed.
 struct Ran {
@@ -51,11 +52,6 @@ fn cli(args: &[&str], password: Option<&str>, docker_config: &Path) -> Result<Ra
 
 fn registry() -> Result<LocalRegistry> {
     Ok(ControlPlane::shared()?.registry()?)
-}
-
-/// A repository of this test's own, so runs never see each other's tags.
-fn repository(registry: &LocalRegistry, name: &str) -> String {
-    format!("{}/tests/{name}-{}", registry.address, fastrand::u32(..))
 }
 
 /// `push` with `--username`/`--password-stdin`.

@@ -7,30 +7,21 @@ use anyhow::{Context, Result, ensure};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use wcm_control_plane::{ControlPlane, TestNamespace};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::election::{SHORT, flags};
-use crate::support::registry::{another_build, push};
+use crate::support::registry::{another_build, push, repository};
 use crate::support::wasm_plugins::{
-    WAIT, host_with, install_crd, is_ready, kept_layer, mirrored, pull_secret, set_spec, source,
-    status_until, wasm_plugin,
+    WAIT, host_with, is_ready, kept_layer, mirrored, set_spec, setup, source, status_until,
+    wasm_plugin,
 };
 use crate::support::{self, eventually};
 
 #[tokio::test]
 async fn every_replica_pulls_and_the_plugins_holder_runs_it_and_reports() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-per-plugin").await?;
-    pull_secret(&ns, &registry).await?;
-    let repo = format!(
-        "{}/tests/per-plugin-{}",
-        registry.address,
-        fastrand::u32(..)
-    );
+    let (registry, ns) = setup("wasm-per-plugin").await?;
+    let repo = repository(&registry, "per-plugin");
     let bytes = another_build(
         &std::fs::read(support::plugin_file("label-mirror"))?,
         "per-plugin",

@@ -15,14 +15,14 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde_json::json;
-use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
+use wcm_control_plane::{LocalRegistry, TestNamespace};
 use wcm_host::registry::{WASM_CONFIG, WASM_LAYER};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::registry::{another_build, push, sha256_hex};
+use crate::support::registry::{another_build, push, repository, sha256_hex};
 use crate::support::wasm_plugins::{
-    WAIT, condition, has, host_with, install_crd, is_ready, kept_layer, mirrored, pull_secret,
-    source, status_until, wasm_plugin,
+    WAIT, condition, has, host_with, is_ready, kept_layer, mirrored, setup, source, status_until,
+    wasm_plugin,
 };
 use crate::support::{self, eventually};
 
@@ -103,13 +103,9 @@ async fn apply_and_time(
 /// `timed` pushed and applied to a host with empty caches, deleted, then applied to a
 /// new host process on the same disk: the two times, taken from the store the second.
 async fn cold_and_warm(timed: Timed) -> Result<(Duration, Duration)> {
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-timed").await?;
-    pull_secret(&ns, &registry).await?;
+    let (registry, ns) = setup("wasm-timed").await?;
     let name = timed.file();
-    let repo = format!("{}/tests/{name}-{}", registry.address, fastrand::u32(..));
+    let repo = repository(&registry, name);
     let bytes = std::fs::read(support::plugin_file(name))?;
     let (_, digest) = push(&registry, &repo, "v1", &bytes)?;
     let image = format!("{repo}:v1");
@@ -210,12 +206,8 @@ async fn push_two_gib_layer(registry: &LocalRegistry, reference: &str) -> Result
 #[tokio::test]
 async fn a_two_gib_layer_is_refused_unread_and_a_lying_one_cut_off_at_the_bound() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-huge").await?;
-    pull_secret(&ns, &registry).await?;
-    let repo = format!("{}/tests/huge-{}", registry.address, fastrand::u32(..));
+    let (registry, ns) = setup("wasm-huge").await?;
+    let repo = repository(&registry, "huge");
     let mirror = std::fs::read(support::plugin_file("label-mirror"))?;
     push(&registry, &repo, "small", &mirror)?;
     push_two_gib_layer(&registry, &format!("{repo}:declared")).await?;

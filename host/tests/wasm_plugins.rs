@@ -17,26 +17,18 @@ use serde_json::json;
 use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::registry::{another_build, push};
+use crate::support::registry::{another_build, push, repository};
 use crate::support::wasm_plugins::{
-    WAIT, condition, has, host, host_with, install_crd, is_ready, kept_layer, mirrored,
-    pull_secret, set_spec, source, status_until, wasm_plugin,
+    WAIT, condition, has, host, host_with, is_ready, kept_layer, mirrored, set_spec, setup, source,
+    status_until, wasm_plugin,
 };
 use crate::support::{self, eventually};
 
 #[tokio::test]
 async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-plugins").await?;
-    pull_secret(&ns, &registry).await?;
-    let repo = format!(
-        "{}/tests/label-mirror-{}",
-        registry.address,
-        fastrand::u32(..)
-    );
+    let (registry, ns) = setup("wasm-plugins").await?;
+    let repo = repository(&registry, "label-mirror");
     let v1_bytes = std::fs::read(support::plugin_file("label-mirror"))?;
     let (v1, v1_digest) = push(&registry, &repo, "v1", &v1_bytes)?;
     let dir = tempfile::tempdir()?;
@@ -158,12 +150,8 @@ async fn is_mirrored(ns: &TestNamespace, name: &str, value: &str) -> bool {
 #[tokio::test]
 async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-backlog").await?;
-    pull_secret(&ns, &registry).await?;
-    let repo = format!("{}/tests/backlog-{}", registry.address, fastrand::u32(..));
+    let (registry, ns) = setup("wasm-backlog").await?;
+    let repo = repository(&registry, "backlog");
     let v1_bytes = std::fs::read(support::plugin_file("label-mirror"))?;
     push(&registry, &repo, "v1", &v1_bytes)?;
     let (_, v2_digest) = push(&registry, &repo, "v2", &another_build(&v1_bytes, "v2"))?;
@@ -207,11 +195,7 @@ async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
 async fn rbac_of_a_wasm_plugin_is_that_of_its_component_under_the_resources_name() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = ControlPlane::shared()?.registry()?;
-    let repo = format!(
-        "{}/tests/label-mirror-{}",
-        registry.address,
-        fastrand::u32(..)
-    );
+    let repo = repository(&registry, "label-mirror");
     let bytes = std::fs::read(support::plugin_file("label-mirror"))?;
     push(&registry, &repo, "v1", &bytes)?;
     let dir = tempfile::tempdir()?;
@@ -316,15 +300,11 @@ fn cosign_sign(registry: &LocalRegistry, dir: &Path, pinned: &str) -> Result<()>
 #[tokio::test]
 async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-signed").await?;
-    pull_secret(&ns, &registry).await?;
+    let (registry, ns) = setup("wasm-signed").await?;
     let dir = tempfile::tempdir()?;
     let (a, b) = (dir.path().join("key-a"), dir.path().join("key-b"));
     let (key_a, key_b) = (cosign_key_pair(&a)?, cosign_key_pair(&b)?);
-    let repo = format!("{}/tests/signed-{}", registry.address, fastrand::u32(..));
+    let repo = repository(&registry, "signed");
     let plugin = std::fs::read(support::plugin_file("label-mirror"))?;
     let (signed, _) = push(
         &registry,
@@ -409,12 +389,8 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
 async fn only_the_leading_replica_pulls_and_a_standby_pulls_once_it_leads() -> Result<()> {
     use crate::support::election::SHORT;
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let registry = plane.registry()?;
-    install_crd(&plane.admin_client().await?).await?;
-    let ns = TestNamespace::create("wasm-leader").await?;
-    pull_secret(&ns, &registry).await?;
-    let repo = format!("{}/tests/leader-{}", registry.address, fastrand::u32(..));
+    let (registry, ns) = setup("wasm-leader").await?;
+    let repo = repository(&registry, "leader");
     let bytes = another_build(
         &std::fs::read(support::plugin_file("label-mirror"))?,
         "leader",

@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::config::ElectionConfig;
@@ -130,9 +129,8 @@ fn runs(lease: &Lease) -> BTreeSet<String> {
 /// `<group>-member-<12 hex digits of SHA-256 of the identity>`: an identity may hold
 /// characters a Lease's name may not (`_`), and a hash keeps the name short.
 pub fn lease_name(group: &str, identity: &str) -> String {
-    let digest = Sha256::digest(identity.as_bytes());
-    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{group}-member-{hex}")
+    let hex = crate::sha256::hex_of(identity.as_bytes());
+    format!("{group}-member-{}", &hex[..12])
 }
 
 fn seconds(s: i32) -> Duration {

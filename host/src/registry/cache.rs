@@ -8,8 +8,6 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::{Pulled, Reference, Registry, RegistryAuth, RegistryError};
 
 /// A plugin fetched by digest.
@@ -126,9 +124,7 @@ impl PulledPlugins {
 
 /// `sha256:<hex>` of `bytes`.
 fn sha256_of(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::sha256::hex_of(bytes))
 }
 
 async fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

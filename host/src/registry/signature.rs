@@ -14,7 +14,6 @@ use p256::ecdsa::signature::Verifier;
 use p256::ecdsa::{Signature, VerifyingKey};
 use p256::pkcs8::{DecodePublicKey, EncodePublicKey};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::{Reference, Registry, RegistryAuth, RegistryError};
 
@@ -81,21 +80,13 @@ impl SignatureError {
 impl TrustedKey {
     /// The key in `pem`, which `what` names in errors.
     pub fn from_pem(pem: &str, what: &str) -> Result<TrustedKey, SignatureError> {
-        let key =
-            VerifyingKey::from_public_key_pem(pem.trim()).map_err(|e| SignatureError::BadKey {
-                what: what.to_string(),
-                why: e.to_string(),
-            })?;
-        let der = key
-            .to_public_key_der()
-            .map_err(|e| SignatureError::BadKey {
-                what: what.to_string(),
-                why: e.to_string(),
-            })?;
-        let hex: String = Sha256::digest(der.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let bad = |why: String| SignatureError::BadKey {
+            what: what.to_string(),
+            why,
+        };
+        let key = VerifyingKey::from_public_key_pem(pem.trim()).map_err(|e| bad(e.to_string()))?;
+        let der = (key.to_public_key_der()).map_err(|e| bad(e.to_string()))?;
+        let hex = crate::sha256::hex_of(der.as_bytes());
         Ok(TrustedKey {
             key,
             name: format!("sha256:{}", &hex[..16]),

@@ -49,11 +49,7 @@ pub enum Origin {
 
 /// The SHA-256 of `bytes`, lower-case hex: a plugin's identity in logs and status.
 pub fn content_hash(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sha256::hex_of(bytes)
 }
 
 /// Feeds `Hash` input into SHA-256, for a fingerprint that is stable across runs and
@@ -82,7 +78,7 @@ impl ArtifactCache {
     pub fn new(dir: &Path, engine: &Engine) -> ArtifactCache {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        let fingerprint = hex(&hasher.0.finalize()[..8]);
+        let fingerprint = crate::sha256::hex(&hasher.0.finalize()[..8]);
         ArtifactCache {
             dir: dir.to_path_buf(),
             fingerprint,

@@ -4,6 +4,11 @@
 use anyhow::{Context, Result, ensure};
 use wcm_control_plane::LocalRegistry;
 
+/// A repository of the calling test's own, so runs never see each other's tags.
+pub fn repository(registry: &LocalRegistry, name: &str) -> String {
+    format!("{}/tests/{name}-{}", registry.address, fastrand::u32(..))
+}
+
 /// Pushes `bytes` as `repo:tag` with `wasm-controller-manager push`; returns the
 /// pinned reference (its last line) and the digest.
 pub fn push(

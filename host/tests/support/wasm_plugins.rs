@@ -18,6 +18,17 @@ use super::{HostProcess, eventually};
 
 pub const WAIT: Duration = Duration::from_secs(90);
 
+/// Where each `WasmPlugin` test starts: the local registry, the CRD served, and a
+/// namespace `prefix-…` holding the pull Secret `pull`.
+pub async fn setup(prefix: &str) -> Result<(LocalRegistry, TestNamespace)> {
+    let plane = wcm_control_plane::ControlPlane::shared()?;
+    let registry = plane.registry()?;
+    install_crd(&plane.admin_client().await?).await?;
+    let ns = TestNamespace::create(prefix).await?;
+    pull_secret(&ns, &registry).await?;
+    Ok((registry, ns))
+}
+
 /// Installs the `WasmPlugin` CRD of `deploy/crds/` and waits until it is served.
 pub async fn install_crd(client: &Client) -> Result<()> {
     let yaml = std::fs::read_to_string(super::docs::repo("deploy/crds/wasmplugins.yaml"))?;
