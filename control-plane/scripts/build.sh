@@ -112,6 +112,14 @@ cosign_steps() {
   go build -trimpath -o "$1/cosign" -ldflags "-s -w" github.com/sigstore/cosign/v2/cmd/cosign
 }
 
+# The Go caches of these builds (some 9 GB of modules and build results for Kubernetes)
+# serve nothing once the binaries are cached, and CI machines are short of disk: they
+# live in a temporary directory, removed when this script ends. Nothing is built when
+# every binary is cached, so nothing is downloaded either.
+go_caches="$(mktemp -d)"
+trap 'chmod -R u+w "$go_caches" 2>/dev/null; rm -rf "$go_caches"' EXIT
+export GOCACHE="$go_caches/build" GOMODCACHE="$go_caches/mod"
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign)
 for t in "${targets[@]}"; do

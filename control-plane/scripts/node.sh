@@ -110,7 +110,16 @@ makeIPTablesUtilChains: false
 failSwapOn: false
 registerNode: true
 resolvConf: ""
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
+# Absolute floors, not the defaults' percentages: a test node shares a large, busy
+# disk, and 1 % of 252 GB (2.5 GB) free was reached by CI's own build, which tainted the
+# node disk-pressure and evicted or refused every Pod. Every signal is named: one left
+# out would keep its default.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 256Mi
+  nodefs.inodesFree: "1000"
+  imagefs.available: 256Mi
+  imagefs.inodesFree: "1000"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 # ConfigMap and Secret volume updates reach Pods within this (1 min by default).
