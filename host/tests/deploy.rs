@@ -25,7 +25,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::audit::writes_by;
 use support::deployed::{
-    NAMESPACE, deploy, diagnosis, holds, leader, lease, plugin_image, ready_pods,
+    NAMESPACE, deploy, diagnosis, holds, leader, lease, plugin_image, ready_pods, undeploy,
 };
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
@@ -76,17 +76,7 @@ async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_
         Err(e) => Err(e.context(diagnosis(&client).await)),
         ok => ok,
     };
-    let overlay = overlay.path().to_string_lossy().to_string();
-    let _ = kubectl(
-        plane,
-        &[
-            "delete",
-            "--ignore-not-found",
-            "--wait=false",
-            "-k",
-            &overlay,
-        ],
-    );
+    let _ = undeploy(plane, overlay.path());
     result
 }
 

@@ -1,6 +1,7 @@
 //! The host deployed in the local cluster by `scripts/deploy.sh`: running the script,
 //! its Pods, the Pod holding the Lease, and what to print when a scenario fails.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
@@ -10,6 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use wcm_control_plane::ControlPlane;
+
+use super::kubectl;
 
 /// The namespace, Deployment and Lease name of `deploy/`.
 pub const NAMESPACE: &str = "wcm-system";
@@ -29,6 +32,26 @@ pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()>
         "deploy.sh failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Ok(())
+}
+
+/// Deletes what `overlay` deployed, except its CustomResourceDefinitions: the
+/// WasmPlugin CRD is shared by the whole cluster, and deleting it would delete every
+/// `WasmPlugin` of the tests running beside this one (`kubectl delete -k` once did).
+pub fn undeploy(plane: &ControlPlane, overlay: &Path) -> Result<()> {
+    let rendered = kubectl(plane, &[OsStr::new("kustomize"), overlay.as_os_str()])?;
+    let kept: Vec<&str> = rendered
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("\nkind: CustomResourceDefinition\n"))
+        .collect();
+    ensure!(
+        kept.len() < rendered.split("\n---\n").count(),
+        "no CRD in {rendered}"
+    );
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), kept.join("\n---\n"))?;
+    let delete = ["delete", "--ignore-not-found", "--wait=false", "-f"].map(OsStr::new);
+    kubectl(plane, &[&delete[..], &[file.path().as_os_str()]].concat())?;
     Ok(())
 }
 
