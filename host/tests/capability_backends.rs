@@ -248,6 +248,8 @@ async fn live(ns: &TestNamespace, leader: LeaderGate) -> Result<HostState> {
         metadata_only: false,
     };
     let informer = registry.acquire(scope).await?;
+    // Watching for as long as the informer lives (a hold does not keep it alive).
+    std::mem::forget(informer.hold());
     informer.wait_synced().await;
     let (grants, budget) = declared();
     let granted = (vec![informer], Arc::new(Granted::everything()));

@@ -33,6 +33,7 @@ mod newcomer;
 mod node_registry;
 mod other_languages;
 mod owner_mapping;
+mod plugin_caches;
 mod plugin_copies;
 mod plugin_leases;
 mod plugin_settings;

@@ -1,77 +1,38 @@
 //! `--leader-elect-mode=per-plugin` on the real control plane: three host processes
-//! share nine plugins (copies of label-mirror, each writing a label of its own), a
-//! Lease per plugin. Every plugin is held by exactly one replica and each replica
-//! holds three ± one; a replica killed with SIGKILL loses its plugins to the others
-//! within the lease duration and two jittered retries, and every ConfigMap changed
+//! share nine plugins (eight copies of label-mirror, each writing a label of its own,
+//! and deployment-reconcile; `support::plugin_workload`), a Lease per plugin. Every
+//! plugin is held by exactly one replica and each replica holds three ± one; a
+//! replica killed with SIGKILL loses its plugins to the others within the lease
+//! duration and two jittered retries, and every ConfigMap, Pod and WebApp changed
 //! meanwhile converges; a replica added takes its share, each plugin released by its
 //! holder (drained), not left to expire. A rolling restart under churn moves each
-//! plugin at most twice, and in the API server's audit log every write a plugin made
+//! plugin once or twice, and in the API server's audit log every write a plugin made
 //! comes from the replica that acquired the plugin last, the times replicas held it
-//! never overlapping. Killed at random under churn, replicas leave no plugin behind
-//! for longer than a take-over allows, and the audit log says the same.
+//! never overlapping. Killed at random while ConfigMaps, Pods and WebApps churn,
+//! replicas leave no plugin behind for longer than a take-over allows, and the audit
+//! log says the same.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Client;
 use serde_json::json;
 use wcm_control_plane::TestNamespace;
 use wcm_host::leader::JITTER_FACTOR;
 
-use crate::support::election::{CONVERGE, SHORT};
-use crate::support::{self, HostProcess, eventually, plugin_bytes};
+use crate::support::election::{CONVERGE, SHORT, per_plugin_replica, plugin_holders};
+use crate::support::plugin_workload::{PLUGINS, churn, converged, nine_plugins, sources};
+use crate::support::webapp::install_crd;
+use crate::support::{self, HostProcess, eventually};
 
-const PLUGINS: usize = 9;
 /// Time for one round of the per-plugin election beyond its period — up to six
 /// requests (membership, two lists, a plugin Lease read and write) — with the
 /// processes of several replicas on one loaded 2-core machine. A take-over that
 /// waited for a second lease duration would be seconds late, not this.
 const ROUND_SLACK: Duration = Duration::from_secs(1);
-const CONFIG_MAPS: usize = 6;
-
-/// `mirror-0` … `mirror-8`: label-mirror under nine names, `mirror-i` writing
-/// `wcm.test/m-i`.
-fn nine_plugins() -> Result<tempfile::TempDir> {
-    let bytes = plugin_bytes("label-mirror");
-    let dir = tempfile::tempdir()?;
-    for i in 0..PLUGINS {
-        std::fs::write(dir.path().join(format!("mirror-{i}.wasm")), &bytes)?;
-        let settings = json!({ "mirrored-label": format!("wcm.test/m-{i}") });
-        let file = dir.path().join(format!("mirror-{i}.settings.json"));
-        std::fs::write(file, settings.to_string())?;
-    }
-    Ok(dir)
-}
-
-/// A replica named `identity` in per-plugin mode, its Leases in `ns`.
-fn replica(ns: &TestNamespace, dir: &std::path::Path, identity: &str) -> Result<HostProcess> {
-    let mut flags = crate::support::election::flags(SHORT, ns.name());
-    flags.push("--leader-elect-mode=per-plugin".to_string());
-    flags.push(format!("--leader-elect-identity={identity}"));
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    HostProcess::start(dir, &flags)
-}
-
-/// Each plugin's Lease holder (empty when released), from the labelled Leases.
-async fn holders(client: &Client, ns: &str) -> Result<BTreeMap<String, (String, Lease)>> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
-    let leases = api
-        .list(&ListParams::default().labels("wasm-controller-manager.io/plugin"))
-        .await?;
-    let mut holders = BTreeMap::new();
-    for lease in leases {
-        let labels = lease.metadata.labels.clone().unwrap_or_default();
-        let plugin = labels["wasm-controller-manager.io/plugin"].clone();
-        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
-        holders.insert(plugin, (holder.unwrap_or_default(), lease));
-    }
-    Ok(holders)
-}
 
 /// Waits until every plugin is held by one of `replicas`, each holding its share
 /// ± 1 (3 ± 1 of nine over three); returns who holds what.
@@ -80,14 +41,26 @@ async fn spread_over(
     ns: &str,
     replicas: &[&str],
 ) -> Result<BTreeMap<String, String>> {
+    spread_within(client, ns, replicas, 1).await
+}
+
+/// Waits until every plugin is held by one of `replicas`, each holding its share
+/// ± `slack`; returns who holds what. With no slack the assignment has settled (a
+/// spread of 4/3/2 is fair, but the bound then moves one plugin more).
+async fn spread_within(
+    client: &Client,
+    ns: &str,
+    replicas: &[&str],
+    slack: usize,
+) -> Result<BTreeMap<String, String>> {
     let spread = eventually(CONVERGE, || async {
-        let held = holders(client, ns).await.ok()?;
+        let held = plugin_holders(client, ns).await.ok()?;
         let by: BTreeMap<String, String> = (held.into_iter())
             .map(|(plugin, (holder, _))| (plugin, holder))
             .collect();
         let per = |r: &&str| by.values().filter(|h| h == r).count();
         let share = PLUGINS / replicas.len()..=PLUGINS.div_ceil(replicas.len());
-        let fair = share.start().saturating_sub(1)..=share.end() + 1;
+        let fair = share.start().saturating_sub(slack)..=share.end() + slack;
         let even = replicas.iter().all(|r| fair.contains(&per(r)));
         let all = by.len() == PLUGINS && by.values().all(|h| replicas.contains(&h.as_str()));
         (all && even).then_some(by)
@@ -97,7 +70,7 @@ async fn spread_over(
         Some(by) => Ok(by),
         None => anyhow::bail!(
             "never spread over {replicas:?}: {:?}",
-            holders(client, ns).await
+            plugin_holders(client, ns).await
         ),
     }
 }
@@ -116,7 +89,7 @@ async fn taken_over(
     let mut slowest = Duration::ZERO;
     for plugin in lost {
         let taken = eventually(CONVERGE, || async {
-            let (holder, lease) = holders(client, ns).await.ok()?.remove(plugin)?;
+            let (holder, lease) = plugin_holders(client, ns).await.ok()?.remove(plugin)?;
             let acquired = lease.spec?.acquire_time?.0;
             (!holder.is_empty() && holder != dead).then_some((holder, acquired))
         })
@@ -132,56 +105,16 @@ async fn taken_over(
     Ok(slowest)
 }
 
-/// ConfigMaps `cm-0`… labelled `wcm.test/source=value` (created, or relabelled).
-async fn sources(client: &Client, ns: &str, value: &str) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    for i in 0..CONFIG_MAPS {
-        let name = format!("cm-{i}");
-        let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"wcm.test/source": value}}}))?;
-        match api.get_opt(&name).await? {
-            None => drop(api.create(&PostParams::default(), &cm).await?),
-            Some(_) => {
-                let patch =
-                    Patch::Merge(json!({"metadata": {"labels": {"wcm.test/source": value}}}));
-                api.patch(&name, &PatchParams::default(), &patch).await?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Waits until every plugin has mirrored `value` onto every ConfigMap.
-async fn converged(ns: &TestNamespace, value: &str) -> Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
-    let done = eventually(CONVERGE, || async {
-        let cms = api.list(&ListParams::default()).await.ok()?;
-        let mirrored = |cm: &ConfigMap| {
-            let labels = cm.metadata.labels.clone().unwrap_or_default();
-            (0..PLUGINS)
-                .all(|i| labels.get(&format!("wcm.test/m-{i}")).map(String::as_str) == Some(value))
-        };
-        let ours = cms.items.iter().filter(|cm| {
-            cm.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("cm-"))
-        });
-        (ours.clone().count() == CONFIG_MAPS && ours.into_iter().all(mirrored)).then_some(())
-    })
-    .await;
-    done.with_context(|| format!("the ConfigMaps did not all converge to {value}"))
-}
-
 #[tokio::test]
 async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_share() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("plugin-leases").await?;
     let (client, name) = (ns.client(), ns.name().to_string());
+    install_crd(&client).await?;
     let dir = nine_plugins()?;
-    let mut a = replica(&ns, dir.path(), "replica-a")?;
-    let b = replica(&ns, dir.path(), "replica-b")?;
-    let c = replica(&ns, dir.path(), "replica-c")?;
+    let mut a = per_plugin_replica(&ns, dir.path(), "replica-a")?;
+    let b = per_plugin_replica(&ns, dir.path(), "replica-b")?;
+    let c = per_plugin_replica(&ns, dir.path(), "replica-c")?;
     let by = spread_over(&client, &name, &["replica-a", "replica-b", "replica-c"]).await?;
     eprintln!("nine plugins over three replicas: {by:?}");
     // Exactly one replica acts for each plugin: its gauge, and no other's, says so.
@@ -221,7 +154,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
     eprintln!("after the kill: {by:?}");
 
     // A replica added takes its share, each plugin handed over by release.
-    let d = replica(&ns, dir.path(), "replica-d")?;
+    let d = per_plugin_replica(&ns, dir.path(), "replica-d")?;
     let after = spread_over(&client, &name, &["replica-b", "replica-c", "replica-d"]).await?;
     eprintln!("after a replica was added: {after:?}");
     for (plugin, holder) in after.iter().filter(|(_, h)| *h == "replica-d") {
@@ -299,7 +232,10 @@ fn no_overlap(
     let audit = wcm_control_plane::ControlPlane::shared()?.audit_log();
     let writes = support::audit::writes_by(&audit, "wasm-controller-manager/")?;
     let ours = writes.iter().filter(|w| {
-        w.namespace.as_deref() == Some(ns) && w.resource == "configmaps" && w.verb == "patch"
+        let plugins = ["configmaps", "pods", "deployments", "webapps"];
+        w.namespace.as_deref() == Some(ns)
+            && plugins.contains(&w.resource.as_str())
+            && w.verb == "patch"
     });
     let mut checked = 0;
     for write in ours {
@@ -332,13 +268,18 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("plugin-rollout").await?;
     let (client, name) = (ns.client(), ns.name().to_string());
+    install_crd(&client).await?;
     let dir = nine_plugins()?;
     let mut replicas: Vec<(String, HostProcess)> = Vec::new();
     for identity in ["rollout-a", "rollout-b", "rollout-c"] {
-        replicas.push((identity.to_string(), replica(&ns, dir.path(), identity)?));
+        replicas.push((
+            identity.to_string(),
+            per_plugin_replica(&ns, dir.path(), identity)?,
+        ));
     }
-    spread_over(&client, &name, &["rollout-a", "rollout-b", "rollout-c"]).await?;
-    let before = holders(&client, &name).await?;
+    // Moves are counted from a settled assignment, three each.
+    spread_within(&client, &name, &["rollout-a", "rollout-b", "rollout-c"], 0).await?;
+    let before = plugin_holders(&client, &name).await?;
     sources(&client, &name, "v0").await?;
     converged(&ns, "v0").await?;
 
@@ -352,7 +293,7 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
         ("rollout-b", "rollout-b2"),
         ("rollout-c", "rollout-c2"),
     ] {
-        let fresh = replica(&ns, dir.path(), new)?;
+        let fresh = per_plugin_replica(&ns, dir.path(), new)?;
         ready(&fresh).await?;
         replicas.push((new.to_string(), fresh));
         let at = replicas
@@ -370,7 +311,7 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     sources(&client, &name, "last").await?;
     converged(&ns, "last").await?;
 
-    let after = holders(&client, &name).await?;
+    let after = plugin_holders(&client, &name).await?;
     let moves: BTreeMap<&String, i32> = (after.iter())
         .map(|(plugin, (_, lease))| {
             let count = |l: &Lease| {
@@ -383,8 +324,10 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
         })
         .collect();
     eprintln!("moves per plugin over a rolling restart of three replicas: {moves:?}");
-    // Measured, not asserted yet: alone each plugin moves once, but under the whole
-    // suite's load one moved three times (issue 31 keeps "at most twice" open).
+    ensure!(
+        moves.values().all(|m| (1..=2).contains(m)),
+        "a plugin moved more than twice, or never: {moves:?}"
+    );
     for (identity, host) in &replicas {
         held.insert(identity.clone(), holdings(host, Timestamp::now())?);
     }
@@ -442,24 +385,6 @@ async fn the_every_replica_component_runs_three_replicas_with_a_lease_per_plugin
     Ok(())
 }
 
-/// Relabels every ConfigMap every 300 ms until `stop`; returns how many rounds.
-fn churn(
-    client: &Client,
-    ns: &str,
-    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<Result<usize>> {
-    let (stop, client, name) = (stop.clone(), client.clone(), ns.to_string());
-    tokio::spawn(async move {
-        let mut n = 0;
-        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-            n += 1;
-            sources(&client, &name, &format!("v{n}")).await?;
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        anyhow::Ok(n)
-    })
-}
-
 #[tokio::test]
 async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_run_twice()
 -> Result<()> {
@@ -470,6 +395,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
     let lasting = Duration::from_secs(seconds.unwrap_or(180));
     let ns = TestNamespace::create("plugin-chaos").await?;
     let (client, name) = (ns.client(), ns.name().to_string());
+    install_crd(&client).await?;
     let dir = nine_plugins()?;
     let mut next = 0;
     let mut fresh = || {
@@ -479,7 +405,10 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
     let mut replicas: Vec<(String, HostProcess)> = Vec::new();
     for _ in 0..3 {
         let identity = fresh();
-        replicas.push((identity.clone(), replica(&ns, dir.path(), &identity)?));
+        replicas.push((
+            identity.clone(),
+            per_plugin_replica(&ns, dir.path(), &identity)?,
+        ));
     }
     let live: Vec<String> = replicas.iter().map(|(id, _)| id.clone()).collect();
     spread_over(
@@ -498,7 +427,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
     while started.elapsed() < lasting {
         tokio::time::sleep(Duration::from_millis(fastrand::u64(10_000..20_000))).await;
         let (dead, mut host) = replicas.remove(fastrand::usize(..replicas.len()));
-        let lost: Vec<String> = (holders(&client, &name).await?.into_iter())
+        let lost: Vec<String> = (plugin_holders(&client, &name).await?.into_iter())
             .filter(|(_, (holder, _))| *holder == dead)
             .map(|(plugin, _)| plugin)
             .collect();
@@ -506,7 +435,10 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
         host.kill()?;
         held.insert(dead.clone(), holdings(&host, killed)?);
         let identity = fresh();
-        replicas.push((identity.clone(), replica(&ns, dir.path(), &identity)?));
+        replicas.push((
+            identity.clone(),
+            per_plugin_replica(&ns, dir.path(), &identity)?,
+        ));
         slowest = slowest.max(taken_over(&client, &name, &lost, &dead, killed).await?);
         kills += 1;
     }

@@ -1,6 +1,7 @@
 //! One running plugin: its watches feed its queue, its workers reconcile the keys, and
 //! a new version of its code can take over the queue without dropping a key.
 
+mod caches;
 mod health;
 mod rights;
 mod watches;
@@ -18,7 +19,7 @@ use crate::capabilities::ClusterAccess;
 use crate::contract::Registration;
 use crate::keys::ReconcileKey;
 use crate::kube::discovery::DiscoveryError;
-use crate::kube::informer::InformerRegistry;
+use crate::kube::informer::{InformerHold, InformerRegistry};
 use crate::leader::{LeaderGate, Leadership};
 use crate::metrics::plugin::PluginMetrics;
 use crate::metrics::standard::ControllerLabels;
@@ -28,6 +29,7 @@ use crate::rights::access::{AccessReviewer, ReviewError};
 use crate::rights::identity::{IdentityError, PluginIdentities};
 use crate::rights::{Granted, Review};
 use crate::runtime::PluginCode;
+use caches::{CacheClaim, Claim};
 pub use health::Health;
 use health::{CrashLoop, health_of};
 pub use rights::ForbiddenError;
@@ -114,6 +116,8 @@ pub struct PluginController {
     /// The gate this plugin acts behind (kept for its life: in per-plugin mode the
     /// plugin is wanted on this replica while it is).
     leader: LeaderGate,
+    /// Holds the running version's informers while the gate wants them.
+    caches: CacheClaim,
     ctx: ControllerContext,
 }
 
@@ -131,6 +135,8 @@ pub struct Prepared {
     declared: Option<Arc<DeclaredRights>>,
     /// How long the review of its rights took (zero when nothing is reviewed).
     review: Duration,
+    /// The informers' watches, held while they synced (for a version taking over).
+    holds: Vec<InformerHold>,
 }
 
 impl Prepared {
@@ -155,6 +161,8 @@ impl Prepared {
         };
         let review = reviewing.elapsed();
         let watches = Watches::acquire(&registration, &ctx.registry).await?;
+        // A first start leaves it to the controller to hold what its gate wants.
+        let holds = if synced { watches.hold() } else { Vec::new() };
         let timeout = ctx.sync_timeout;
         if synced
             && tokio::time::timeout(timeout, watches.synced())
@@ -170,6 +178,7 @@ impl Prepared {
             granted,
             declared,
             review,
+            holds,
         })
     }
 
@@ -203,8 +212,11 @@ impl PluginController {
             mut watches,
             client,
             granted,
+            holds,
             ..
         } = prepared;
+        let informers = watches.informers();
+        let caches = CacheClaim::start(leader.clone(), Claim { informers, holds });
         let version = version(
             code,
             &registration,
@@ -225,6 +237,7 @@ impl PluginController {
             workers: Vec::new(),
             reviewing,
             leader,
+            caches,
             ctx: ctx.clone(),
         };
         controller.spawn_workers();
@@ -252,14 +265,14 @@ impl PluginController {
         self.current.borrow().access.granted().review()
     }
 
-    /// Whether an informer of the running version is still on its first list (and
-    /// not failing: a failing one makes the plugin degraded, not unready).
+    /// Whether an informer the running version watches with is still on its first
+    /// list (and not failing: a failing one makes the plugin degraded, not unready).
+    /// Informers that do not watch here (the plugin runs on another replica) are not
+    /// waited for.
     pub fn syncing(&self) -> bool {
         let version = self.current.borrow();
-        version
-            .informers
-            .iter()
-            .any(|i| !i.is_synced() && i.problem().is_none())
+        (version.informers.iter())
+            .any(|i| i.is_running() && !i.is_synced() && i.problem().is_none())
     }
 
     /// Bytes of the host's caches the plugin's watches hold (shared informers divided
@@ -310,8 +323,11 @@ impl PluginController {
             mut watches,
             client,
             granted,
+            holds,
             ..
         } = prepared;
+        let informers = watches.informers();
+        self.caches.upgrade(Claim { informers, holds });
         let (budget, ctx) = (&self.budget, &self.ctx);
         let writer = (client, &self.leader);
         let version = version(code, &registration, &watches, budget, writer, &granted, ctx);

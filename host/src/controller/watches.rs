@@ -12,7 +12,7 @@ use super::StartError;
 use crate::contract::{KeyMapping as WitMapping, Predicate, Registration};
 use crate::keys::{KeyMapping, ReconcileKey, from_wit_gvk};
 use crate::kube::cache::Change;
-use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
+use crate::kube::informer::{Informer, InformerHold, InformerRegistry, WatchScope};
 use crate::kube::{field_selector, predicates, selector};
 use crate::metrics::{Metrics, PluginLabels};
 use crate::queue::WorkQueue;
@@ -86,6 +86,11 @@ impl Watches {
     /// The informers, for the plugin's cache reads.
     pub fn informers(&self) -> Vec<Arc<Informer>> {
         self.watches.iter().map(|f| f.informer.clone()).collect()
+    }
+
+    /// Keeps every informer's watch running while the holds are kept.
+    pub fn hold(&self) -> Vec<InformerHold> {
+        self.watches.iter().map(|f| f.informer.hold()).collect()
     }
 
     /// Waits until every informer has its first full list.

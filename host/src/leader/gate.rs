@@ -81,6 +81,14 @@ impl LeaderGate {
         }
     }
 
+    /// Whether this is one plugin's gate (a Lease per plugin). Such a plugin's caches
+    /// are kept only while the gate is open: a replica that does not run it has no use
+    /// for them. With one Lease for the replica a standby keeps its caches warm, so
+    /// that taking over needs no list.
+    pub fn is_plugins_own(&self) -> bool {
+        matches!(self.state, Source::Plugin(_))
+    }
+
     /// Resolves once keys may be taken; never, if the campaign ended without it.
     pub async fn opened(&mut self) {
         self.until(true, GateState::Open, true).await

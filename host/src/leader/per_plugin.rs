@@ -158,8 +158,12 @@ impl Group {
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the membership Lease"),
             Err(_) => tracing::warn!("renewing the membership Lease timed out"),
         }
-        let deadline = self.config.renew_deadline;
-        let in_group = self.renewed.is_some_and(|t| t + deadline > Instant::now());
+        // In the group while the others count it in: its last renewal is within a lease
+        // duration (as they judge it). A renewal late by less than that moves nothing;
+        // it was once the renew deadline, and one slow round on a loaded machine
+        // handed over every plugin of the replica, only to take them back.
+        let live_for = self.config.lease_duration;
+        let in_group = self.renewed.is_some_and(|t| t + live_for > Instant::now());
         shared.member.send_replace(in_group);
         if let Ok(Ok(live)) = timeout(retry, self.membership.live()).await {
             self.members = live;

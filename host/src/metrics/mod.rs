@@ -46,6 +46,8 @@ pub struct Metrics {
     pub informer_lists: Family<InformerLabels, Counter>,
     /// Objects an informer's cache holds.
     pub informer_objects: Family<InformerLabels, Gauge>,
+    /// 1 while an informer's watch runs, 0 while nothing running here needs it.
+    pub informer_watching: Family<InformerLabels, Gauge>,
     /// Bytes of JSON an informer's cache holds.
     pub informer_bytes: Family<InformerLabels, Gauge>,
     /// Bytes of the host's caches a plugin's watches hold, shared ones divided among
@@ -118,6 +120,9 @@ impl Metrics {
             "Objects held in an informer's cache",
             informer_objects.clone(),
         );
+        let informer_watching = Family::default();
+        let help = "1 while an informer watches, 0 while no plugin running here needs it";
+        registry.register("informer_watching", help, informer_watching.clone());
         let informer_bytes = Family::default();
         let help = "Bytes of JSON held in an informer's cache";
         registry.register("informer_bytes", help, informer_bytes.clone());
@@ -205,6 +210,7 @@ impl Metrics {
             informer_events,
             informer_lists,
             informer_objects,
+            informer_watching,
             informer_bytes,
             plugin_cache_bytes,
             plugin_metrics,

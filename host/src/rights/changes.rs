@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use super::identity::{PLUGIN_LABEL, ServiceAccounts};
 use crate::kube::cache::{CachedObject, Change};
 use crate::kube::discovery::DiscoveryError;
-use crate::kube::informer::{Informer, InformerRegistry, WatchScope};
+use crate::kube::informer::{Informer, InformerHold, InformerRegistry, WatchScope};
 
 /// Whose rights a change of RBAC may have changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,8 +35,10 @@ pub enum Concerned {
 /// The RBAC informers and what their changes concern.
 pub struct RbacChanges {
     changes: mpsc::UnboundedReceiver<Concerned>,
-    /// Held so the watches run; each with its subscription.
+    /// Each informer with its subscription.
     informers: Vec<(Arc<Informer>, u64)>,
+    /// Keeps the watches running for as long as the host runs.
+    _holds: Vec<InformerHold>,
 }
 
 impl Drop for RbacChanges {
@@ -69,7 +71,7 @@ impl RbacChanges {
         accounts: &ServiceAccounts,
     ) -> Result<RbacChanges, DiscoveryError> {
         let (tx, changes) = mpsc::unbounded_channel();
-        let mut informers = Vec::new();
+        let (mut informers, mut holds) = (Vec::new(), Vec::new());
         for (kind, metadata_only) in [
             ("RoleBinding", false),
             ("ClusterRoleBinding", false),
@@ -85,6 +87,7 @@ impl RbacChanges {
                 metadata_only,
             };
             let informer = registry.acquire(scope).await?;
+            holds.push(informer.hold());
             let live = Arc::new(AtomicBool::new(false));
             let id = subscribe(
                 &informer,
@@ -104,7 +107,11 @@ impl RbacChanges {
             });
             informers.push((informer, id));
         }
-        Ok(RbacChanges { changes, informers })
+        Ok(RbacChanges {
+            changes,
+            informers,
+            _holds: holds,
+        })
     }
 
     /// The next change's concern; `None` never comes while the host runs.

@@ -53,6 +53,8 @@ pub async fn config_map_access(
         metadata_only: false,
     };
     let informer = registry.acquire(scope).await?;
+    // Watching for as long as the informer lives (a hold does not keep it alive).
+    std::mem::forget(informer.hold());
     informer.wait_synced().await;
     let verbs = [
         Verb::Get,

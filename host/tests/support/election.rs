@@ -2,12 +2,14 @@
 //! namespace, control-plane Node and Lease, the replicas' identities, and readings of
 //! the Lease, the Node's label and the Counted Events.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use futures::future::try_join_all;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
@@ -60,6 +62,38 @@ pub fn flags(timings: Timings, name: &str) -> Vec<String> {
         format!("--leader-elect-resource-name={name}"),
         format!("--leader-elect-resource-namespace={name}"),
     ]
+}
+
+/// A replica named `identity` in per-plugin mode, its Leases in `ns`.
+pub fn per_plugin_replica(
+    ns: &TestNamespace,
+    dir: &std::path::Path,
+    identity: &str,
+) -> Result<HostProcess> {
+    let mut flags = flags(SHORT, ns.name());
+    flags.push("--leader-elect-mode=per-plugin".to_string());
+    flags.push(format!("--leader-elect-identity={identity}"));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    HostProcess::start(dir, &flags)
+}
+
+/// Each plugin's Lease holder (empty when released), from the labelled Leases.
+pub async fn plugin_holders(
+    client: &Client,
+    ns: &str,
+) -> Result<BTreeMap<String, (String, Lease)>> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let leases = api
+        .list(&ListParams::default().labels("wasm-controller-manager.io/plugin"))
+        .await?;
+    let mut holders = BTreeMap::new();
+    for lease in leases {
+        let labels = lease.metadata.labels.clone().unwrap_or_default();
+        let plugin = labels["wasm-controller-manager.io/plugin"].clone();
+        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+        holders.insert(plugin, (holder.unwrap_or_default(), lease));
+    }
+    Ok(holders)
 }
 
 /// A namespace, its control-plane Node, pod-counter in a plugins directory, and a

@@ -21,6 +21,7 @@ pub mod docs;
 pub mod election;
 pub mod imports;
 pub mod objects;
+pub mod plugin_workload;
 pub mod proxy;
 pub mod rbac;
 pub mod registry;

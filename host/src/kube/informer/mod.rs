@@ -1,6 +1,8 @@
 //! Shared informers: one watch and cache per (kind, namespace, label selector, field
 //! selector, metadata-only), shared by every plugin that asks for the same and stopped
-//! when the last one lets go.
+//! when the last one lets go. An informer watches only while it is held
+//! ([`Informer::hold`]): a plugin another replica runs keeps its informers, but not
+//! their watches or caches.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,9 +85,36 @@ pub struct Informer {
     lists: Counter,
     objects: Gauge,
     bytes: Gauge,
-    task: Mutex<Option<JoinHandle<()>>>,
+    watching: Gauge,
+    /// What the watch is restarted with when it is held again.
+    client: Client,
+    config: watcher::Config,
+    running: Mutex<Running>,
     /// Why the watch is not working, while it is not: see [`Informer::problem`].
     problem: Mutex<Health>,
+}
+
+/// Whether an informer's watch runs: while anything holds it.
+#[derive(Default)]
+struct Running {
+    holds: usize,
+    task: Option<JoinHandle<()>>,
+    /// Bumped each time the watch stops, so events a stopped task was still
+    /// delivering change nothing.
+    generation: u64,
+}
+
+/// Keeps an informer's watch running while it exists (see [`Informer::hold`]).
+/// It does not keep the informer itself alive.
+#[must_use = "the informer's watch stops when its last hold is dropped"]
+pub struct InformerHold(Weak<Informer>);
+
+impl Drop for InformerHold {
+    fn drop(&mut self) {
+        if let Some(informer) = self.0.upgrade() {
+            informer.release();
+        }
+    }
 }
 
 /// Whether an informer's list and watch work.
@@ -111,7 +140,8 @@ impl std::fmt::Debug for Informer {
 }
 
 impl Informer {
-    fn start(
+    /// An informer of `scope`; its watch starts when it is first held.
+    fn new(
         client: Client,
         kind: ResolvedKind,
         scope: WatchScope,
@@ -131,11 +161,13 @@ impl Informer {
         let lists = metrics.informer_lists.get_or_create(&labels).clone();
         let objects = metrics.informer_objects.get_or_create(&labels).clone();
         let bytes = metrics.informer_bytes.get_or_create(&labels).clone();
-        let informer = Arc::new(Informer {
+        let watching = metrics.informer_watching.get_or_create(&labels).clone();
+        Arc::new(Informer {
             events,
             lists,
             objects,
             bytes,
+            watching,
             labels,
             selector,
             fields: fields.ok(),
@@ -146,23 +178,93 @@ impl Informer {
             synced: watch::channel(false).0,
             subscribers: RwLock::new(Vec::new()),
             next_subscriber: AtomicU64::new(0),
-            task: Mutex::new(None),
+            client,
+            config,
+            running: Mutex::new(Running::default()),
             problem: Mutex::new(Health::default()),
-        });
-        let weak = Arc::downgrade(&informer);
-        let task = match informer.scope.metadata_only {
+        })
+    }
+
+    /// Keeps the watch running (starting it, with a full list, if it was not) until
+    /// the hold, and every other, is dropped.
+    pub fn hold(self: &Arc<Self>) -> InformerHold {
+        let mut running = self.running();
+        running.holds += 1;
+        if running.holds == 1 {
+            tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
+                selector = ?self.scope.label_selector, fields = ?self.scope.field_selector,
+                metadata_only = self.scope.metadata_only, "informer started");
+            running.task = Some(self.spawn_watch(running.generation));
+            self.watching.set(1);
+        }
+        InformerHold(Arc::downgrade(self))
+    }
+
+    /// Whether the watch runs (something holds it).
+    pub fn is_running(&self) -> bool {
+        self.running().holds > 0
+    }
+
+    fn spawn_watch(self: &Arc<Self>, generation: u64) -> JoinHandle<()> {
+        let (weak, config) = (Arc::downgrade(self), self.config.clone());
+        match self.scope.metadata_only {
             false => tokio::spawn(run_watch(
-                api::<DynamicObject>(client, &informer),
+                api::<DynamicObject>(self.client.clone(), self),
                 config,
-                weak,
+                (weak, generation),
             )),
             true => {
-                let api = api::<PartialObjectMeta<DynamicObject>>(client, &informer);
-                tokio::spawn(run_watch(api, config, weak))
+                let api = api::<PartialObjectMeta<DynamicObject>>(self.client.clone(), self);
+                tokio::spawn(run_watch(api, config, (weak, generation)))
             }
-        };
-        *informer.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
-        informer
+        }
+    }
+
+    /// A hold was dropped; the last one stops the watch and empties the cache (no
+    /// subscriber is told: none of them acts while nothing holds the informer).
+    fn release(&self) {
+        let mut running = self.running();
+        running.holds = running.holds.saturating_sub(1);
+        if running.holds > 0 {
+            return;
+        }
+        running.generation += 1;
+        if let Some(task) = running.task.take() {
+            task.abort();
+        }
+        let _ = self.cache.replace(HashMap::new());
+        self.synced.send_replace(false);
+        *self.health() = Health::default();
+        self.objects.set(0);
+        self.bytes.set(0);
+        self.watching.set(0);
+        tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
+            "informer suspended: nothing running here needs it");
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies what the watch of `generation` saw, unless that watch was stopped.
+    fn on_watch_item(
+        &self,
+        generation: u64,
+        item: Result<Event<DynamicObject>, watcher::Error>,
+        relist: &mut Option<HashMap<ObjectKey, Arc<CachedObject>>>,
+    ) {
+        let running = self.running();
+        if running.generation != generation {
+            return;
+        }
+        match item {
+            Ok(event) => self.on_event(event, relist),
+            Err(e) => {
+                tracing::warn!(kind = %self.labels.kind, error = %e, "watch failed; retrying");
+                self.failed(&e);
+            }
+        }
+        drop(running);
     }
 
     /// What this informer watches.
@@ -302,9 +404,12 @@ impl Informer {
             Event::InitDone => {
                 let changes = self.cache.replace(relist.take().unwrap_or_default());
                 self.lists.inc();
-                if self.synced.send_replace(true) {
-                    tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
-                        objects = self.cache.len(), "informer relisted; cache replaced whole");
+                let (kind, namespace) = (&self.labels.kind, &self.scope.namespace);
+                match self.synced.send_replace(true) {
+                    true => tracing::info!(%kind, ?namespace, objects = self.cache.len(),
+                        "informer relisted; cache replaced whole"),
+                    false => tracing::info!(%kind, ?namespace, objects = self.cache.len(),
+                        "informer synced"),
                 }
                 self.publish(&changes);
             }
@@ -334,18 +439,15 @@ impl Informer {
 
 impl Drop for Informer {
     fn drop(&mut self) {
-        if let Some(task) = self
-            .task
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        let running = self.running.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(task) = running.task.take() {
             task.abort();
         }
         self.metrics.informer_events.remove(&self.labels);
         self.metrics.informer_lists.remove(&self.labels);
         self.metrics.informer_objects.remove(&self.labels);
         self.metrics.informer_bytes.remove(&self.labels);
+        self.metrics.informer_watching.remove(&self.labels);
         tracing::info!(kind = %display_gvk(&self.scope.gvk), namespace = ?self.scope.namespace, "informer stopped");
     }
 }
@@ -374,7 +476,8 @@ impl InformerRegistry {
         &self.resolver
     }
 
-    /// The informer for `scope`: the running one, or a new one.
+    /// The informer for `scope`: the one in use, or a new one (whose watch starts
+    /// when it is held).
     pub async fn acquire(&self, scope: WatchScope) -> Result<Arc<Informer>, DiscoveryError> {
         if let Some(running) = self.lock().get(&scope).and_then(Weak::upgrade) {
             return Ok(running);
@@ -385,10 +488,7 @@ impl InformerRegistry {
             return Ok(running);
         }
         live.retain(|_, w| w.strong_count() > 0);
-        tracing::info!(kind = %display_gvk(&scope.gvk), namespace = ?scope.namespace,
-            selector = ?scope.label_selector, fields = ?scope.field_selector,
-            metadata_only = scope.metadata_only, "informer started");
-        let informer = Informer::start(
+        let informer = Informer::new(
             self.client.clone(),
             kind,
             scope.clone(),
@@ -398,11 +498,11 @@ impl InformerRegistry {
         Ok(informer)
     }
 
-    /// Number of informers running now.
+    /// Number of informers whose watch runs now.
     pub fn running(&self) -> usize {
-        self.lock()
-            .values()
-            .filter(|w| w.strong_count() > 0)
+        (self.lock().values())
+            .filter_map(Weak::upgrade)
+            .filter(|i| i.is_running())
             .count()
     }
 

@@ -12,7 +12,6 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use super::Informer;
-use crate::kube::discovery::display_gvk;
 
 /// The API of `informer`'s kind in its namespace (or all), as `K`: whole objects, or
 /// their metadata only (kube asks the API server for `PartialObjectMetadata`).
@@ -59,11 +58,15 @@ impl Watched for PartialObjectMeta<DynamicObject> {
     }
 }
 
-/// Feeds watch events into the informer until it is dropped. Errors (expired watches,
-/// an unreachable API server) are logged and retried with kube's default backoff; a
-/// relist swaps the cache whole, so no reader sees a half-rebuilt one.
-pub(super) async fn run_watch<K>(api: Api<K>, config: watcher::Config, informer: Weak<Informer>)
-where
+/// Feeds watch events into the informer until it is dropped or this watch (of
+/// `generation`) is stopped. Errors (expired watches, an unreachable API server) are
+/// logged and retried with kube's default backoff; a relist swaps the cache whole, so
+/// no reader sees a half-rebuilt one.
+pub(super) async fn run_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    (informer, generation): (Weak<Informer>, u64),
+) where
     K: Watched + Send + 'static,
 {
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
@@ -73,14 +76,8 @@ where
             return;
         };
         let gvk = &informer.scope.gvk;
-        match item {
-            Ok(event) => informer.on_event(dynamic_event(event, gvk), &mut relist),
-            Err(e) => {
-                tracing::warn!(kind = %display_gvk(&informer.scope.gvk), error = %e,
-                    "watch failed; retrying");
-                informer.failed(&e);
-            }
-        }
+        let item = item.map(|event| dynamic_event(event, gvk));
+        informer.on_watch_item(generation, item, &mut relist);
     }
 }
 

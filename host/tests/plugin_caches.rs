@@ -1,0 +1,187 @@
+//! Informers follow plugins under `--leader-elect-mode=per-plugin`: two plugins that
+//! watch different things (label-mirror: Pods and ConfigMaps labelled
+//! `wcm.test/source` everywhere; watch-options: ConfigMaps labelled `wcm.test/step`
+//! in one namespace, metadata only) over two replicas, one each. A replica watches
+//! and caches only what the plugin it holds watches (`wcm_informer_watching`, and
+//! nothing in the other's cache); the replica that takes a killed one's plugin starts
+//! that plugin's watches, lists, and acts on what changed meanwhile; a replica that
+//! hands a plugin to a newcomer stops the watches no plugin it still holds needs.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use wcm_control_plane::TestNamespace;
+
+use crate::support::election::{CONVERGE, per_plugin_replica, plugin_holders};
+use crate::support::{self, HostProcess, eventually, plugin_bytes};
+
+const MIRROR: &str = "mirror";
+const STEPS: &str = "steps";
+
+/// The two plugins: label-mirror as `mirror`, watch-options as `steps` watching `ns`.
+fn two_plugins(ns: &str) -> Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("mirror.wasm"), plugin_bytes("label-mirror"))?;
+    std::fs::write(dir.path().join("steps.wasm"), plugin_bytes("watch-options"))?;
+    let settings = json!({ "namespaces": [ns] }).to_string();
+    std::fs::write(dir.path().join("steps.settings.json"), settings)?;
+    Ok(dir)
+}
+
+/// Whether `host` watches (1) or not (0) each plugin's scopes: `mirror`'s Pods and
+/// ConfigMaps everywhere, `steps`' ConfigMaps of `ns`.
+async fn watching(host: &HostProcess, ns: &str) -> Result<BTreeMap<&'static str, f64>> {
+    let metric = "wcm_informer_watching";
+    let source = ("selector", "wcm.test/source");
+    let pods = host.metric(metric, &[("kind", "v1/Pod"), source]).await?;
+    let maps = host
+        .metric(metric, &[("kind", "v1/ConfigMap"), source])
+        .await?;
+    let steps = host
+        .metric(metric, &[("kind", "v1/ConfigMap"), ("namespace", ns)])
+        .await?;
+    Ok(BTreeMap::from([
+        ("mirror pods", pods),
+        ("mirror maps", maps),
+        (STEPS, steps),
+    ]))
+}
+
+/// What a replica holding `plugins` watches.
+fn watches_for(plugins: &[&str]) -> BTreeMap<&'static str, f64> {
+    let on = |p: &str| f64::from(u8::from(plugins.contains(&p)));
+    let mirror = on(MIRROR);
+    BTreeMap::from([
+        ("mirror pods", mirror),
+        ("mirror maps", mirror),
+        (STEPS, on(STEPS)),
+    ])
+}
+
+/// Waits until `host` watches exactly for `plugins`.
+async fn watches_only_for(host: &HostProcess, ns: &str, plugins: &[&str]) -> Result<()> {
+    let wanted = watches_for(plugins);
+    let seen = eventually(CONVERGE, || async {
+        let now = watching(host, ns).await.ok()?;
+        (now == wanted).then_some(())
+    })
+    .await;
+    seen.with_context(|| {
+        format!("holding {plugins:?}, wanted {wanted:?}; the replica's watches stayed otherwise")
+    })
+}
+
+/// Waits until the plugins are held one each by `replicas`; returns who holds what.
+async fn one_each(ns: &TestNamespace, replicas: [&str; 2]) -> Result<BTreeMap<String, String>> {
+    let spread = eventually(CONVERGE, || async {
+        let held = plugin_holders(&ns.client(), ns.name()).await.ok()?;
+        let by: BTreeMap<String, String> = held.into_iter().map(|(p, (h, _))| (p, h)).collect();
+        let mut holders: Vec<&str> = by.values().map(String::as_str).collect();
+        holders.sort();
+        let mut wanted = replicas.to_vec();
+        wanted.sort();
+        (by.len() == 2 && holders == wanted).then_some(by)
+    })
+    .await;
+    spread.with_context(|| format!("the two plugins were never held one each by {replicas:?}"))
+}
+
+/// A ConfigMap `name` labelled `key=value`.
+async fn config_map(ns: &TestNamespace, name: &str, (key, value): (&str, &str)) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let cm = serde_json::from_value(json!({"metadata": {"name": name, "labels": {key: value}}}))?;
+    api.create(&PostParams::default(), &cm).await?;
+    Ok(())
+}
+
+/// Waits until ConfigMap `name` carries `key=value`.
+async fn labelled(ns: &TestNamespace, name: &str, (key, value): (&str, &str)) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let done = eventually(CONVERGE, || async {
+        let labels = api.get(name).await.ok()?.metadata.labels?;
+        (labels.get(key).map(String::as_str) == Some(value)).then_some(())
+    })
+    .await;
+    done.with_context(|| format!("{name} never got {key}={value}"))
+}
+
+/// When `host` last logged a line with every one of `needles`.
+fn last_at(host: &HostProcess, needles: &[&str]) -> Result<Timestamp> {
+    let lines = host.lines_with(needles);
+    let line = lines
+        .last()
+        .with_context(|| format!("no line with {needles:?}"))?;
+    let stamp = line.split_whitespace().next().unwrap_or_default();
+    Ok(stamp.parse()?)
+}
+
+#[tokio::test]
+async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let ns = TestNamespace::create("plugin-caches").await?;
+    let dir = two_plugins(ns.name())?;
+    let mut hosts = BTreeMap::new();
+    for identity in ["caches-a", "caches-b"] {
+        let host = per_plugin_replica(&ns, dir.path(), identity)?;
+        hosts.insert(identity.to_string(), host);
+    }
+    let by = one_each(&ns, ["caches-a", "caches-b"]).await?;
+    for (plugin, holder) in &by {
+        watches_only_for(&hosts[holder], ns.name(), &[plugin.as_str()]).await?;
+    }
+    config_map(&ns, "source", ("wcm.test/source", "one")).await?;
+    config_map(&ns, "step", ("wcm.test/step", "1")).await?;
+    labelled(&ns, "source", ("wcm.test/mirrored", "one")).await?;
+    labelled(&ns, "step", ("wcm.test/seen", "true")).await?;
+    // The replica holding `mirror` caches none of `steps`' ConfigMaps, and the other
+    // way round.
+    let steps_objects = [("kind", "v1/ConfigMap"), ("namespace", ns.name())];
+    let mirror_host = &hosts[&by[MIRROR]];
+    let held_elsewhere = mirror_host
+        .metric("wcm_informer_objects", &steps_objects)
+        .await?;
+    ensure!(
+        held_elsewhere == 0.0,
+        "the mirror's replica caches {held_elsewhere} of steps'"
+    );
+
+    // SIGKILL the replica holding `steps`; a ConfigMap made meanwhile is seen by the
+    // taker, whose watch of it starts with the take-over.
+    let dead = by[STEPS].clone();
+    let survivor = by[MIRROR].clone();
+    hosts.get_mut(&dead).context("dead")?.kill()?;
+    config_map(&ns, "step-2", ("wcm.test/step", "2")).await?;
+    watches_only_for(&hosts[&survivor], ns.name(), &[MIRROR, STEPS]).await?;
+    labelled(&ns, "step-2", ("wcm.test/seen", "true")).await?;
+    let taker = &hosts[&survivor];
+    let acquired = last_at(taker, &["plugin lease acquired", "plugin=steps"])?;
+    let listed = last_at(taker, &["informer synced", "kind=v1/ConfigMap", ns.name()])?;
+    let list = listed.duration_since(acquired);
+    eprintln!("the taker's list of the plugin's ConfigMaps ended {list:#} after it acquired it");
+    ensure!(list.is_positive(), "listed before it acquired the plugin");
+
+    // A newcomer takes one plugin from the survivor, which stops the watches of the
+    // plugin it gave away (unless it still holds one that shares them).
+    let newcomer = per_plugin_replica(&ns, dir.path(), "caches-c")?;
+    let after = one_each(&ns, [survivor.as_str(), "caches-c"]).await?;
+    let kept: Vec<&str> = (after.iter())
+        .filter(|(_, h)| **h == survivor)
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let given: Vec<&str> = (after.iter())
+        .filter(|(_, h)| *h == "caches-c")
+        .map(|(p, _)| p.as_str())
+        .collect();
+    watches_only_for(&hosts[&survivor], ns.name(), &kept).await?;
+    watches_only_for(&newcomer, ns.name(), &given).await?;
+    config_map(&ns, "step-3", ("wcm.test/step", "3")).await?;
+    config_map(&ns, "source-3", ("wcm.test/source", "three")).await?;
+    labelled(&ns, "step-3", ("wcm.test/seen", "true")).await?;
+    labelled(&ns, "source-3", ("wcm.test/mirrored", "three")).await?;
+    Ok(())
+}

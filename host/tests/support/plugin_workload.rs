@@ -1,0 +1,170 @@
+//! The workload of the per-plugin election tests: nine plugins — eight copies of
+//! label-mirror, `mirror-i` writing the label `wcm.test/m-i`, and deployment-reconcile
+//! as `webapps` — over ConfigMaps and Pods labelled `wcm.test/source` and over
+//! WebApps, changed in rounds; and the check that every plugin's work is on every
+//! object of the last round.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use wcm_control_plane::TestNamespace;
+
+use super::election::CONVERGE;
+use super::webapp::webapp_resource;
+use super::{eventually, plugin_bytes};
+
+/// The plugins, as many as the Leases the tests expect.
+pub const PLUGINS: usize = 9;
+const MIRRORS: usize = PLUGINS - 1;
+const CONFIG_MAPS: usize = 4;
+/// Pods no node takes (the only node is a tainted control plane), so they cost no
+/// containers: label-mirror only relabels them.
+const PODS: usize = 3;
+/// WebApps of no replicas: deployment-reconcile keeps a Deployment per WebApp whose
+/// image follows the WebApp's, and no Pod runs.
+const WEBAPPS: usize = 3;
+
+/// A plugins directory with the nine plugins and their settings. The WebApp CRD must
+/// be installed ([`super::webapp::install_crd`]) for `webapps` to start.
+pub fn nine_plugins() -> Result<tempfile::TempDir> {
+    let mirror = plugin_bytes("label-mirror");
+    let dir = tempfile::tempdir()?;
+    for i in 0..MIRRORS {
+        std::fs::write(dir.path().join(format!("mirror-{i}.wasm")), &mirror)?;
+        let settings = json!({ "mirrored-label": format!("wcm.test/m-{i}") });
+        let file = dir.path().join(format!("mirror-{i}.settings.json"));
+        std::fs::write(file, settings.to_string())?;
+    }
+    let webapps = plugin_bytes("deployment-reconcile");
+    std::fs::write(dir.path().join("webapps.wasm"), webapps)?;
+    Ok(dir)
+}
+
+/// Creates `name` from `object` or, if it exists, merges `patch` into it.
+async fn create_or_patch<K>(
+    api: &Api<K>,
+    name: &str,
+    object: &K,
+    patch: serde_json::Value,
+) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.get_opt(name).await? {
+        None => drop(api.create(&PostParams::default(), object).await?),
+        Some(_) => drop(
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?,
+        ),
+    }
+    Ok(())
+}
+
+/// One round: ConfigMaps `cm-i` and Pods `pod-i` labelled `wcm.test/source=value`,
+/// WebApps `app-i` running the image `registry.invalid/web:value` (each created, or
+/// changed).
+pub async fn sources(client: &Client, ns: &str, value: &str) -> Result<()> {
+    let label = json!({"metadata": {"labels": {"wcm.test/source": value}}});
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    for i in 0..CONFIG_MAPS {
+        let name = format!("cm-{i}");
+        let cm = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"wcm.test/source": value}}}))?;
+        create_or_patch(&maps, &name, &cm, label.clone()).await?;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for i in 0..PODS {
+        let name = format!("pod-{i}");
+        let pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"wcm.test/source": value}},
+            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]}}))?;
+        create_or_patch(&pods, &name, &pod, label.clone()).await?;
+    }
+    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &webapp_resource());
+    let image = format!("registry.invalid/web:{value}");
+    for i in 0..WEBAPPS {
+        let name = format!("app-{i}");
+        let app: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "demo.wasm-controller-manager.io/v1alpha1", "kind": "WebApp",
+            "metadata": {"name": name}, "spec": {"image": image, "replicas": 0}}))?;
+        create_or_patch(&apps, &name, &app, json!({"spec": {"image": image}})).await?;
+    }
+    Ok(())
+}
+
+/// Whether every mirror copy has written `value` onto each of `objects` named with
+/// `prefix`, and there are `count` of them.
+fn mirrored<'a>(
+    objects: impl Iterator<Item = &'a kube::api::ObjectMeta>,
+    prefix: &str,
+    count: usize,
+    value: &str,
+) -> bool {
+    let ours: Vec<_> = objects
+        .filter(|m| m.name.as_deref().is_some_and(|n| n.starts_with(prefix)))
+        .collect();
+    let done = |m: &&kube::api::ObjectMeta| {
+        let labels = m.labels.clone().unwrap_or_default();
+        (0..MIRRORS)
+            .all(|i| labels.get(&format!("wcm.test/m-{i}")).map(String::as_str) == Some(value))
+    };
+    ours.len() == count && ours.iter().all(done)
+}
+
+/// Whether every round's work is done for `value`: each mirror's label on every
+/// ConfigMap and Pod, each WebApp's Deployment on its image.
+async fn done(client: &Client, ns: &str, value: &str) -> Option<()> {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let maps = maps.list(&ListParams::default()).await.ok()?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = pods.list(&ListParams::default()).await.ok()?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployments = deployments.list(&ListParams::default()).await.ok()?;
+    let image = format!("registry.invalid/web:{value}");
+    let runs = |d: &&Deployment| {
+        let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        spec.is_some_and(|s| s.containers[0].image.as_deref() == Some(&image))
+    };
+    let apps = deployments.items.iter().filter(runs).count();
+    let all = mirrored(
+        maps.items.iter().map(|m| &m.metadata),
+        "cm-",
+        CONFIG_MAPS,
+        value,
+    ) && mirrored(pods.items.iter().map(|p| &p.metadata), "pod-", PODS, value)
+        && apps == WEBAPPS;
+    all.then_some(())
+}
+
+/// Waits until every plugin has done its work for `value` on every object.
+pub async fn converged(ns: &TestNamespace, value: &str) -> Result<()> {
+    let (client, name) = (ns.client(), ns.name());
+    let converged = eventually(CONVERGE, || done(&client, name, value)).await;
+    converged.with_context(|| format!("the workload did not all converge to {value}"))
+}
+
+/// Runs a round every 300 ms until `stop`; returns how many rounds.
+pub fn churn(
+    client: &Client,
+    ns: &str,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Result<usize>> {
+    let (stop, client, name) = (stop.clone(), client.clone(), ns.to_string());
+    tokio::spawn(async move {
+        let mut n = 0;
+        while !stop.load(Ordering::SeqCst) {
+            n += 1;
+            sources(&client, &name, &format!("v{n}")).await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        anyhow::Ok(n)
+    })
+}
