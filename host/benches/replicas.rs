@@ -1,28 +1,38 @@
-//! Every replica working (`--leader-elect-mode=per-plugin`): nine plugins (copies of
-//! the label-mirror test plugin, each writing a label of its own) over 1, 2 and 3
-//! replicas of the release host, with kube-controller-manager's Lease timings. For
-//! each count: the time a burst of ConfigMaps takes to converge (every plugin's label
-//! on every ConfigMap; median of the rounds), CPU seconds and resident memory per
-//! replica, the Lease writes a minute costs the API server when idle (from its audit
-//! log), and, from two replicas on, the time until every plugin of a replica stopped
-//! with SIGTERM (a drained hand-over) or SIGKILL (a crash) is held again.
+//! Every replica working (`--leader-elect-mode=per-plugin`): nine plugins — eight
+//! copies of the label-mirror test plugin, each writing a label of its own, and
+//! deployment-reconcile — over 1, 2 and 3 replicas of the release host, with
+//! kube-controller-manager's Lease timings, on a mixed workload (ConfigMaps and
+//! pending Pods to mirror, WebApps to turn into Deployments; the tests' workload,
+//! `tests/support/plugin_workload.rs`, larger). For each count: the time a burst of
+//! changes takes to converge (median of the rounds), CPU seconds and resident memory
+//! per replica, the Lease writes a minute costs the API server when idle (from its
+//! audit log), and, from two replicas on, the time until every plugin of a replica
+//! stopped with SIGTERM (a drained hand-over) or SIGKILL (a crash) is held again.
 //! `make bench` (the control plane must run; `make bench` starts it).
+
+// The tests' workload; the bench leaves some of it unused.
+#[allow(dead_code)]
+#[path = "../tests/support/plugin_workload.rs"]
+mod plugin_workload;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, Client};
-use serde_json::json;
+use plugin_workload::{PLUGINS, Workload, nine_plugins};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
-const PLUGINS: usize = 9;
-const BURST: usize = 200;
+/// One burst: 200 objects of three kinds, each changed by at least one plugin.
+const BURST: Workload = Workload {
+    config_maps: 100,
+    pods: 50,
+    webapps: 50,
+};
 const ROUNDS: usize = 3;
 const WAIT: Duration = Duration::from_secs(180);
 const IDLE: Duration = Duration::from_secs(30);
@@ -30,18 +40,15 @@ const IDLE: Duration = Duration::from_secs(30);
 #[tokio::main]
 async fn main() -> Result<()> {
     let plane = ControlPlane::shared()?;
-    let plugin =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins/label-mirror.wasm");
-    let bytes = std::fs::read(&plugin).context("run `make plugins` first")?;
-    let dir = tempfile::tempdir()?;
-    for i in 0..PLUGINS {
-        std::fs::write(dir.path().join(format!("mirror-{i}.wasm")), &bytes)?;
-        let settings = json!({ "mirrored-label": format!("bench.wcm/m-{i}") });
-        std::fs::write(
-            dir.path().join(format!("mirror-{i}.settings.json")),
-            settings.to_string(),
-        )?;
-    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    install_webapp_crd(plane, &root)?;
+    let mirror = root.join("target/test-plugins/label-mirror.wasm");
+    let webapps = root.join("target/plugins/deployment-reconcile.wasm");
+    ensure!(
+        mirror.exists() && webapps.exists(),
+        "run `make plugins` first"
+    );
+    let dir = nine_plugins(&mirror, &webapps)?;
     println!(
         "replicas  converge(median)  cpu s/replica  rss MiB/replica  lease writes/min  drained hand-over  crash hand-over"
     );
@@ -50,6 +57,27 @@ async fn main() -> Result<()> {
         println!("{row}");
     }
     Ok(())
+}
+
+/// Applies deployment-reconcile's WebApp CRD and waits until it is established.
+fn install_webapp_crd(plane: &ControlPlane, root: &Path) -> Result<()> {
+    let crd = root.join("plugins/deployment-reconcile/webapp-crd.yaml");
+    let kubectl = |args: &[&str]| -> Result<()> {
+        let out = Command::new(ControlPlane::kubectl())
+            .args(args)
+            .env("KUBECONFIG", plane.admin_kubeconfig())
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    let file = crd.to_str().context("path")?;
+    kubectl(&["apply", "--server-side", "--force-conflicts", "-f", file])?;
+    let crd = "crd/webapps.demo.wasm-controller-manager.io";
+    kubectl(&["wait", "--for=condition=Established", "--timeout=60s", crd])
 }
 
 /// One host process of the group `group` in namespace `ns`.
@@ -143,35 +171,13 @@ async fn all_held(client: &Client, ns: &str, live: &[&str]) -> Result<Duration> 
     bail!("the plugins were not all held by {live:?}")
 }
 
-/// Creates (or relabels) `BURST` ConfigMaps with `value`, then times until every
-/// plugin mirrored it onto every one.
+/// Changes every object of the burst to `value`, then times until every plugin's
+/// work is on every one.
 async fn burst(client: &Client, ns: &str, value: &str) -> Result<Duration> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
-    for i in 0..BURST {
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {
-            "name": format!("cm-{i}"), "labels": {"wcm.test/source": value}}}))?;
-        match api.get_opt(&format!("cm-{i}")).await? {
-            None => drop(api.create(&PostParams::default(), &cm).await?),
-            Some(_) => drop(
-                api.replace(&format!("cm-{i}"), &PostParams::default(), &cm)
-                    .await?,
-            ),
-        }
-    }
-    while started.elapsed() < WAIT {
-        let cms = api.list(&ListParams::default()).await?;
-        let done = cms.items.iter().filter(|cm| {
-            let labels = cm.metadata.labels.clone().unwrap_or_default();
-            (0..PLUGINS)
-                .all(|i| labels.get(&format!("bench.wcm/m-{i}")).map(String::as_str) == Some(value))
-        });
-        if done.count() == BURST {
-            return Ok(started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    bail!("the burst did not converge")
+    BURST.round(client, ns, value).await?;
+    BURST.converged(client, ns, value, WAIT).await?;
+    Ok(started.elapsed())
 }
 
 /// Lease updates in `ns` the API server's audit log recorded since `since`.

@@ -214,6 +214,10 @@ pub struct RunArgs {
     /// [default: $XDG_CACHE_HOME/wasm-controller-manager/compiled].
     #[arg(long)]
     pub compile_cache_dir: Option<PathBuf>,
+    /// Most MiB the compile cache keeps; past it the least recently used entries
+    /// are removed.
+    #[arg(long, default_value_t = wcm_host::config::DEFAULT_COMPILE_CACHE_MAX_BYTES >> 20)]
+    pub compile_cache_max_mib: u64,
     /// Compile every plugin on every load; keep nothing on disk.
     #[arg(long, conflicts_with = "compile_cache_dir")]
     pub no_compile_cache: bool,
@@ -226,6 +230,10 @@ pub struct RunArgs {
     /// [default: $XDG_CACHE_HOME/wasm-controller-manager/pulled].
     #[arg(long)]
     pub pulled_plugins_dir: Option<PathBuf>,
+    /// Most MiB of pulled plugins kept on disk; past it the least recently used are
+    /// removed (and pulled again when next needed).
+    #[arg(long, default_value_t = wcm_host::registry::DEFAULT_PULLED_MAX_BYTES >> 20)]
+    pub pulled_plugins_max_mib: u64,
     /// A PEM file of a CA that registries may use besides the system's (repeatable).
     #[arg(long = "registry-ca-file")]
     pub registry_ca_files: Vec<PathBuf>,

@@ -58,6 +58,8 @@ pub struct ManagerConfig {
     pub instance: String,
     /// Directory of compiled plugins, keyed by content hash; none to always compile.
     pub compile_cache: Option<PathBuf>,
+    /// Most bytes of entries the compile cache keeps (least recently used go first).
+    pub compile_cache_max_bytes: u64,
     /// How long a plugin file must stay unchanged before it is loaded.
     pub settle: Duration,
     /// How long a new version's informers may take to list before its upgrade fails.
@@ -81,6 +83,8 @@ pub struct WasmPluginSource {
     pub namespace: String,
     /// Where pulled plugins are kept by digest.
     pub pulled_dir: PathBuf,
+    /// Most bytes of pulled plugins kept there (least recently used go first).
+    pub pulled_max_bytes: u64,
     /// PEM files of CAs registries may use besides the system's.
     pub ca_files: Vec<PathBuf>,
     /// PEM files of public keys every `WasmPlugin` must be signed by.
@@ -97,6 +101,7 @@ impl ManagerConfig {
             shutdown_grace: Duration::from_secs(30),
             instance: instance.to_string(),
             compile_cache: None,
+            compile_cache_max_bytes: DEFAULT_COMPILE_CACHE_MAX_BYTES,
             settle: Duration::from_millis(500),
             sync_timeout: Duration::from_secs(60),
             missing_kind_retry: Duration::from_secs(5),
@@ -106,6 +111,10 @@ impl ManagerConfig {
         }
     }
 }
+
+/// How much the compile cache holds unless told otherwise: some thirty Python
+/// plugins' entries, hundreds of Rust ones.
+pub const DEFAULT_COMPILE_CACHE_MAX_BYTES: u64 = 1 << 30;
 
 /// `$XDG_CACHE_HOME/wasm-controller-manager/compiled`, else under `~/.cache`, else
 /// under the temporary directory (a container without a home).

@@ -14,6 +14,7 @@ pub mod config;
 pub mod contract;
 pub(crate) mod controller;
 pub mod daemon;
+pub(crate) mod disk_bound;
 pub(crate) mod host_state;
 pub(crate) mod keys;
 pub(crate) mod kube;

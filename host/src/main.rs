@@ -138,6 +138,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
     config.settle = args.file_settle;
     config.missing_kind_retry = args.missing_kind_retry;
     config.access_review_interval = args.access_review_interval;
+    config.compile_cache_max_bytes = args.compile_cache_max_mib.saturating_mul(1 << 20);
     config.compile_cache = match args.no_compile_cache {
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
@@ -145,6 +146,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
     config.wasm_plugins = (args.wasm_plugin_namespace).map(|namespace| WasmPluginSource {
         namespace,
         pulled_dir: args.pulled_plugins_dir.unwrap_or_else(default_pulled_dir),
+        pulled_max_bytes: args.pulled_plugins_max_mib.saturating_mul(1 << 20),
         ca_files: args.registry_ca_files,
         verify_keys: args.verify_keys,
     });

@@ -22,11 +22,16 @@ use crate::support::{self, HostProcess, eventually, plugin_bytes};
 
 const MIRROR: &str = "mirror";
 const STEPS: &str = "steps";
+/// The label `mirror` writes.
+const MIRRORED: &str = "wcm.test/caches";
 
 /// The two plugins: label-mirror as `mirror`, watch-options as `steps` watching `ns`.
 fn two_plugins(ns: &str) -> Result<tempfile::TempDir> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("mirror.wasm"), plugin_bytes("label-mirror"))?;
+    // A label of its own: tests beside this one watch for `wcm.test/mirrored`.
+    let own = json!({ "mirrored-label": MIRRORED }).to_string();
+    std::fs::write(dir.path().join("mirror.settings.json"), own)?;
     std::fs::write(dir.path().join("steps.wasm"), plugin_bytes("watch-options"))?;
     let settings = json!({ "namespaces": [ns] }).to_string();
     std::fs::write(dir.path().join("steps.settings.json"), settings)?;
@@ -136,7 +141,7 @@ async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first
     }
     config_map(&ns, "source", ("wcm.test/source", "one")).await?;
     config_map(&ns, "step", ("wcm.test/step", "1")).await?;
-    labelled(&ns, "source", ("wcm.test/mirrored", "one")).await?;
+    labelled(&ns, "source", (MIRRORED, "one")).await?;
     labelled(&ns, "step", ("wcm.test/seen", "true")).await?;
     // The replica holding `mirror` caches none of `steps`' ConfigMaps, and the other
     // way round.
@@ -182,6 +187,6 @@ async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first
     config_map(&ns, "step-3", ("wcm.test/step", "3")).await?;
     config_map(&ns, "source-3", ("wcm.test/source", "three")).await?;
     labelled(&ns, "step-3", ("wcm.test/seen", "true")).await?;
-    labelled(&ns, "source-3", ("wcm.test/mirrored", "three")).await?;
+    labelled(&ns, "source-3", (MIRRORED, "three")).await?;
     Ok(())
 }

@@ -24,15 +24,33 @@ use wcm_control_plane::TestNamespace;
 use wcm_host::leader::JITTER_FACTOR;
 
 use crate::support::election::{CONVERGE, SHORT, per_plugin_replica, plugin_holders};
-use crate::support::plugin_workload::{PLUGINS, churn, converged, nine_plugins, sources};
+use crate::support::plugin_workload::{PLUGINS, SMALL, nine_plugins};
 use crate::support::webapp::install_crd;
-use crate::support::{self, HostProcess, eventually};
+use crate::support::{self, HostProcess, eventually, plugin_file};
 
 /// Time for one round of the per-plugin election beyond its period — up to six
 /// requests (membership, two lists, a plugin Lease read and write) — with the
 /// processes of several replicas on one loaded 2-core machine. A take-over that
 /// waited for a second lease duration would be seconds late, not this.
 const ROUND_SLACK: Duration = Duration::from_secs(1);
+
+/// The nine plugins of `support::plugin_workload`.
+fn nine() -> Result<tempfile::TempDir> {
+    let (mirror, webapps) = (
+        plugin_file("label-mirror"),
+        plugin_file("deployment-reconcile"),
+    );
+    nine_plugins(&mirror, &webapps)
+}
+
+/// Waits until the small workload converged to `value`.
+async fn converged(ns: &TestNamespace, value: &str) -> Result<()> {
+    let (client, name) = (ns.client(), ns.name());
+    SMALL
+        .converged(&client, name, value, CONVERGE)
+        .await
+        .map(drop)
+}
 
 /// Waits until every plugin is held by one of `replicas`, each holding its share
 /// ± 1 (3 ± 1 of nine over three); returns who holds what.
@@ -111,7 +129,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
     let ns = TestNamespace::create("plugin-leases").await?;
     let (client, name) = (ns.client(), ns.name().to_string());
     install_crd(&client).await?;
-    let dir = nine_plugins()?;
+    let dir = nine()?;
     let mut a = per_plugin_replica(&ns, dir.path(), "replica-a")?;
     let b = per_plugin_replica(&ns, dir.path(), "replica-b")?;
     let c = per_plugin_replica(&ns, dir.path(), "replica-c")?;
@@ -136,7 +154,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
             "{plugin}: held by {holder}, acting: {acting:?}"
         );
     }
-    sources(&client, &name, "one").await?;
+    SMALL.round(&client, &name, "one").await?;
     converged(&ns, "one").await?;
 
     // SIGKILL replica-a: its plugins go to b and c within the lease and two retries.
@@ -146,7 +164,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
         .collect();
     let killed = Timestamp::now();
     a.kill()?;
-    sources(&client, &name, "two").await?;
+    SMALL.round(&client, &name, "two").await?;
     let by = spread_over(&client, &name, &["replica-b", "replica-c"]).await?;
     let took = taken_over(&client, &name, &lost, "replica-a", killed).await?;
     eprintln!("the killed replica's plugins taken over after {took:?}");
@@ -163,7 +181,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
         let released = giver.wait_for_log(&needles, CONVERGE).await;
         released.with_context(|| format!("{plugin} reached {holder} without a release"))?;
     }
-    sources(&client, &name, "three").await?;
+    SMALL.round(&client, &name, "three").await?;
     converged(&ns, "three").await?;
     drop((b, c, d));
     Ok(())
@@ -269,7 +287,7 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     let ns = TestNamespace::create("plugin-rollout").await?;
     let (client, name) = (ns.client(), ns.name().to_string());
     install_crd(&client).await?;
-    let dir = nine_plugins()?;
+    let dir = nine()?;
     let mut replicas: Vec<(String, HostProcess)> = Vec::new();
     for identity in ["rollout-a", "rollout-b", "rollout-c"] {
         replicas.push((
@@ -280,12 +298,12 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     // Moves are counted from a settled assignment, three each.
     spread_within(&client, &name, &["rollout-a", "rollout-b", "rollout-c"], 0).await?;
     let before = plugin_holders(&client, &name).await?;
-    sources(&client, &name, "v0").await?;
+    SMALL.round(&client, &name, "v0").await?;
     converged(&ns, "v0").await?;
 
     // Churn while the replicas roll.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let churning = churn(&client, &name, &stop);
+    let churning = SMALL.churn(&client, &name, &stop);
     // A rolling update: a new replica first, then the old one stopped (SIGTERM).
     let mut held: BTreeMap<String, Vec<(String, Timestamp, Timestamp)>> = BTreeMap::new();
     for (old, new) in [
@@ -308,7 +326,7 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let rounds = churning.await??;
-    sources(&client, &name, "last").await?;
+    SMALL.round(&client, &name, "last").await?;
     converged(&ns, "last").await?;
 
     let after = plugin_holders(&client, &name).await?;
@@ -396,7 +414,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
     let ns = TestNamespace::create("plugin-chaos").await?;
     let (client, name) = (ns.client(), ns.name().to_string());
     install_crd(&client).await?;
-    let dir = nine_plugins()?;
+    let dir = nine()?;
     let mut next = 0;
     let mut fresh = || {
         next += 1;
@@ -418,7 +436,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
     )
     .await?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let churning = churn(&client, &name, &stop);
+    let churning = SMALL.churn(&client, &name, &stop);
 
     // Every 10–20 s a random replica is killed and a new one started in its place,
     // as a Deployment replaces a Pod.
@@ -446,7 +464,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
     let rounds = churning.await??;
     let live: Vec<&str> = replicas.iter().map(|(id, _)| id.as_str()).collect();
     spread_over(&client, &name, &live).await?;
-    sources(&client, &name, "last").await?;
+    SMALL.round(&client, &name, "last").await?;
     converged(&ns, "last").await?;
     for (identity, host) in &replicas {
         held.insert(identity.clone(), holdings(host, Timestamp::now())?);

@@ -19,8 +19,8 @@ use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::registry::{another_build, push, repository};
 use crate::support::wasm_plugins::{
-    WAIT, condition, has, host, host_with, is_ready, kept_layer, mirrored, set_spec, setup, source,
-    status_until, wasm_plugin,
+    WAIT, condition, has, host, host_with, is_ready, kept_layer, mirrored, mirrored_to, set_spec,
+    setup, source, status_until, wasm_plugin,
 };
 use crate::support::{self, eventually};
 
@@ -140,11 +140,16 @@ async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Re
     Ok(())
 }
 
-/// Whether ConfigMap `name` carries `wcm.test/mirrored=value` now.
+/// The label the backlog test's v2 writes: its own, so that copies of label-mirror in
+/// tests running beside it (which write `wcm.test/mirrored` on every labelled
+/// ConfigMap of the cluster) cannot make v1 look as if it had written.
+const BACKLOG_LABEL: &str = "wcm.test/backlog";
+
+/// Whether ConfigMap `name` carries `BACKLOG_LABEL=value` now.
 async fn is_mirrored(ns: &TestNamespace, name: &str, value: &str) -> bool {
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let labels = api.get(name).await.ok().and_then(|cm| cm.metadata.labels);
-    labels.is_some_and(|l| l.get("wcm.test/mirrored").map(String::as_str) == Some(value))
+    labels.is_some_and(|l| l.get(BACKLOG_LABEL).map(String::as_str) == Some(value))
 }
 
 #[tokio::test]
@@ -179,13 +184,13 @@ async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
         waiting += usize::from(!is_mirrored(&ns, name, "one").await);
     }
     ensure!(waiting == names.len(), "v1 mirrored what it could not");
-    let v2 = json!({"image": format!("{repo}:v2"), "settings": null});
+    let v2 = json!({"image": format!("{repo}:v2"), "settings": {"mirrored-label": BACKLOG_LABEL}});
     set_spec(&api, "mirror", v2).await?;
     let upgraded = |s: &WasmPluginStatus| s.digest.as_deref() == Some(v2_digest.as_str());
     status_until(&api, "mirror", "the v2 digest", upgraded).await?;
     // Every key that waited is reconciled by v2.
     for name in &names {
-        mirrored(&ns, name, "one").await?;
+        mirrored_to(&ns, name, BACKLOG_LABEL, "one").await?;
     }
     Ok(())
 }

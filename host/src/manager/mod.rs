@@ -130,7 +130,8 @@ impl Manager {
         probes: Probes,
     ) -> Result<Manager, ManagerError> {
         let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
-            .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?;
+            .map_err(|e| ManagerError::Runtime(crate::runtime::chain(&e)))?
+            .with_compile_cache_max(config.compile_cache_max_bytes);
         let reviewer = (identities.accounts()).map(|accounts| {
             AccessReviewer::new(identities.host().clone(), accounts.clone(), metrics.clone())
         });

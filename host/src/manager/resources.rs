@@ -70,7 +70,7 @@ impl Resources {
         max_bytes: u64,
     ) -> Result<Resources, super::ManagerError> {
         let registry = Registry::new(&source.ca_files)?;
-        let store = PulledPlugins::new(&source.pulled_dir);
+        let store = PulledPlugins::new(&source.pulled_dir).with_max_bytes(source.pulled_max_bytes);
         let namespace = &source.namespace;
         let keys = (source.verify_keys.iter())
             .map(|path| read_key(path))

@@ -5,10 +5,14 @@
 //! there only if its bytes still hash to that name; a manifest digest maps to its
 //! layer through `manifests/sha256/<hex>`, written after the layer. Files are written
 //! to a temporary name and renamed, so a crash leaves no half file under a digest.
+//! The layers are bounded (`--pulled-plugins-max-mib`): past the bound the least
+//! recently used go (a layer taken from here is touched); a manifest whose layer went
+//! is pulled again when next needed.
 
 use std::path::{Path, PathBuf};
 
 use super::{Pulled, Reference, Registry, RegistryAuth, RegistryError};
+use crate::disk_bound;
 
 /// A plugin fetched by digest.
 #[derive(Debug)]
@@ -21,10 +25,14 @@ pub struct Fetched {
     pub cached: bool,
 }
 
+/// How many bytes of layers a store keeps unless told otherwise.
+pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
+
 /// The on-disk store of pulled plugins.
 #[derive(Debug, Clone)]
 pub struct PulledPlugins {
     dir: PathBuf,
+    max_bytes: u64,
 }
 
 impl PulledPlugins {
@@ -32,7 +40,14 @@ impl PulledPlugins {
     pub fn new(dir: &Path) -> PulledPlugins {
         PulledPlugins {
             dir: dir.to_path_buf(),
+            max_bytes: DEFAULT_MAX_BYTES,
         }
+    }
+
+    /// The same store, keeping at most `max_bytes` of layers.
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> PulledPlugins {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// The plugin at `reference`: from disk when it is pinned to a digest held here
@@ -98,19 +113,40 @@ impl PulledPlugins {
     async fn cached(&self, digest: &str) -> Option<Vec<u8>> {
         let manifest = self.path("manifests", digest)?;
         let layer = tokio::fs::read_to_string(manifest).await.ok()?;
-        let bytes = tokio::fs::read(self.path("layers", layer.trim())?)
-            .await
-            .ok()?;
-        (sha256_of(&bytes) == layer.trim()).then_some(bytes)
+        let path = self.path("layers", layer.trim())?;
+        let bytes = tokio::fs::read(&path).await.ok()?;
+        let intact = sha256_of(&bytes) == layer.trim();
+        if intact {
+            disk_bound::touch(&path);
+        }
+        intact.then_some(bytes)
     }
 
     /// Keeps `bytes` as the component of manifest `digest`.
     async fn keep(&self, digest: &str, bytes: &[u8]) -> std::io::Result<()> {
         let layer = sha256_of(bytes);
         let invalid = || std::io::Error::other(format!("{digest} is not a sha256 digest"));
-        write_atomically(&self.path("layers", &layer).ok_or_else(invalid)?, bytes).await?;
+        let path = self.path("layers", &layer).ok_or_else(invalid)?;
+        write_atomically(&path, bytes).await?;
         let manifest = self.path("manifests", digest).ok_or_else(invalid)?;
-        write_atomically(&manifest, layer.as_bytes()).await
+        write_atomically(&manifest, layer.as_bytes()).await?;
+        self.prune(&path);
+        Ok(())
+    }
+
+    /// Removes the least recently used layers (never `kept`, just written) until the
+    /// rest hold at most the bound.
+    fn prune(&self, kept: &Path) {
+        let Some(layers) = kept.parent() else {
+            return;
+        };
+        let files = disk_bound::files_of(layers, |name| (!name.contains(".tmp-")).then_some(0));
+        let pruned = disk_bound::prune(files, self.max_bytes, kept);
+        if pruned.files > 0 {
+            tracing::info!(dir = %layers.display(), removed = pruned.files, freed = pruned.bytes,
+                left = pruned.left, max = self.max_bytes,
+                "pulled plugins over their bound: least recently used removed");
+        }
     }
 
     /// `<dir>/<kind>/sha256/<hex>` for a well-formed sha256 digest only, so no digest
@@ -159,6 +195,20 @@ mod tests {
             store.cached(DIGEST).await,
             None,
             "a changed file is not taken"
+        );
+    }
+
+    #[tokio::test]
+    async fn past_its_bound_the_store_keeps_the_newest_and_pulls_the_rest_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PulledPlugins::new(dir.path()).with_max_bytes(12);
+        let other = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+        store.keep(DIGEST, b"component").await.expect("kept");
+        store.keep(other, b"component-2").await.expect("kept");
+        assert_eq!(store.cached(DIGEST).await, None, "the older layer went");
+        assert_eq!(
+            store.cached(other).await.as_deref(),
+            Some(&b"component-2"[..])
         );
     }
 

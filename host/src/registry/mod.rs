@@ -9,7 +9,7 @@ mod credentials;
 mod layout;
 mod signature;
 
-pub use cache::{Fetched, PulledPlugins};
+pub use cache::{DEFAULT_MAX_BYTES as DEFAULT_PULLED_MAX_BYTES, Fetched, PulledPlugins};
 pub use client::{Pulled, Registry};
 pub use credentials::{CredentialsError, DockerConfig};
 pub use layout::{ACCEPTED_LAYERS, LEGACY_WASM_LAYER, NotAComponent, WASM_CONFIG, WASM_LAYER};

@@ -9,12 +9,20 @@
 //! (version, engine configuration) again. A corrupted, truncated or foreign entry is
 //! reported and recompiled over, never loaded. Entries are written to a temporary file
 //! and renamed into place, so a crash mid-write leaves no half entry under a real name.
+//!
+//! The directory is bounded (`--compile-cache-max-mib`): each version of each plugin
+//! ever loaded adds an entry (a Python plugin's is some 36 MB), so after a write the
+//! least recently used entries, by modification time (a read touches its entry), are
+//! removed until the rest fit. Entries of another wasmtime go first, as nothing reads
+//! them.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
+
+use crate::disk_bound;
 use wasmtime::component::Component;
 
 /// First bytes of every entry; bump the digit when the layout changes.
@@ -71,6 +79,7 @@ impl Hasher for Sha256Hasher {
 pub struct ArtifactCache {
     dir: PathBuf,
     fingerprint: String,
+    max_bytes: u64,
 }
 
 impl ArtifactCache {
@@ -82,7 +91,14 @@ impl ArtifactCache {
         ArtifactCache {
             dir: dir.to_path_buf(),
             fingerprint,
+            max_bytes: crate::config::DEFAULT_COMPILE_CACHE_MAX_BYTES,
         }
+    }
+
+    /// The same cache, holding at most `max_bytes` of entries.
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> ArtifactCache {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// The entry file for a component with this content hash.
@@ -93,11 +109,14 @@ impl ArtifactCache {
     /// The cached component with content hash `hash`: `Ok(None)` if there is no entry,
     /// `Err` if there is one that must not be used.
     pub fn read(&self, engine: &Engine, hash: &str) -> Result<Option<Component>, EntryError> {
-        let Ok(bytes) = std::fs::read(self.entry_path(hash)) else {
+        let path = self.entry_path(hash);
+        let Ok(bytes) = std::fs::read(&path) else {
             return Ok(None);
         };
         let payload = verified_payload(&bytes)?;
-        deserialize(engine, payload).map(Some)
+        let component = deserialize(engine, payload)?;
+        disk_bound::touch(&path);
+        Ok(Some(component))
     }
 
     /// Stores `component` under `hash`; failures are logged, never fatal (the plugin
@@ -119,8 +138,26 @@ impl ArtifactCache {
         std::io::Write::write_all(&mut file, MAGIC)?;
         std::io::Write::write_all(&mut file, &Sha256::digest(&payload))?;
         std::io::Write::write_all(&mut file, &payload)?;
-        file.persist(self.entry_path(hash))?;
+        let path = self.entry_path(hash);
+        file.persist(&path)?;
+        self.prune(&path);
         Ok(())
+    }
+
+    /// Removes the least recently used entries (another wasmtime's first; never
+    /// `kept`, just written) until the rest hold at most the bound.
+    fn prune(&self, kept: &Path) {
+        let fingerprint = format!("-{}.cwasm", self.fingerprint);
+        let rank = |name: &str| {
+            name.ends_with(".cwasm")
+                .then(|| u8::from(name.ends_with(&fingerprint)))
+        };
+        let pruned = disk_bound::prune(disk_bound::files_of(&self.dir, rank), self.max_bytes, kept);
+        if pruned.files > 0 {
+            tracing::info!(dir = %self.dir.display(), removed = pruned.files, freed = pruned.bytes,
+                left = pruned.left, max = self.max_bytes,
+                "compile cache over its bound: least recently used entries removed");
+        }
     }
 }
 
@@ -151,6 +188,8 @@ fn deserialize(engine: &Engine, payload: &[u8]) -> Result<Component, EntryError>
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
 
     const COMPONENT: &str = "(component)";
@@ -198,6 +237,56 @@ mod tests {
             cache.read(&engine, &hash),
             Err(EntryError::Foreign)
         ));
+    }
+
+    #[test]
+    fn over_its_bound_the_least_recently_used_entries_go_first() {
+        let (dir, engine, cache, _) = setup();
+        let sources = [
+            "(component)",
+            "(component (core module))",
+            "(component (core module) (core module))",
+        ];
+        let components: Vec<(String, Component)> = (sources.iter())
+            .map(|s| {
+                (
+                    content_hash(s.as_bytes()),
+                    Component::new(&engine, s).expect("compiles"),
+                )
+            })
+            .collect();
+        let old = SystemTime::now() - std::time::Duration::from_secs(3600);
+        let age = |path: &Path| {
+            let file = std::fs::File::options()
+                .append(true)
+                .open(path)
+                .expect("entry");
+            file.set_modified(old).expect("set time");
+        };
+        for (hash, component) in &components {
+            cache.write(hash, component);
+            age(&cache.entry_path(hash));
+        }
+        let [(a, _), (b, _), (c, component_c)] = &components[..] else {
+            unreachable!()
+        };
+        // Reading `a` makes `b` the least recently used of this engine's entries.
+        assert!(cache.read(&engine, a).expect("valid").is_some());
+        // An entry of another wasmtime, as old as the rest.
+        let foreign = dir.path().join(format!("{a}-0000000000000000.cwasm"));
+        std::fs::write(&foreign, b"old").expect("foreign");
+        age(&foreign);
+        let size = |hash: &str| {
+            std::fs::metadata(cache.entry_path(hash))
+                .expect("entry")
+                .len()
+        };
+        let bounded = cache.clone().with_max_bytes(size(a) + size(c));
+        bounded.write(c, component_c);
+        let kept = |hash: &str| cache.entry_path(hash).exists();
+        assert!(!foreign.exists(), "another wasmtime's entry goes first");
+        assert!(!kept(b), "the least recently used goes");
+        assert!(kept(a) && kept(c), "the one read and the one written stay");
     }
 
     #[test]

@@ -95,6 +95,13 @@ pub struct Loaded {
 }
 
 impl Runtime {
+    /// Bounds the compile cache to `max_bytes` of entries (otherwise
+    /// [`crate::config::DEFAULT_COMPILE_CACHE_MAX_BYTES`]).
+    pub fn with_compile_cache_max(mut self, max_bytes: u64) -> Runtime {
+        self.cache = self.cache.map(|cache| cache.with_max_bytes(max_bytes));
+        self
+    }
+
     /// Builds the engine, links WASI (no files, no network) and the host imports, and
     /// starts the epoch ticker.
     /// Compiled plugins are cached in `cache_dir` if given.

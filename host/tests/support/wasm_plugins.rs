@@ -93,14 +93,20 @@ pub async fn set_spec(api: &Api<WasmPlugin>, plugin: &str, spec: serde_json::Val
 
 /// Waits until the ConfigMap `name` carries `wcm.test/mirrored=value`.
 pub async fn mirrored(ns: &TestNamespace, name: &str, value: &str) -> Result<()> {
+    mirrored_to(ns, name, "wcm.test/mirrored", value).await
+}
+
+/// Waits until ConfigMap `name` carries `key=value` (label-mirror told by its settings
+/// to write `key`).
+pub async fn mirrored_to(ns: &TestNamespace, name: &str, key: &str, value: &str) -> Result<()> {
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let found = eventually(WAIT, || async {
         let cm = api.get(name).await.ok()?;
         let labels = cm.metadata.labels?;
-        (labels.get("wcm.test/mirrored").map(String::as_str) == Some(value)).then_some(())
+        (labels.get(key).map(String::as_str) == Some(value)).then_some(())
     })
     .await;
-    found.with_context(|| format!("{name} was not mirrored {value}"))
+    found.with_context(|| format!("{name} was not given {key}={value}"))
 }
 
 /// A ConfigMap labelled `wcm.test/source=value`.

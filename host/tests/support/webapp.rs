@@ -6,28 +6,19 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use wcm_control_plane::TestNamespace;
 
 use super::eventually;
+pub use super::plugin_workload::webapp_resource;
 
 /// How long a WebApp scenario waits for the controller (and kube-controller-manager).
 pub const CONVERGE: Duration = Duration::from_secs(60);
 
 pub const CRD_YAML: &str = include_str!("../../../plugins/deployment-reconcile/webapp-crd.yaml");
 pub const CRD_NAME: &str = "webapps.demo.wasm-controller-manager.io";
-
-pub fn webapp_resource() -> ApiResource {
-    ApiResource {
-        group: "demo.wasm-controller-manager.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "demo.wasm-controller-manager.io/v1alpha1".into(),
-        kind: "WebApp".into(),
-        plural: "webapps".into(),
-    }
-}
 
 /// Installs the plugin's CRD, or brings one installed by an earlier version of the
 /// file up to date (a kept cluster would otherwise prune the fields it lacks), and

@@ -1,0 +1,128 @@
+//! Keeps a directory of cache files within a size: past it, the least recently used
+//! files (by modification time, which readers refresh with [`touch`]) are removed
+//! first. The compile cache and the store of pulled plugins both grow by one file per
+//! plugin version ever loaded, and in a cluster both live in an `emptyDir` whose size
+//! limit evicts the Pod when exceeded. (A few lines over `std::fs`; the crates that
+//! bound caches on disk manage their own layout, not a directory another part writes.)
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// One file of a bounded directory.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CacheFile {
+    /// Files of a lower rank go before any of a higher one (entries nothing reads any
+    /// more, such as another wasmtime's, before the rest).
+    pub rank: u8,
+    pub modified: SystemTime,
+    pub len: u64,
+    pub path: PathBuf,
+}
+
+/// The files of `dir` that `rank` names (by file name; `None` leaves a file alone).
+pub fn files_of(dir: &Path, rank: impl Fn(&str) -> Option<u8>) -> Vec<CacheFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    (entries.flatten())
+        .filter_map(|e| {
+            let rank = rank(&e.file_name().to_string_lossy())?;
+            let meta = e.metadata().ok().filter(std::fs::Metadata::is_file)?;
+            Some(CacheFile {
+                rank,
+                modified: meta.modified().ok()?,
+                len: meta.len(),
+                path: e.path(),
+            })
+        })
+        .collect()
+}
+
+/// What [`prune`] removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub files: usize,
+    pub bytes: u64,
+    /// Bytes of the files left.
+    pub left: u64,
+}
+
+/// Removes files, lowest rank and least recently used first, never `kept`, until
+/// those left hold at most `max_bytes`.
+pub fn prune(mut files: Vec<CacheFile>, max_bytes: u64, kept: &Path) -> Pruned {
+    let mut pruned = Pruned {
+        left: files.iter().map(|f| f.len).sum(),
+        ..Pruned::default()
+    };
+    files.sort();
+    for file in files {
+        if pruned.left <= max_bytes {
+            break;
+        }
+        if file.path != kept && std::fs::remove_file(&file.path).is_ok() {
+            pruned.files += 1;
+            pruned.bytes += file.len;
+            pruned.left -= file.len;
+        }
+    }
+    pruned
+}
+
+/// Marks a file as just used; best effort (a read-only cache stays as it is).
+pub fn touch(path: &Path) {
+    if let Ok(file) = std::fs::File::options().append(true).open(path) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn file(dir: &Path, name: &str, len: usize, age_s: u64) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, vec![0u8; len]).expect("write");
+        let at = SystemTime::now() - Duration::from_secs(age_s);
+        let handle = std::fs::File::options().append(true).open(&path);
+        handle.expect("open").set_modified(at).expect("time");
+        path
+    }
+
+    #[test]
+    fn the_oldest_of_the_lowest_rank_go_until_the_rest_fit_and_the_kept_one_stays() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let foreign = file(dir.path(), "x.old", 10, 10);
+        let oldest = file(dir.path(), "a.new", 10, 300);
+        let kept = file(dir.path(), "b.new", 10, 200);
+        let recent = file(dir.path(), "c.new", 10, 100);
+        file(dir.path(), "not-ours", 1000, 1000);
+        let rank = |name: &str| match name.rsplit_once('.') {
+            Some((_, "old")) => Some(0),
+            Some((_, "new")) => Some(1),
+            _ => None,
+        };
+        let files = files_of(dir.path(), rank);
+        assert_eq!(files.len(), 4, "only the named files count");
+        let pruned = prune(files, 15, &kept);
+        let gone = |p: &PathBuf| !p.exists();
+        assert!(
+            gone(&foreign) && gone(&oldest),
+            "the lower rank, then the oldest"
+        );
+        assert!(kept.exists(), "never the kept one");
+        assert!(gone(&recent), "still over: the next oldest not kept");
+        assert_eq!(
+            pruned,
+            Pruned {
+                files: 3,
+                bytes: 30,
+                left: 10
+            }
+        );
+        touch(&kept);
+        let modified = std::fs::metadata(&kept).and_then(|m| m.modified());
+        assert!(modified.expect("time") > SystemTime::now() - Duration::from_secs(5));
+    }
+}
