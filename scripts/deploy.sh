@@ -17,7 +17,10 @@
 # On any other cluster, --image names the host's image in a registry that cluster pulls
 # from (plugin images likewise); without it the script stops, saying so.
 #
-# Usage: scripts/deploy.sh [--image REF | --binary PATH] [--overlay DIR]
+# --component DIR (repeatable) adds a kustomize component of deploy/components, such as
+# every-replica (three replicas, a Lease per plugin).
+#
+# Usage: scripts/deploy.sh [--image REF | --binary PATH] [--overlay DIR] [--component DIR ...]
 #                          [PLUGIN.wasm ... | --plugin-image REF ... --rbac FILE]
 #   (default plugins: every target/plugins/*.wasm that fits a ConfigMap, under 1 MiB)
 # Prints the overlay directory on its last line (`kubectl delete -k DIR` undoes it).
@@ -26,7 +29,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source control-plane/scripts/common.sh
 source control-plane/scripts/node.sh
 
-image="" binary="" overlay="target/deploy" rbac="" plugins=() plugin_images=()
+image="" binary="" overlay="target/deploy" rbac="" plugins=() plugin_images=() components=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --image) image="$2"; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --binary) binary="$2"; shift 2 ;;
     --rbac) rbac="$2"; shift 2 ;;
     --overlay) overlay="$2"; shift 2 ;;
+    --component) components+=("$(realpath "$2")"); shift 2 ;;
     *) plugins+=("$1"); shift ;;
   esac
 done
@@ -187,6 +191,10 @@ fi
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"
   echo "resources: [wasmplugins-crd.yaml, $base, rbac.yaml]"
+  if [ ${#components[@]} -gt 0 ]; then
+    echo "components:"
+    for c in "${components[@]}"; do echo "  - $(realpath --relative-to="$overlay" "$c")"; done
+  fi
   echo "images:"
   echo "  - {name: wasm-controller-manager, newName: ${image%:*}, newTag: ${image##*:}}"
   echo "generatorOptions: {disableNameSuffixHash: true}"

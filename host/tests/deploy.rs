@@ -25,7 +25,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::audit::writes_by;
 use support::deployed::{
-    NAMESPACE, deploy, diagnosis, holds, leader, lease, plugin_image, ready_pods, undeploy,
+    NAMESPACE, deploy, diagnosis, holds, leader, lease, plane_with_node, plugin_image, ready_pods,
+    undeploy,
 };
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
@@ -49,11 +50,7 @@ async fn node_count(client: &Client) -> Option<String> {
 async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_images()
 -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    plane
-        .node()
-        .context("the control plane runs without a node")?;
-    let client = plane.admin_client().await?;
+    let (plane, client) = plane_with_node().await?;
     // pod-counter marks every Pod of the cluster at its API rate (20/s): let earlier
     // tests' Pods go first, so this scenario is about the deployment, not a backlog.
     let all: Api<Pod> = Api::all(client.clone());

@@ -312,7 +312,9 @@ async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> 
 
     // Bounded: past `--compile-cache-max-mib` a new entry pushes out the least
     // recently used, an old wasmtime's first (here 2 MiB of one).
-    let foreign = cache.path().join(format!("{}-0000000000000000.cwasm", "0".repeat(64)));
+    let foreign = cache
+        .path()
+        .join(format!("{}-0000000000000000.cwasm", "0".repeat(64)));
     std::fs::write(&foreign, vec![0u8; 2 << 20])?;
     let bounded = [&flags[..], &["--compile-cache-max-mib", "1"]].concat();
     let host = HostProcess::start(dir.path(), &bounded)?;
@@ -322,7 +324,10 @@ async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> 
     copy_in(dir.path(), "other.wasm", &plugin_bytes("watch-options"))?;
     host.wait_for_log(&["compile cache over its bound"], WAIT)
         .await?;
-    ensure!(!foreign.exists(), "another wasmtime's entry outlived the bound");
+    ensure!(
+        !foreign.exists(),
+        "another wasmtime's entry outlived the bound"
+    );
     Ok(())
 }
 

@@ -12,6 +12,7 @@ mod churn;
 mod contract_policy;
 mod contract_versions;
 mod deploy;
+mod deploy_every_replica;
 mod deployment_reconcile;
 mod guides;
 mod host_faults;

@@ -18,6 +18,15 @@ use super::kubectl;
 pub const NAMESPACE: &str = "wcm-system";
 pub const NAME: &str = "wasm-controller-manager";
 
+/// The shared control plane, which must run a node to deploy on, and its admin client.
+pub async fn plane_with_node() -> Result<(&'static ControlPlane, Client)> {
+    let plane = ControlPlane::shared()?;
+    plane
+        .node()
+        .context("the control plane runs without a node")?;
+    Ok((plane, plane.admin_client().await?))
+}
+
 /// Runs `scripts/deploy.sh` with this test build's host binary, `args` (plugin files
 /// or `--plugin-image REF`) and the overlay in `overlay`; waits for the rollout.
 pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()> {
