@@ -5,7 +5,8 @@
 //! replica killed with SIGKILL loses its plugins to the others within the lease
 //! duration and two jittered retries, and every ConfigMap, Pod and WebApp changed
 //! meanwhile converges; a replica added takes its share, each plugin released by its
-//! holder (drained), not left to expire. A rolling restart under churn moves each
+//! holder (drained), not left to expire, and a scale-up from one replica to three
+//! hands six plugins over the same way. A rolling restart under churn moves each
 //! plugin once or twice, and in the API server's audit log every write a plugin made
 //! comes from the replica that acquired the plugin last, the times replicas held it
 //! never overlapping. Killed at random while ConfigMaps, Pods and WebApps churn,
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use serde_json::json;
 use wcm_control_plane::TestNamespace;
@@ -30,9 +31,10 @@ use crate::support::{self, HostProcess, eventually, plugin_file};
 
 /// Time for one round of the per-plugin election beyond its period — up to six
 /// requests (membership, two lists, a plugin Lease read and write) — with the
-/// processes of several replicas on one loaded 2-core machine. A take-over that
-/// waited for a second lease duration would be seconds late, not this.
-const ROUND_SLACK: Duration = Duration::from_secs(1);
+/// processes of several replicas and a churning workload on one loaded 2-core machine
+/// (1 s was once 1.4 s short under the whole suite). The bound stays under two lease
+/// durations: a take-over that waited for a second one would still fail.
+const ROUND_SLACK: Duration = Duration::from_secs(2);
 
 /// The nine plugins of `support::plugin_workload`.
 fn nine() -> Result<tempfile::TempDir> {
@@ -133,7 +135,9 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
     let mut a = per_plugin_replica(&ns, dir.path(), "replica-a")?;
     let b = per_plugin_replica(&ns, dir.path(), "replica-b")?;
     let c = per_plugin_replica(&ns, dir.path(), "replica-c")?;
-    let by = spread_over(&client, &name, &["replica-a", "replica-b", "replica-c"]).await?;
+    // Settled (three each, within the 3 ± 1 asked), so no plugin is mid-hand-over
+    // while the gauges are read.
+    let by = spread_within(&client, &name, &["replica-a", "replica-b", "replica-c"], 0).await?;
     eprintln!("nine plugins over three replicas: {by:?}");
     // Exactly one replica acts for each plugin: its gauge, and no other's, says so.
     for (plugin, holder) in &by {
@@ -184,6 +188,54 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
     SMALL.round(&client, &name, "three").await?;
     converged(&ns, "three").await?;
     drop((b, c, d));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_scale_up_from_one_to_three_replicas_hands_plugins_over_by_release() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let ns = TestNamespace::create("plugin-scale-up").await?;
+    let (client, name) = (ns.client(), ns.name().to_string());
+    install_crd(&client).await?;
+    let dir = nine()?;
+    let first = per_plugin_replica(&ns, dir.path(), "scale-1")?;
+    spread_within(&client, &name, &["scale-1"], 0).await?;
+    let second = per_plugin_replica(&ns, dir.path(), "scale-2")?;
+    let third = per_plugin_replica(&ns, dir.path(), "scale-3")?;
+    let after = spread_within(&client, &name, &["scale-1", "scale-2", "scale-3"], 0).await?;
+    eprintln!("nine plugins after a scale-up from one replica to three: {after:?}");
+    // Each plugin that moved was released by the first replica, then acquired by its
+    // taker after the release and well within a lease duration of it: a release, not
+    // an expiry.
+    let now = plugin_holders(&client, &name).await?;
+    let moved: Vec<&String> = (after.iter())
+        .filter(|(_, h)| *h != "scale-1")
+        .map(|(p, _)| p)
+        .collect();
+    ensure!(
+        moved.len() == 6,
+        "{} plugins moved, not six: {after:?}",
+        moved.len()
+    );
+    for plugin in moved {
+        let needles = ["plugin lease released", &format!("plugin={plugin}")];
+        let line = first.wait_for_log(&needles, CONVERGE).await;
+        let line = line.with_context(|| format!("{plugin} left scale-1 without a release"))?;
+        let released: Timestamp = line.split_whitespace().next().unwrap_or_default().parse()?;
+        let spec = now[plugin].1.spec.clone().context("no spec")?;
+        let acquired = spec.acquire_time.context("no acquire time")?.0;
+        // The release is logged once its request returned, so a quick taker may have
+        // acquired a few milliseconds before that line; never a lease duration after.
+        let gap = acquired.duration_since(released);
+        let early = SignedDuration::from_millis(-200);
+        ensure!(
+            gap > early && gap < SignedDuration::try_from(SHORT.lease)?,
+            "{plugin} acquired {gap:?} after scale-1 released it"
+        );
+    }
+    SMALL.round(&client, &name, "scaled").await?;
+    converged(&ns, "scaled").await?;
+    drop((first, second, third));
     Ok(())
 }
 

@@ -14,21 +14,21 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use kube::Client;
 use kube::api::DynamicObject;
-use kube::core::PartialObjectMeta;
 use kube::core::{GroupVersionKind, SelectorExt};
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
 
+mod holds;
 mod stream;
 
 use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
 use super::field_selector::FieldSelector;
 use crate::metrics::{InformerLabels, Metrics};
+pub use holds::InformerHold;
+use holds::Running;
 pub use stream::metadata_of;
-use stream::{api, run_watch};
 
 /// What one informer watches; two plugins asking for the same scope share one watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -92,29 +92,6 @@ pub struct Informer {
     running: Mutex<Running>,
     /// Why the watch is not working, while it is not: see [`Informer::problem`].
     problem: Mutex<Health>,
-}
-
-/// Whether an informer's watch runs: while anything holds it.
-#[derive(Default)]
-struct Running {
-    holds: usize,
-    task: Option<JoinHandle<()>>,
-    /// Bumped each time the watch stops, so events a stopped task was still
-    /// delivering change nothing.
-    generation: u64,
-}
-
-/// Keeps an informer's watch running while it exists (see [`Informer::hold`]).
-/// It does not keep the informer itself alive.
-#[must_use = "the informer's watch stops when its last hold is dropped"]
-pub struct InformerHold(Weak<Informer>);
-
-impl Drop for InformerHold {
-    fn drop(&mut self) {
-        if let Some(informer) = self.0.upgrade() {
-            informer.release();
-        }
-    }
 }
 
 /// Whether an informer's list and watch work.
@@ -183,88 +160,6 @@ impl Informer {
             running: Mutex::new(Running::default()),
             problem: Mutex::new(Health::default()),
         })
-    }
-
-    /// Keeps the watch running (starting it, with a full list, if it was not) until
-    /// the hold, and every other, is dropped.
-    pub fn hold(self: &Arc<Self>) -> InformerHold {
-        let mut running = self.running();
-        running.holds += 1;
-        if running.holds == 1 {
-            tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
-                selector = ?self.scope.label_selector, fields = ?self.scope.field_selector,
-                metadata_only = self.scope.metadata_only, "informer started");
-            running.task = Some(self.spawn_watch(running.generation));
-            self.watching.set(1);
-        }
-        InformerHold(Arc::downgrade(self))
-    }
-
-    /// Whether the watch runs (something holds it).
-    pub fn is_running(&self) -> bool {
-        self.running().holds > 0
-    }
-
-    fn spawn_watch(self: &Arc<Self>, generation: u64) -> JoinHandle<()> {
-        let (weak, config) = (Arc::downgrade(self), self.config.clone());
-        match self.scope.metadata_only {
-            false => tokio::spawn(run_watch(
-                api::<DynamicObject>(self.client.clone(), self),
-                config,
-                (weak, generation),
-            )),
-            true => {
-                let api = api::<PartialObjectMeta<DynamicObject>>(self.client.clone(), self);
-                tokio::spawn(run_watch(api, config, (weak, generation)))
-            }
-        }
-    }
-
-    /// A hold was dropped; the last one stops the watch and empties the cache (no
-    /// subscriber is told: none of them acts while nothing holds the informer).
-    fn release(&self) {
-        let mut running = self.running();
-        running.holds = running.holds.saturating_sub(1);
-        if running.holds > 0 {
-            return;
-        }
-        running.generation += 1;
-        if let Some(task) = running.task.take() {
-            task.abort();
-        }
-        let _ = self.cache.replace(HashMap::new());
-        self.synced.send_replace(false);
-        *self.health() = Health::default();
-        self.objects.set(0);
-        self.bytes.set(0);
-        self.watching.set(0);
-        tracing::info!(kind = %self.labels.kind, namespace = ?self.scope.namespace,
-            "informer suspended: nothing running here needs it");
-    }
-
-    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Applies what the watch of `generation` saw, unless that watch was stopped.
-    fn on_watch_item(
-        &self,
-        generation: u64,
-        item: Result<Event<DynamicObject>, watcher::Error>,
-        relist: &mut Option<HashMap<ObjectKey, Arc<CachedObject>>>,
-    ) {
-        let running = self.running();
-        if running.generation != generation {
-            return;
-        }
-        match item {
-            Ok(event) => self.on_event(event, relist),
-            Err(e) => {
-                tracing::warn!(kind = %self.labels.kind, error = %e, "watch failed; retrying");
-                self.failed(&e);
-            }
-        }
-        drop(running);
     }
 
     /// What this informer watches.
@@ -439,10 +334,10 @@ impl Informer {
 
 impl Drop for Informer {
     fn drop(&mut self) {
-        let running = self.running.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let Some(task) = running.task.take() {
-            task.abort();
-        }
+        self.running
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .stop();
         self.metrics.informer_events.remove(&self.labels);
         self.metrics.informer_lists.remove(&self.labels);
         self.metrics.informer_objects.remove(&self.labels);
