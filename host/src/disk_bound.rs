@@ -19,8 +19,26 @@ pub struct CacheFile {
     pub path: PathBuf,
 }
 
+/// Removes files of `dir` (those `rank` names, see [`prune`]; never `kept`) until the
+/// rest hold at most `max_bytes`, and logs what went, as `what` (the cache's name).
+pub fn keep_within(
+    dir: &Path,
+    rank: impl Fn(&str) -> Option<u8>,
+    max_bytes: u64,
+    kept: &Path,
+    what: &str,
+) -> Pruned {
+    let pruned = prune(files_of(dir, rank), max_bytes, kept);
+    if pruned.files > 0 {
+        tracing::info!(dir = %dir.display(), removed = pruned.files, freed = pruned.bytes,
+            left = pruned.left, max = max_bytes,
+            "{what} over its bound: least recently used files removed");
+    }
+    pruned
+}
+
 /// The files of `dir` that `rank` names (by file name; `None` leaves a file alone).
-pub fn files_of(dir: &Path, rank: impl Fn(&str) -> Option<u8>) -> Vec<CacheFile> {
+fn files_of(dir: &Path, rank: impl Fn(&str) -> Option<u8>) -> Vec<CacheFile> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -49,7 +67,7 @@ pub struct Pruned {
 
 /// Removes files, lowest rank and least recently used first, never `kept`, until
 /// those left hold at most `max_bytes`.
-pub fn prune(mut files: Vec<CacheFile>, max_bytes: u64, kept: &Path) -> Pruned {
+fn prune(mut files: Vec<CacheFile>, max_bytes: u64, kept: &Path) -> Pruned {
     let mut pruned = Pruned {
         left: files.iter().map(|f| f.len).sum(),
         ..Pruned::default()

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -115,16 +114,6 @@ async fn labelled(ns: &TestNamespace, name: &str, (key, value): (&str, &str)) ->
     done.with_context(|| format!("{name} never got {key}={value}"))
 }
 
-/// When `host` last logged a line with every one of `needles`.
-fn last_at(host: &HostProcess, needles: &[&str]) -> Result<Timestamp> {
-    let lines = host.lines_with(needles);
-    let line = lines
-        .last()
-        .with_context(|| format!("no line with {needles:?}"))?;
-    let stamp = line.split_whitespace().next().unwrap_or_default();
-    Ok(stamp.parse()?)
-}
-
 #[tokio::test]
 async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
@@ -164,8 +153,8 @@ async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first
     watches_only_for(&hosts[&survivor], ns.name(), &[MIRROR, STEPS]).await?;
     labelled(&ns, "step-2", ("wcm.test/seen", "true")).await?;
     let taker = &hosts[&survivor];
-    let acquired = last_at(taker, &["plugin lease acquired", "plugin=steps"])?;
-    let listed = last_at(taker, &["informer synced", "kind=v1/ConfigMap", ns.name()])?;
+    let acquired = taker.last_logged_at(&["plugin lease acquired", "plugin=steps"])?;
+    let listed = taker.last_logged_at(&["informer synced", "kind=v1/ConfigMap", ns.name()])?;
     let list = listed.duration_since(acquired);
     eprintln!("the taker's list of the plugin's ConfigMaps ended {list:#} after it acquired it");
     ensure!(list.is_positive(), "listed before it acquired the plugin");

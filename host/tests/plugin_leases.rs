@@ -54,6 +54,15 @@ async fn converged(ns: &TestNamespace, value: &str) -> Result<()> {
         .map(drop)
 }
 
+/// A namespace of its own for a scenario, the WebApp CRD installed, and the nine
+/// plugins' directory.
+async fn scene(prefix: &str) -> Result<(TestNamespace, Client, String, tempfile::TempDir)> {
+    let ns = TestNamespace::create(prefix).await?;
+    let (client, name) = (ns.client(), ns.name().to_string());
+    install_crd(&client).await?;
+    Ok((ns, client, name, nine()?))
+}
+
 /// Waits until every plugin is held by one of `replicas`, each holding its share
 /// ± 1 (3 ± 1 of nine over three); returns who holds what.
 async fn spread_over(
@@ -128,10 +137,7 @@ async fn taken_over(
 #[tokio::test]
 async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_share() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let ns = TestNamespace::create("plugin-leases").await?;
-    let (client, name) = (ns.client(), ns.name().to_string());
-    install_crd(&client).await?;
-    let dir = nine()?;
+    let (ns, client, name, dir) = scene("plugin-leases").await?;
     let mut a = per_plugin_replica(&ns, dir.path(), "replica-a")?;
     let b = per_plugin_replica(&ns, dir.path(), "replica-b")?;
     let c = per_plugin_replica(&ns, dir.path(), "replica-c")?;
@@ -194,10 +200,7 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
 #[tokio::test]
 async fn a_scale_up_from_one_to_three_replicas_hands_plugins_over_by_release() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let ns = TestNamespace::create("plugin-scale-up").await?;
-    let (client, name) = (ns.client(), ns.name().to_string());
-    install_crd(&client).await?;
-    let dir = nine()?;
+    let (ns, client, name, dir) = scene("plugin-scale-up").await?;
     let first = per_plugin_replica(&ns, dir.path(), "scale-1")?;
     spread_within(&client, &name, &["scale-1"], 0).await?;
     let second = per_plugin_replica(&ns, dir.path(), "scale-2")?;
@@ -219,9 +222,9 @@ async fn a_scale_up_from_one_to_three_replicas_hands_plugins_over_by_release() -
     );
     for plugin in moved {
         let needles = ["plugin lease released", &format!("plugin={plugin}")];
-        let line = first.wait_for_log(&needles, CONVERGE).await;
-        let line = line.with_context(|| format!("{plugin} left scale-1 without a release"))?;
-        let released: Timestamp = line.split_whitespace().next().unwrap_or_default().parse()?;
+        let released = first.logged_at(&needles, CONVERGE).await;
+        let released =
+            released.with_context(|| format!("{plugin} left scale-1 without a release"))?;
         let spec = now[plugin].1.spec.clone().context("no spec")?;
         let acquired = spec.acquire_time.context("no acquire time")?.0;
         // The release is logged once its request returned, so a quick taker may have
@@ -262,7 +265,7 @@ fn holdings(host: &HostProcess, now: Timestamp) -> Result<Vec<(String, Timestamp
         if !(acquired || ended) {
             continue;
         }
-        let at: Timestamp = line.split_whitespace().next().unwrap_or_default().parse()?;
+        let at = support::log_time(&line)?;
         let plugin = support::field_of(&line, "plugin").context("no plugin field")?;
         match (acquired, open.remove(&plugin)) {
             (true, _) => drop(open.insert(plugin, at)),
@@ -336,10 +339,7 @@ fn no_overlap(
 #[tokio::test]
 async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plugin() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let ns = TestNamespace::create("plugin-rollout").await?;
-    let (client, name) = (ns.client(), ns.name().to_string());
-    install_crd(&client).await?;
-    let dir = nine()?;
+    let (ns, client, name, dir) = scene("plugin-rollout").await?;
     let mut replicas: Vec<(String, HostProcess)> = Vec::new();
     for identity in ["rollout-a", "rollout-b", "rollout-c"] {
         replicas.push((
@@ -463,10 +463,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
         .ok()
         .and_then(|s| s.parse().ok());
     let lasting = Duration::from_secs(seconds.unwrap_or(180));
-    let ns = TestNamespace::create("plugin-chaos").await?;
-    let (client, name) = (ns.client(), ns.name().to_string());
-    install_crd(&client).await?;
-    let dir = nine()?;
+    let (ns, client, name, dir) = scene("plugin-chaos").await?;
     let mut next = 0;
     let mut fresh = || {
         next += 1;

@@ -9,7 +9,7 @@ use kube::api::PostParams;
 use serde_json::json;
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::election::{SHORT, flags};
+use crate::support::election::per_plugin_flags;
 use crate::support::registry::{another_build, push, repository};
 use crate::support::wasm_plugins::{
     WAIT, host_with, is_ready, kept_layer, mirrored, set_spec, setup, source, status_until,
@@ -30,9 +30,7 @@ async fn every_replica_pulls_and_the_plugins_holder_runs_it_and_reports() -> Res
     let dir = tempfile::tempdir()?;
     let mut replicas = Vec::new();
     for identity in ["pulls-a", "pulls-b"] {
-        let mut election = flags(SHORT, ns.name());
-        election.push("--leader-elect-mode=per-plugin".into());
-        election.push(format!("--leader-elect-identity={identity}"));
+        let election = per_plugin_flags(ns.name(), identity);
         let election: Vec<&str> = election.iter().map(String::as_str).collect();
         let host = host_with(&ns, &registry, &dir.path().join(identity), &election)?;
         replicas.push((identity, host));

@@ -140,13 +140,14 @@ impl PulledPlugins {
         let Some(layers) = kept.parent() else {
             return;
         };
-        let files = disk_bound::files_of(layers, |name| (!name.contains(".tmp-")).then_some(0));
-        let pruned = disk_bound::prune(files, self.max_bytes, kept);
-        if pruned.files > 0 {
-            tracing::info!(dir = %layers.display(), removed = pruned.files, freed = pruned.bytes,
-                left = pruned.left, max = self.max_bytes,
-                "pulled plugins over their bound: least recently used removed");
-        }
+        let rank = |name: &str| (!name.contains(".tmp-")).then_some(0);
+        disk_bound::keep_within(
+            layers,
+            rank,
+            self.max_bytes,
+            kept,
+            "store of pulled plugins",
+        );
     }
 
     /// `<dir>/<kind>/sha256/<hex>` for a well-formed sha256 digest only, so no digest

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
+use wasmtime::component::Component;
 
 use crate::disk_bound;
-use wasmtime::component::Component;
 
 /// First bytes of every entry; bump the digit when the layout changes.
 const MAGIC: &[u8; 8] = b"WCMART1\n";
@@ -152,12 +152,7 @@ impl ArtifactCache {
             name.ends_with(".cwasm")
                 .then(|| u8::from(name.ends_with(&fingerprint)))
         };
-        let pruned = disk_bound::prune(disk_bound::files_of(&self.dir, rank), self.max_bytes, kept);
-        if pruned.files > 0 {
-            tracing::info!(dir = %self.dir.display(), removed = pruned.files, freed = pruned.bytes,
-                left = pruned.left, max = self.max_bytes,
-                "compile cache over its bound: least recently used entries removed");
-        }
+        disk_bound::keep_within(&self.dir, rank, self.max_bytes, kept, "compile cache");
     }
 }
 

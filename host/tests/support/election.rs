@@ -64,15 +64,22 @@ pub fn flags(timings: Timings, name: &str) -> Vec<String> {
     ]
 }
 
+/// The flags of a replica named `identity` in per-plugin mode with the short
+/// timings, its Leases in the namespace `ns`.
+pub fn per_plugin_flags(ns: &str, identity: &str) -> Vec<String> {
+    let mut flags = flags(SHORT, ns);
+    flags.push("--leader-elect-mode=per-plugin".to_string());
+    flags.push(format!("--leader-elect-identity={identity}"));
+    flags
+}
+
 /// A replica named `identity` in per-plugin mode, its Leases in `ns`.
 pub fn per_plugin_replica(
     ns: &TestNamespace,
     dir: &std::path::Path,
     identity: &str,
 ) -> Result<HostProcess> {
-    let mut flags = flags(SHORT, ns.name());
-    flags.push("--leader-elect-mode=per-plugin".to_string());
-    flags.push(format!("--leader-elect-identity={identity}"));
+    let flags = per_plugin_flags(ns.name(), identity);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     HostProcess::start(dir, &flags)
 }

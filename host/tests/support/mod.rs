@@ -246,11 +246,16 @@ impl HostProcess {
 
     /// When the first log line with all of `needles` was written (its timestamp).
     pub async fn logged_at(&self, needles: &[&str], timeout: Duration) -> Result<Timestamp> {
-        let line = self.wait_for_log(needles, timeout).await?;
-        let stamp = line.split_whitespace().next().unwrap_or_default();
-        stamp
-            .parse()
-            .with_context(|| format!("no timestamp at the start of {line:?}"))
+        log_time(&self.wait_for_log(needles, timeout).await?)
+    }
+
+    /// When the last log line so far with all of `needles` was written.
+    pub fn last_logged_at(&self, needles: &[&str]) -> Result<Timestamp> {
+        let lines = self.lines_with(needles);
+        let line = lines
+            .last()
+            .with_context(|| format!("no line with {needles:?}"));
+        log_time(line?)
     }
 
     /// Kills the process with SIGKILL, as a crashed node would.
@@ -291,6 +296,12 @@ impl Drop for HostProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The timestamp a host log line starts with.
+pub fn log_time(line: &str) -> Result<Timestamp> {
+    let stamp = line.split_whitespace().next().unwrap_or_default();
+    (stamp.parse()).with_context(|| format!("no timestamp at the start of {line:?}"))
 }
 
 /// The value of `field=` in a tracing log line, quotes removed.

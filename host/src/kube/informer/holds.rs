@@ -112,6 +112,7 @@ impl Informer {
         item: Result<Event<DynamicObject>, watcher::Error>,
         relist: &mut Option<HashMap<ObjectKey, Arc<CachedObject>>>,
     ) {
+        // Held while the item applies, so a release cannot empty the cache in between.
         let running = self.running();
         if running.generation != generation {
             return;
@@ -123,6 +124,5 @@ impl Informer {
                 self.failed(&e);
             }
         }
-        drop(running);
     }
 }
