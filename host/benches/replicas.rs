@@ -1,9 +1,10 @@
-//! Every replica working (`--leader-elect-mode=per-plugin`): nine plugins — eight
-//! copies of the label-mirror test plugin, each writing a label of its own, and
-//! deployment-reconcile — over 1, 2 and 3 replicas of the release host, with
-//! kube-controller-manager's Lease timings, on a mixed workload (ConfigMaps and
-//! pending Pods to mirror, WebApps to turn into Deployments; the tests' workload,
-//! `tests/support/plugin_workload.rs`, larger). For each count: the time a burst of
+//! Every replica working (`--leader-elect-mode=per-plugin`): nine plugins — the five
+//! examples (Rust, Go, JavaScript, Python) under names of their own and four copies
+//! of the label-mirror test plugin, each writing a label of its own — over 1, 2 and
+//! 3 replicas of the release host, with kube-controller-manager's Lease timings, on
+//! a mixed workload (ConfigMaps to mirror and hash, pending Pods to mirror, label
+//! and count, Deployments to reload, WebApps to turn into Deployments; the tests'
+//! workload, `tests/support/plugin_workload.rs`, larger). For each count: the time a burst of
 //! changes takes to converge (median of the rounds), CPU seconds and resident memory
 //! per replica, the Lease writes a minute costs the API server when idle (from its
 //! audit log), and, from two replicas on, the time until every plugin of a replica
@@ -24,13 +25,14 @@ use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use plugin_workload::{PLUGINS, Workload, nine_plugins};
+use plugin_workload::{PLUGINS, Workload, compile_once, nine_plugins, plugin_files};
 use wcm_control_plane::{ControlPlane, TestNamespace};
 
-/// One burst: 200 objects of three kinds, each changed by at least one plugin.
+/// One burst: 210 objects of four kinds, each changed by at least two plugins.
 const BURST: Workload = Workload {
     config_maps: 100,
     pods: 50,
+    reloads: 10,
     webapps: 50,
 };
 const ROUNDS: usize = 3;
@@ -42,13 +44,22 @@ async fn main() -> Result<()> {
     let plane = ControlPlane::shared()?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     install_webapp_crd(plane, &root)?;
-    let mirror = root.join("target/test-plugins/label-mirror.wasm");
-    let webapps = root.join("target/plugins/deployment-reconcile.wasm");
-    ensure!(
-        mirror.exists() && webapps.exists(),
-        "run `make plugins` first"
-    );
-    let dir = nine_plugins(&mirror, &webapps)?;
+    let file = |name: &str| {
+        let built = root.join("target/plugins").join(format!("{name}.wasm"));
+        match built.exists() {
+            true => built,
+            false => root
+                .join("target/test-plugins")
+                .join(format!("{name}.wasm")),
+        }
+    };
+    let files = plugin_files(file);
+    ensure!(files.iter().all(|f| f.exists()), "run `make plugins` first");
+    compile_once(
+        Path::new(env!("CARGO_BIN_EXE_wasm-controller-manager")),
+        &files,
+    )?;
+    let dir = nine_plugins(file)?;
     println!(
         "replicas  converge(median)  cpu s/replica  rss MiB/replica  lease writes/min  drained hand-over  crash hand-over"
     );

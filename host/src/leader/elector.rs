@@ -37,6 +37,10 @@ pub struct Elector {
     api: Api<Lease>,
     config: ElectionConfig,
     observed: Option<Observation>,
+    /// The Lease as this candidate last wrote it, or as a watch last delivered it:
+    /// the next attempt writes on it without reading first (one request, as
+    /// client-go's fast path for a holder does); a conflict sends it the long way.
+    last: Option<Lease>,
     /// Labels and annotations every write of the Lease carries.
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
@@ -49,6 +53,7 @@ impl Elector {
             api: Api::namespaced(client, &config.lease_namespace),
             config,
             observed: None,
+            last: None,
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
         }
@@ -81,20 +86,61 @@ impl Elector {
         self.observed.as_ref().map(|o| &o.record)
     }
 
-    /// Notes the Lease as read elsewhere (a list of many), so expiry is judged from
-    /// when this candidate first saw its record, not from its first own attempt.
-    pub fn saw(&mut self, lease: &Lease) {
-        let now = Instant::now();
-        self.observed = Some(observe(self.observed.as_ref(), to_record(lease), now));
+    /// Notes the Lease as a watch delivered it (`lease`, whose record this replica
+    /// first saw as `seen`), so expiry is judged from when this replica first saw its
+    /// record, not from this candidate's next read (of two sightings of the same
+    /// record the earlier counts), and the next attempt needs no read. A copy of the
+    /// record this candidate wrote itself is older than or as old as its own.
+    pub fn saw(&mut self, seen: &Observation, lease: &Lease) {
+        let first = match &self.observed {
+            Some(mine) if mine.record == seen.record => mine.changed_at.min(seen.changed_at),
+            _ => {
+                self.last = Some(lease.clone());
+                seen.changed_at
+            }
+        };
+        self.observed = Some(Observation {
+            record: seen.record.clone(),
+            changed_at: first,
+        });
     }
 
-    /// Reads the Lease (creating it if absent) and takes or renews it if the rules
-    /// allow. API errors other than a lost race are returned.
+    /// Whether, as last seen, another candidate holds the Lease and it has not run
+    /// out: an attempt now would only read it.
+    pub fn held_by_another(&self, now: Instant) -> bool {
+        let Some(seen) = &self.observed else {
+            return false;
+        };
+        let stamp = "";
+        let decision = decide(
+            seen,
+            &self.config.identity,
+            self.config.lease_duration,
+            now,
+            stamp,
+        );
+        matches!(decision, Decision::Wait { .. })
+    }
+
+    /// Takes or renews the Lease if the rules allow: on the copy last written or
+    /// watched if there is one, else (or if that copy was stale) on a fresh read,
+    /// creating the Lease if absent. API errors other than a lost race are returned.
     pub async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        if let Some(lease) = self.last.take() {
+            match self.attempt_on(lease, Instant::now()).await? {
+                Attempt::LostRace => {} // a stale copy: read it and try again
+                attempt => return Ok(attempt),
+            }
+        }
         let now = Instant::now();
         let Some(lease) = self.api.get_opt(&self.config.lease_name).await? else {
             return self.create(now).await;
         };
+        self.attempt_on(lease, now).await
+    }
+
+    /// Decides on `lease` as read at `now`, and writes if the rules allow.
+    async fn attempt_on(&mut self, lease: Lease, now: Instant) -> Result<Attempt, kube::Error> {
         let observation = observe(self.observed.as_ref(), to_record(&lease), now);
         let decision = decide(
             &observation,
@@ -170,7 +216,8 @@ impl Elector {
             spec: Some(to_spec(&record)),
         };
         match self.api.create(&PostParams::default(), &lease).await {
-            Ok(_) => {
+            Ok(created) => {
+                self.last = Some(created);
                 self.observed = Some(Observation {
                     record,
                     changed_at: now,
@@ -205,7 +252,8 @@ impl Elector {
             .replace(&name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => {
+            Ok(written) => {
+                self.last = Some(written);
                 self.observed = Some(Observation {
                     record: record.clone(),
                     changed_at: now,

@@ -1,21 +1,23 @@
 //! The group of replicas in `--leader-elect-mode=per-plugin`: each renews a Lease of
 //! its own (`<name>-member-<hash of its identity>`, `holderIdentity` = its identity,
 //! labelled `wasm-controller-manager.io/member=<name>`), and reads the others' to
-//! know who is live. Liveness is judged as the election judges a Lease: by when this
-//! replica last saw a record change, on its own clock, never by comparing another
-//! machine's timestamps with its own.
+//! know who is live, as one watch sees them (`lease_watch`). Liveness is judged as
+//! the election judges a Lease: by when this replica saw a record change, on its own
+//! clock, never by comparing another machine's timestamps with its own.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::config::ElectionConfig;
-use super::elector::{Attempt, Elector, to_record};
-use super::record::{Observation, observe};
+use super::elector::{Attempt, Elector};
+use super::lease_watch::LeaseWatch;
 
 /// The label naming the group a membership Lease belongs to.
 pub const MEMBER_LABEL: &str = "wasm-controller-manager.io/member";
@@ -33,23 +35,25 @@ const FORGOTTEN_AFTER: u32 = 20;
 pub struct Membership {
     me: Elector,
     api: Api<Lease>,
-    group: String,
-    seen: BTreeMap<String, Observation>,
+    watch: LeaseWatch,
 }
 
 impl Membership {
-    /// The membership of `config.identity` in the group `config.lease_name`.
-    pub fn new(client: Client, config: &ElectionConfig) -> Membership {
+    /// The membership of `config.identity` in the group `config.lease_name`; the
+    /// group's Leases are watched from now on, `handed` notified when one changes
+    /// hands (a member joins, leaves or is replaced).
+    pub fn new(client: Client, config: &ElectionConfig, handed: Arc<Notify>) -> Membership {
         let own = ElectionConfig {
             lease_name: lease_name(&config.lease_name, &config.identity),
             ..config.clone()
         };
         let labels = [(MEMBER_LABEL.to_string(), config.lease_name.clone())];
+        let api = Api::namespaced(client.clone(), &config.lease_namespace);
+        let selector = format!("{MEMBER_LABEL}={}", config.lease_name);
         Membership {
-            me: Elector::new(client.clone(), own).labelled(labels.into()),
-            api: Api::namespaced(client, &config.lease_namespace),
-            group: config.lease_name.clone(),
-            seen: BTreeMap::new(),
+            me: Elector::new(client, own).labelled(labels.into()),
+            watch: LeaseWatch::start(api.clone(), &selector, handed),
+            api,
         }
     }
 
@@ -60,33 +64,36 @@ impl Membership {
         Ok(self.me.try_acquire_or_renew().await? == Attempt::Leading)
     }
 
+    /// Whether the group's Leases have been listed once: before that, who is live is
+    /// unknown.
+    pub fn synced(&self) -> bool {
+        self.watch.synced()
+    }
+
     /// The live members (this one included once its Lease is written) and the
-    /// plugins each runs. Leases long unchanged are deleted on the way.
-    pub async fn live(&mut self) -> Result<BTreeMap<String, BTreeSet<String>>, kube::Error> {
-        let selector = format!("{MEMBER_LABEL}={}", self.group);
-        let leases = self
-            .api
-            .list(&ListParams::default().labels(&selector))
-            .await?;
+    /// plugins each runs: those whose Lease has not run out since this replica saw
+    /// its last renewal.
+    pub fn live(&self) -> BTreeMap<String, BTreeSet<String>> {
         let now = Instant::now();
-        let mut live = BTreeMap::new();
-        let mut seen = BTreeMap::new();
-        for lease in leases {
-            let Some(name) = lease.metadata.name.clone() else {
-                continue;
-            };
-            let observed = observe(self.seen.get(&name), to_record(&lease), now);
-            let record = &observed.record;
-            let duration = seconds(record.lease_duration_seconds);
-            if !record.holder.is_empty() && observed.changed_at + duration > now {
-                live.insert(record.holder.clone(), runs(&lease));
-            } else if observed.changed_at + duration * FORGOTTEN_AFTER <= now {
-                self.forget(&name, &lease).await;
+        let live = self.watch.leases().into_values().filter(|w| w.held_at(now));
+        live.map(|w| (w.observed.record.holder.clone(), runs(&w.lease)))
+            .collect()
+    }
+
+    /// When another member's Lease runs out next, as this replica judges it.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.watch.next_expiry(self.me.identity())
+    }
+
+    /// Deletes the Leases unchanged for [`FORGOTTEN_AFTER`] lease durations.
+    pub async fn forget_gone(&self) {
+        let now = Instant::now();
+        for (name, watched) in self.watch.leases() {
+            let duration = seconds(watched.observed.record.lease_duration_seconds);
+            if watched.observed.changed_at + duration * FORGOTTEN_AFTER <= now {
+                self.forget(&name, &watched.lease).await;
             }
-            seen.insert(name, observed);
         }
-        self.seen = seen;
-        Ok(live)
     }
 
     /// Deletes this replica's membership Lease: the others reassign its plugins at

@@ -7,7 +7,8 @@
 //! reports loss (`campaign`), the gate workers and writes consult (`gate`); for the
 //! per-plugin mode the replicas' membership (`members`), who should hold which plugin
 //! (`assign`), the plugins' gates (`plugin_gates`), the election that drives them
-//! (`per_plugin`) and its plugin Leases (`plugin_leases`). Both elections run on a
+//! (`per_plugin`), its plugin Leases (`plugin_leases`) and the watch through which it
+//! sees the group's Leases (`lease_watch`). Both elections run on a
 //! thread of their own (`thread`).
 
 mod assign;
@@ -16,6 +17,7 @@ mod config;
 mod elector;
 mod gate;
 mod leadership;
+mod lease_watch;
 mod members;
 mod per_plugin;
 mod plugin_gates;

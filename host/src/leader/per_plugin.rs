@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::time::{Instant, timeout};
 
 use super::assign::assign;
@@ -91,27 +91,47 @@ async fn run(
 ) {
     tracing::info!(identity = %config.identity, group = %config.lease_name,
         "per-plugin leader election on: every replica works");
-    let mut group = Group::new(client.clone(), &config);
-    let mut leases = PluginLeases::new(client, &config);
+    let handed = Arc::new(Notify::new());
+    let mut group = Group::new(client.clone(), &config, handed.clone());
+    let mut leases = PluginLeases::new(client, &config, handed.clone());
+    let mut next = Instant::now();
     loop {
-        // Rounds start a (jittered) retry period apart, however long one takes.
-        let next = Instant::now() + super::campaign::jittered(config.retry_period);
-        let runs = shared.gates.wanted();
-        let view = group.round(&runs, &shared).await;
-        leases.track(&runs, &shared);
-        let holders = leases.note_holders(&shared).await;
-        let mine: BTreeSet<String> = (assign(&view, &holders).into_iter())
-            .filter(|(_, holder)| *holder == config.identity)
-            .map(|(plugin, _)| plugin)
-            .collect();
-        leases.step_all(&mine, &runs, &shared).await;
+        // Rounds on schedule start a (jittered) retry period apart, however long one
+        // takes, and renew; a round woken early only acquires and hands over.
+        let renewing = Instant::now() >= next;
+        if renewing {
+            next = Instant::now() + super::campaign::jittered(config.retry_period);
+        }
+        if group.membership.synced() && leases.synced() {
+            round(&mut group, &mut leases, renewing, &shared).await;
+        }
+        // Looks again on schedule, when a Lease another replica holds runs out, or
+        // when one changes hands, whichever comes first.
+        let expiries = [group.membership.next_expiry(), leases.next_expiry()];
+        let wake = expiries.into_iter().flatten().fold(next, Instant::min);
         tokio::select! {
-            () = tokio::time::sleep_until(next) => {}
+            () = tokio::time::sleep_until(wake) => {}
+            () = handed.notified() => {}
             _ = &mut stopped => break,
         }
     }
     leases.release_all(&shared).await;
     group.membership.leave().await;
+}
+
+/// One round: the membership (renewed when `renewing`), the group as seen now, who
+/// holds what, and this replica's plugins acquired, renewed or handed over.
+async fn round(group: &mut Group, leases: &mut PluginLeases, renewing: bool, shared: &Shared) {
+    let runs = shared.gates.wanted();
+    let view = group.round(&runs, renewing, shared).await;
+    leases.track(&runs, shared);
+    let holders = leases.note_holders(shared);
+    let identity = &group.config.identity;
+    let mine: BTreeSet<String> = (assign(&view, &holders).into_iter())
+        .filter(|(_, holder)| holder == identity)
+        .map(|(plugin, _)| plugin)
+        .collect();
+    leases.step_all(&mine, &runs, renewing, shared).await;
 }
 
 /// This replica's membership and its view of the group.
@@ -120,27 +140,47 @@ struct Group {
     config: ElectionConfig,
     /// When the last successful renewal of the membership was sent.
     renewed: Option<Instant>,
-    /// The live members and the plugins each runs, as last listed.
-    members: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Group {
-    fn new(client: Client, config: &ElectionConfig) -> Group {
+    fn new(client: Client, config: &ElectionConfig, handed: Arc<Notify>) -> Group {
         Group {
-            membership: Membership::new(client, config),
+            membership: Membership::new(client, config, handed),
             config: config.clone(),
             renewed: None,
-            members: BTreeMap::new(),
         }
     }
 
-    /// Renews the membership naming `runs` and lists the members: the group as this
-    /// replica sees it, itself as it is now (absent while it is not in the group).
+    /// Renews the membership naming `runs` (when `renewing`) and reads the members:
+    /// the group as this replica sees it, itself as it is now (absent while it is
+    /// not in the group).
     async fn round(
         &mut self,
         runs: &[String],
+        renewing: bool,
         shared: &Shared,
     ) -> BTreeMap<String, BTreeSet<String>> {
+        if renewing {
+            self.renew(runs, shared).await;
+            self.membership.forget_gone().await;
+        }
+        // In the group while the others count it in: its last renewal is within a lease
+        // duration (as they judge it). A renewal late by less than that moves nothing;
+        // it was once the renew deadline, and one slow round on a loaded machine
+        // handed over every plugin of the replica, only to take them back.
+        let live_for = self.config.lease_duration;
+        let in_group = self.renewed.is_some_and(|t| t + live_for > Instant::now());
+        shared.member.send_replace(in_group);
+        let mut view = self.membership.live();
+        let identity = &self.config.identity;
+        match in_group {
+            true => view.insert(identity.clone(), runs.iter().cloned().collect()),
+            false => view.remove(identity),
+        };
+        view
+    }
+
+    async fn renew(&mut self, runs: &[String], shared: &Shared) {
         let (retry, identity) = (self.config.retry_period, &self.config.identity);
         let sent = Instant::now();
         match timeout(retry, self.membership.renew(runs)).await {
@@ -158,21 +198,5 @@ impl Group {
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the membership Lease"),
             Err(_) => tracing::warn!("renewing the membership Lease timed out"),
         }
-        // In the group while the others count it in: its last renewal is within a lease
-        // duration (as they judge it). A renewal late by less than that moves nothing;
-        // it was once the renew deadline, and one slow round on a loaded machine
-        // handed over every plugin of the replica, only to take them back.
-        let live_for = self.config.lease_duration;
-        let in_group = self.renewed.is_some_and(|t| t + live_for > Instant::now());
-        shared.member.send_replace(in_group);
-        if let Ok(Ok(live)) = timeout(retry, self.membership.live()).await {
-            self.members = live;
-        }
-        let mut view = self.members.clone();
-        match in_group {
-            true => view.insert(identity.clone(), runs.iter().cloned().collect()),
-            false => view.remove(identity),
-        };
-        view
     }
 }

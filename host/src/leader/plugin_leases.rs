@@ -7,15 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, ListParams};
-use tokio::sync::watch;
+use kube::api::Api;
+use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::config::ElectionConfig;
-use super::elector::{Attempt, Elector, to_record};
+use super::elector::{Attempt, Elector};
 use super::gate::GateState;
+use super::lease_watch::LeaseWatch;
 use super::plugin_gates::{Holder, PluginGates};
 use crate::metrics::{Metrics, PluginLabels};
 use crate::probes::LastRenewal;
@@ -36,7 +36,7 @@ pub(super) struct Shared {
 /// The Leases of the plugins this replica runs or holds.
 pub(super) struct PluginLeases {
     client: Client,
-    api: Api<Lease>,
+    watch: LeaseWatch,
     config: ElectionConfig,
     leases: BTreeMap<String, PluginLease>,
 }
@@ -51,9 +51,16 @@ struct PluginLease {
 }
 
 impl PluginLeases {
-    pub(super) fn new(client: Client, config: &ElectionConfig) -> PluginLeases {
+    /// The plugin Leases of `config`'s group, watched from now on; `handed` is
+    /// notified when one changes hands.
+    pub(super) fn new(
+        client: Client,
+        config: &ElectionConfig,
+        handed: Arc<Notify>,
+    ) -> PluginLeases {
+        let api = Api::namespaced(client.clone(), &config.lease_namespace);
         PluginLeases {
-            api: Api::namespaced(client.clone(), &config.lease_namespace),
+            watch: LeaseWatch::start(api, PLUGIN_LABEL, handed),
             client,
             config: config.clone(),
             leases: BTreeMap::new(),
@@ -61,17 +68,19 @@ impl PluginLeases {
     }
 
     /// One round: each plugin assigned here (`mine`) and run here (`runs`) is
-    /// acquired or renewed; each other one held here is handed over.
+    /// acquired or, when `renewing` (a round on schedule, not one woken early),
+    /// renewed; each other one held here is handed over.
     pub(super) async fn step_all(
         &mut self,
         mine: &BTreeSet<String>,
         runs: &[String],
+        renewing: bool,
         shared: &Shared,
     ) {
         let config = &self.config;
         let steps = self.leases.iter_mut().map(|(plugin, lease)| {
             let wanted = mine.contains(plugin) && runs.contains(plugin);
-            lease.step(plugin, wanted, config, shared)
+            lease.step(plugin, wanted, renewing, config, shared)
         });
         futures::future::join_all(steps).await;
         self.leases
@@ -79,50 +88,54 @@ impl PluginLeases {
     }
 
     /// Notes who holds each plugin's Lease (for `/plugins`, and so a standby knows
-    /// a plugin is reported on by its holder), with one list of the group's Leases;
-    /// each plugin run here sees its Lease change, so once it is assigned here an
+    /// a plugin is reported on by its holder), as the watch saw them; each plugin run
+    /// here learns when its Lease's record changed, so once it is assigned here an
     /// expired holder is judged from when its renewals stopped, not from then.
     /// Returns each plugin's holder (none for a released Lease).
-    pub(super) async fn note_holders(&mut self, shared: &Shared) -> BTreeMap<String, String> {
+    pub(super) fn note_holders(&mut self, shared: &Shared) -> BTreeMap<String, String> {
         let mut holders = BTreeMap::new();
-        let params = ListParams::default().labels(PLUGIN_LABEL);
-        let listed = timeout(self.config.retry_period, self.api.list(&params)).await;
-        let Ok(Ok(leases)) = listed else {
-            return holders;
-        };
         let prefix = format!("{}-", self.config.lease_name);
-        for lease in leases {
-            let labels = lease.metadata.labels.as_ref();
-            let plugin = labels.and_then(|l| l.get(PLUGIN_LABEL));
-            let ours = lease
-                .metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with(&prefix));
-            if let (Some(plugin), true) = (plugin, ours) {
-                if let Some(ours) = self.leases.get_mut(plugin) {
-                    ours.elector.saw(&lease);
-                }
-                let record = to_record(&lease);
-                let labels = PluginLabels {
-                    plugin: plugin.clone(),
-                };
-                let transitions = shared
-                    .metrics
-                    .plugin_lease_transitions
-                    .get_or_create(&labels);
-                transitions.set(record.transitions.into());
-                if !record.holder.is_empty() {
-                    holders.insert(plugin.clone(), record.holder.clone());
-                }
-                let holder = Holder {
-                    identity: record.holder,
-                    transitions: record.transitions,
-                };
-                shared.gates.set_holder(plugin, holder);
+        for (name, watched) in self.watch.leases() {
+            let labels = watched.lease.metadata.labels.as_ref();
+            let Some(plugin) = labels.and_then(|l| l.get(PLUGIN_LABEL)) else {
+                continue;
+            };
+            if !name.starts_with(&prefix) {
+                continue;
             }
+            if let Some(ours) = self.leases.get_mut(plugin) {
+                ours.elector.saw(&watched.observed, &watched.lease);
+            }
+            let record = &watched.observed.record;
+            let labels = PluginLabels {
+                plugin: plugin.clone(),
+            };
+            let transitions = shared
+                .metrics
+                .plugin_lease_transitions
+                .get_or_create(&labels);
+            transitions.set(record.transitions.into());
+            if !record.holder.is_empty() {
+                holders.insert(plugin.clone(), record.holder.clone());
+            }
+            let holder = Holder {
+                identity: record.holder.clone(),
+                transitions: record.transitions,
+            };
+            shared.gates.set_holder(plugin, holder);
         }
         holders
+    }
+
+    /// Whether the plugin Leases have been listed once.
+    pub(super) fn synced(&self) -> bool {
+        self.watch.synced()
+    }
+
+    /// When a plugin Lease another replica holds runs out next, as this replica
+    /// judges it.
+    pub(super) fn next_expiry(&self) -> Option<Instant> {
+        self.watch.next_expiry(&self.config.identity)
     }
 
     /// Takes part in the Lease of every plugin that `runs` here.
@@ -161,22 +174,34 @@ impl PluginLeases {
 }
 
 impl PluginLease {
-    async fn step(&mut self, plugin: &str, wanted: bool, config: &ElectionConfig, shared: &Shared) {
+    async fn step(
+        &mut self,
+        plugin: &str,
+        wanted: bool,
+        renewing: bool,
+        config: &ElectionConfig,
+        shared: &Shared,
+    ) {
         match self.held {
             None if wanted => self.acquire(plugin, config, shared).await,
             None => {}
             Some(renewed) if Instant::now() >= renewed + config.renew_deadline => {
                 self.lost(plugin, "no renewal within the renew deadline", shared)
             }
+            // A round woken early (a Lease changed hands or ran out) renews nothing.
+            Some(_) if wanted && self.draining.is_none() && !renewing => {}
             Some(_) if wanted && self.draining.is_none() => {
                 self.renew(plugin, config, shared).await
             }
-            Some(_) => self.hand_over(plugin, config, shared).await,
+            Some(_) => self.hand_over(plugin, renewing, config, shared).await,
         }
     }
 
     async fn acquire(&mut self, plugin: &str, config: &ElectionConfig, shared: &Shared) {
         let sent = Instant::now();
+        if self.elector.held_by_another(sent) {
+            return; // the watch says so: no request until it runs out or is released
+        }
         let attempt = timeout(config.retry_period, self.elector.try_acquire_or_renew()).await;
         if let Ok(Ok(Attempt::Leading)) = attempt {
             self.held = Some(sent);
@@ -204,7 +229,13 @@ impl PluginLease {
     }
 
     /// Drains the plugin here, then releases its Lease.
-    async fn hand_over(&mut self, plugin: &str, config: &ElectionConfig, shared: &Shared) {
+    async fn hand_over(
+        &mut self,
+        plugin: &str,
+        renewing: bool,
+        config: &ElectionConfig,
+        shared: &Shared,
+    ) {
         let since = *self.draining.get_or_insert_with(|| {
             shared.gates.set(plugin, GateState::Draining);
             tracing::info!(
@@ -214,10 +245,11 @@ impl PluginLease {
             Instant::now()
         });
         let done = shared.gates.busy(plugin) == 0 || since.elapsed() >= shared.grace;
-        if !done {
-            return self.renew(plugin, config, shared).await;
+        match (done, renewing) {
+            (false, true) => self.renew(plugin, config, shared).await,
+            (false, false) => {}
+            (true, _) => self.release(plugin, shared).await,
         }
-        self.release(plugin, shared).await;
     }
 
     async fn release(&mut self, plugin: &str, shared: &Shared) {

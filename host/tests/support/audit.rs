@@ -22,6 +22,8 @@ pub struct Write {
     pub name: Option<String>,
     /// When the API server received the request.
     pub received: Timestamp,
+    /// When it answered (the write was applied by then).
+    pub completed: Timestamp,
     /// The response code.
     pub code: u16,
     /// The request's path and query, as received.
@@ -37,43 +39,57 @@ pub struct Write {
 /// the authorizer a question and stores nothing (the host asks them on every replica,
 /// standbys included).
 pub fn writes_by(path: &Path, agent: &str) -> Result<Vec<Write>> {
-    let text = std::fs::read_to_string(path).with_context(|| {
+    let writes = writes_mentioning(path, agent)?;
+    Ok(writes
+        .into_iter()
+        .filter(|w| w.user_agent.contains(agent))
+        .collect())
+}
+
+/// Every write in the audit log at `path` whose entry mentions `text` anywhere (an
+/// object's name, a User-Agent), access reviews left out; only those entries are
+/// parsed, so a search of a large log for one object is quick.
+pub fn writes_mentioning(path: &Path, text: &str) -> Result<Vec<Write>> {
+    let log = std::fs::read_to_string(path).with_context(|| {
         format!(
             "reading the audit log {} (a control plane started before auditing was added \
              has none: `make cluster-down cluster-up`)",
             path.display()
         )
     })?;
-    let mut writes = Vec::new();
-    for line in text.lines() {
-        let entry: Value = serde_json::from_str(line).context("audit line")?;
-        let user_agent = entry["userAgent"].as_str().unwrap_or_default();
-        if !user_agent.contains(agent) {
-            continue;
-        }
-        let object = &entry["objectRef"];
-        if object["resource"]
-            .as_str()
-            .is_some_and(|r| r.ends_with("accessreviews"))
-        {
-            continue;
-        }
-        let text = |v: &Value| v.as_str().map(str::to_string);
-        writes.push(Write {
-            user_agent: user_agent.to_string(),
-            verb: text(&entry["verb"]).unwrap_or_default(),
-            resource: text(&object["resource"]).unwrap_or_default(),
-            namespace: text(&object["namespace"]),
-            name: text(&object["name"]),
-            received: entry["requestReceivedTimestamp"]
-                .as_str()
-                .context("no requestReceivedTimestamp")?
-                .parse()?,
-            code: entry["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
-            uri: text(&entry["requestURI"]).unwrap_or_default(),
-            user: text(&entry["user"]["username"]).unwrap_or_default(),
-            impersonated: text(&entry["impersonatedUser"]["username"]),
-        });
+    let lines = log.lines().filter(|l| l.contains(text));
+    let writes = lines.map(parse).collect::<Result<Vec<_>>>()?;
+    Ok(writes.into_iter().flatten().collect())
+}
+
+/// One entry of the log, unless it is of an access review.
+fn parse(line: &str) -> Result<Option<Write>> {
+    let entry: Value = serde_json::from_str(line).context("audit line")?;
+    let object = &entry["objectRef"];
+    if object["resource"]
+        .as_str()
+        .is_some_and(|r| r.ends_with("accessreviews"))
+    {
+        return Ok(None);
     }
-    Ok(writes)
+    let text = |v: &Value| v.as_str().map(str::to_string);
+    let time = |field: &str| -> Result<Timestamp> {
+        let stamp = entry[field]
+            .as_str()
+            .with_context(|| format!("no {field}"))?;
+        Ok(stamp.parse()?)
+    };
+    Ok(Some(Write {
+        user_agent: text(&entry["userAgent"]).unwrap_or_default(),
+        verb: text(&entry["verb"]).unwrap_or_default(),
+        resource: text(&object["resource"]).unwrap_or_default(),
+        namespace: text(&object["namespace"]),
+        name: text(&object["name"]),
+        received: time("requestReceivedTimestamp")?,
+        completed: time("stageTimestamp")?,
+        code: entry["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+        uri: text(&entry["requestURI"]).unwrap_or_default(),
+        user: text(&entry["user"]["username"]).unwrap_or_default(),
+        impersonated: text(&entry["impersonatedUser"]["username"]),
+    }))
 }
