@@ -27,9 +27,16 @@ use sha2::{Digest, Sha256};
 /// SHA-256, not the standard library's). A plugin whose candidates are all full
 /// goes to the least loaded of them: no plugin that runs somewhere is left without
 /// a holder.
+///
+/// A plugin whose holder is gone (a crashed replica's) goes to a member that joined
+/// less than a lease duration ago (`unsettled`) only if no other runs it: such a
+/// member first saw the Lease when it started, so it must wait a whole lease
+/// duration from then before the Lease is expired to it, while a member that watched
+/// the last renewals arrive can take it the moment it runs out.
 pub fn assign(
     runs: &BTreeMap<String, BTreeSet<String>>,
     holders: &BTreeMap<String, String>,
+    unsettled: &BTreeSet<String>,
 ) -> BTreeMap<String, String> {
     let mut plugins: Vec<&String> = runs.values().flatten().collect();
     plugins.sort_by_key(|p| (score(p, ""), p.as_str()));
@@ -58,6 +65,10 @@ pub fn assign(
             continue;
         }
         let mut ranked: Vec<&String> = (runs.keys()).filter(|m| runs_it(m, plugin)).collect();
+        let orphan = holders.get(plugin).is_some_and(|h| !runs.contains_key(h));
+        if orphan && ranked.iter().any(|m| !unsettled.contains(*m)) {
+            ranked.retain(|m| !unsettled.contains(*m));
+        }
         ranked.sort_by_key(|m| Reverse((score(plugin, m), m.as_str())));
         let count = |m: &&String| load.get(*m).copied().unwrap_or(0);
         let Some(holder) = (ranked.iter().find(|m| count(m) < cap))
@@ -114,7 +125,7 @@ mod tests {
     fn every_plugin_goes_to_one_member_and_no_member_holds_more_than_its_share() {
         for (p, r) in [(9, 3), (10, 3), (1, 3), (7, 2), (40, 5), (3, 1)] {
             let (plugins, members) = (names("plugin", p), names("replica", r));
-            let assigned = assign(&all_run(&plugins, &members), &none());
+            let assigned = assign(&all_run(&plugins, &members), &none(), &BTreeSet::new());
             assert_eq!(assigned.len(), p, "{p} plugins over {r}");
             for (member, load) in loads(&assigned) {
                 assert!(members.contains(&member));
@@ -132,8 +143,8 @@ mod tests {
         let mut reversed = plugins.clone();
         reversed.reverse();
         assert_eq!(
-            assign(&all_run(&plugins, &members), &none()),
-            assign(&all_run(&reversed, &members), &none())
+            assign(&all_run(&plugins, &members), &none(), &BTreeSet::new()),
+            assign(&all_run(&reversed, &members), &none(), &BTreeSet::new())
         );
     }
 
@@ -141,8 +152,8 @@ mod tests {
     fn a_member_leaving_moves_its_plugins_and_few_others() {
         let plugins = names("plugin", 30);
         let members = names("replica", 3);
-        let before = assign(&all_run(&plugins, &members), &none());
-        let after = assign(&all_run(&plugins, &members[..2]), &before);
+        let before = assign(&all_run(&plugins, &members), &none(), &BTreeSet::new());
+        let after = assign(&all_run(&plugins, &members[..2]), &before, &BTreeSet::new());
         let gone = &members[2];
         let moved_others = (plugins.iter())
             .filter(|p| before[*p] != *gone && before[*p] != after[*p])
@@ -158,13 +169,38 @@ mod tests {
     fn a_plugin_goes_only_to_a_member_that_runs_it_even_past_its_share() {
         let mut runs = all_run(&names("plugin", 4), &names("replica", 2));
         runs.get_mut("replica-1").expect("member").clear();
-        let assigned = assign(&runs, &none());
+        let assigned = assign(&runs, &none(), &BTreeSet::new());
         assert_eq!(assigned.len(), 4);
         assert!(assigned.values().all(|m| m == "replica-0"), "{assigned:?}");
     }
 
     #[test]
     fn without_members_nothing_is_assigned() {
-        assert!(assign(&BTreeMap::new(), &none()).is_empty());
+        assert!(assign(&BTreeMap::new(), &none(), &BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn a_crashed_members_plugins_go_to_members_that_saw_it_renew_not_to_a_newcomer() {
+        let plugins = names("plugin", 9);
+        let members = names("replica", 3);
+        let before = assign(&all_run(&plugins, &members), &none(), &BTreeSet::new());
+        // replica-2 crashed; replica-3 has just started, and ranks some first.
+        let after_members = ["replica-0", "replica-1", "replica-3"].map(String::from);
+        let runs = all_run(&plugins, &after_members);
+        let new: BTreeSet<String> = ["replica-3".to_string()].into();
+        let newcomer_first = assign(&runs, &before, &BTreeSet::new());
+        assert!(
+            (newcomer_first.values()).any(|m| m == "replica-3"),
+            "the case needs a plugin the newcomer would take: {newcomer_first:?}"
+        );
+        let after = assign(&runs, &before, &new);
+        let orphans = plugins.iter().filter(|p| before[*p] == "replica-2");
+        for plugin in orphans {
+            assert_ne!(after[plugin], "replica-3", "{plugin} left to the newcomer");
+        }
+        // Alone, a newcomer takes them all the same: nobody else can.
+        let alone = all_run(&plugins, &["replica-3".to_string()]);
+        let after = assign(&alone, &before, &new);
+        assert!(after.values().all(|m| m == "replica-3"), "{after:?}");
     }
 }

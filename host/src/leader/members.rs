@@ -27,6 +27,11 @@ pub const MEMBER_LABEL: &str = "wasm-controller-manager.io/member";
 /// replica, or that a replica of another version lacks, is never left to it.
 pub const PLUGINS_ANNOTATION: &str = "wasm-controller-manager.io/plugins";
 
+/// The annotation saying whether a member has watched the group for a lease duration
+/// (`true`) or joined since (`false`): only one that has can judge at once whether a
+/// crashed replica's Lease ran out, so only such members take those plugins over.
+pub const SETTLED_ANNOTATION: &str = "wasm-controller-manager.io/settled";
+
 /// A Lease unchanged for this many lease durations belongs to a replica long gone
 /// (killed, so it could not delete it): it is deleted.
 const FORGOTTEN_AFTER: u32 = 20;
@@ -58,9 +63,10 @@ impl Membership {
     }
 
     /// Renews this replica's membership Lease (creating it at first), saying it runs
-    /// `plugins`; whether it holds the Lease now.
-    pub async fn renew(&mut self, plugins: &[String]) -> Result<bool, kube::Error> {
+    /// `plugins` and whether it is `settled`; whether it holds the Lease now.
+    pub async fn renew(&mut self, plugins: &[String], settled: bool) -> Result<bool, kube::Error> {
         self.me.annotate(PLUGINS_ANNOTATION, &plugins.join(","));
+        self.me.annotate(SETTLED_ANNOTATION, &settled.to_string());
         Ok(self.me.try_acquire_or_renew().await? == Attempt::Leading)
     }
 
@@ -78,6 +84,19 @@ impl Membership {
         let live = self.watch.leases().into_values().filter(|w| w.held_at(now));
         live.map(|w| (w.observed.record.holder.clone(), runs(&w.lease)))
             .collect()
+    }
+
+    /// The live members that say they joined less than a lease duration ago.
+    pub fn unsettled(&self) -> BTreeSet<String> {
+        let now = Instant::now();
+        let live = self.watch.leases().into_values().filter(|w| w.held_at(now));
+        let joining = live.filter(|w| {
+            let annotations = w.lease.metadata.annotations.as_ref();
+            annotations
+                .and_then(|a| a.get(SETTLED_ANNOTATION))
+                .is_some_and(|s| s == "false")
+        });
+        joining.map(|w| w.observed.record.holder.clone()).collect()
     }
 
     /// When another member's Lease runs out next, as this replica judges it.

@@ -31,7 +31,9 @@ pub use config::{ConfigError, ElectionConfig, ElectionMode, JITTER_FACTOR};
 pub use elector::{Attempt, Elector};
 pub use gate::{Busy, GateState, LeaderGate};
 pub use leadership::Leadership;
-pub use members::{MEMBER_LABEL, PLUGINS_ANNOTATION, lease_name as member_lease_name};
+pub use members::{
+    MEMBER_LABEL, PLUGINS_ANNOTATION, SETTLED_ANNOTATION, lease_name as member_lease_name,
+};
 pub use per_plugin::PluginElection;
 pub use plugin_gates::{Holder, PluginGates};
 pub use plugin_leases::PLUGIN_LABEL;

@@ -127,7 +127,11 @@ async fn round(group: &mut Group, leases: &mut PluginLeases, renewing: bool, sha
     leases.track(&runs, shared);
     let holders = leases.note_holders(shared);
     let identity = &group.config.identity;
-    let mine: BTreeSet<String> = (assign(&view, &holders).into_iter())
+    let mut unsettled = group.membership.unsettled();
+    if !group.settled() {
+        unsettled.insert(identity.clone());
+    }
+    let mine: BTreeSet<String> = (assign(&view, &holders, &unsettled).into_iter())
         .filter(|(_, holder)| holder == identity)
         .map(|(plugin, _)| plugin)
         .collect();
@@ -140,6 +144,8 @@ struct Group {
     config: ElectionConfig,
     /// When the last successful renewal of the membership was sent.
     renewed: Option<Instant>,
+    /// Since when this replica has watched the group's Leases.
+    watching_since: Option<Instant>,
 }
 
 impl Group {
@@ -148,7 +154,16 @@ impl Group {
             membership: Membership::new(client, config, handed),
             config: config.clone(),
             renewed: None,
+            watching_since: None,
         }
+    }
+
+    /// Whether this replica has watched the group's Leases for a lease duration: it
+    /// then saw every live holder's renewals arrive, and can tell the moment a
+    /// crashed one's Lease runs out.
+    fn settled(&self) -> bool {
+        let since = self.watching_since;
+        since.is_some_and(|t| t.elapsed() >= self.config.lease_duration)
     }
 
     /// Renews the membership naming `runs` (when `renewing`) and reads the members:
@@ -160,6 +175,7 @@ impl Group {
         renewing: bool,
         shared: &Shared,
     ) -> BTreeMap<String, BTreeSet<String>> {
+        self.watching_since.get_or_insert_with(Instant::now);
         if renewing {
             self.renew(runs, shared).await;
             self.membership.forget_gone().await;
@@ -183,7 +199,8 @@ impl Group {
     async fn renew(&mut self, runs: &[String], shared: &Shared) {
         let (retry, identity) = (self.config.retry_period, &self.config.identity);
         let sent = Instant::now();
-        match timeout(retry, self.membership.renew(runs)).await {
+        let settled = self.settled();
+        match timeout(retry, self.membership.renew(runs, settled)).await {
             Ok(Ok(true)) => {
                 self.renewed = Some(sent);
                 shared.gates.announced(runs);
