@@ -89,6 +89,7 @@ async fn measure(plugin: &str, component: &Path, fixtures: &Path) -> Result<[Str
         compile_cache: None,
         settings: None,
         not_fixtures: Vec::new(),
+        run_for: None,
     };
     let compile = loads(&options, COMPILES).await?;
     options.compile_cache = Some(cache.path().to_path_buf());

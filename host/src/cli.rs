@@ -113,6 +113,11 @@ pub struct TestArgs {
     /// Reconciles after which a run that still has keys queued fails.
     #[arg(long, default_value_t = 1000)]
     pub max_reconciles: usize,
+    /// Run in virtual time for this long (`10m`): `requeue-after`, retries after a
+    /// failure and resyncs happen on a virtual clock, and each reconcile in the
+    /// report says when it ran. Without it, time does not pass.
+    #[arg(long = "for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub run_for: Option<Duration>,
     /// Deadline of one reconcile, as `run`'s flag.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub reconcile_timeout: Duration,

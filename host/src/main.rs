@@ -214,6 +214,7 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
         compile_cache: Some(default_compile_cache()),
         not_fixtures: args.expect.iter().chain(&args.settings).cloned().collect(),
         settings: args.settings,
+        run_for: args.run_for,
     };
     let outcome = wcm_host::testkit::run(&options).await?;
     let yaml = outcome.report.to_yaml()?;
@@ -234,6 +235,13 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
             }
         }
         (None, _) => print!("{yaml}"),
+    }
+    for pending in &outcome.report.pending {
+        eprintln!(
+            "plugin {plugin}: {} still scheduled when the time was up (next at {}): \
+             a periodic check, or a key that never settles",
+            pending.key, pending.at
+        );
     }
     let unsettled = outcome
         .problems

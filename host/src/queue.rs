@@ -18,6 +18,7 @@
 //!   processed finish, and the caller bounds how long it waits for them.
 
 mod delayed;
+mod requeue;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 use crate::metrics::QueueMetrics;
 use crate::rate::TokenBucket;
 use delayed::DelayedKeys;
+pub use requeue::Requeue;
 
 /// How failed reconciles are retried (client-go's defaults).
 #[derive(Debug, Clone, Copy)]
@@ -302,6 +304,24 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Clears the failure count of `key` after a successful reconcile.
     pub fn forget(&self, key: &K) {
         self.state().failures.remove(key);
+    }
+
+    /// Takes the step chosen for `key` (by `controller::requeue_of`), whose
+    /// reconcile returned;
+    /// the delay after which it runs again, if it does.
+    pub fn settle(&self, key: &K, requeue: Requeue) -> Option<Duration> {
+        match requeue {
+            Requeue::Forget => {
+                self.forget(key);
+                None
+            }
+            Requeue::After(delay) => {
+                self.forget(key);
+                self.add_after(key.clone(), delay);
+                Some(delay)
+            }
+            Requeue::Retry => Some(self.add_rate_limited(key.clone())),
+        }
     }
 
     /// Waits for the next ready key and marks it as processing. `None` once the queue

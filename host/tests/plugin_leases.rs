@@ -277,9 +277,11 @@ async fn a_scale_up_from_one_to_three_replicas_hands_plugins_over_by_release() -
         // acquired a few milliseconds before that line; never a lease duration after.
         let gap = acquired.duration_since(released);
         let early = SignedDuration::from_millis(-200);
+        let said = |host: &HostProcess| host.lines_with(&[&format!("plugin={plugin}")]);
         ensure!(
             gap > early && gap < SignedDuration::try_from(SHORT.lease)?,
-            "{plugin} acquired {gap:?} after scale-1 released it"
+            "{plugin} acquired {gap:?} after scale-1 released it; the replicas said {:#?}",
+            [said(&first), said(&second), said(&third)]
         );
     }
     SMALL.round(&client, &name, "scaled").await?;

@@ -12,31 +12,7 @@ use std::process::{Command, Output};
 use anyhow::{Result, ensure};
 use support::docs::{guide_steps, path_with_host};
 use support::plugin_file;
-
-/// `wasm-controller-manager test ARGS...`, whatever its outcome.
-fn test_command<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Result<Output> {
-    Ok(Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .arg("test")
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()?)
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A fixture file in a fresh directory.
-fn fixture(yaml: &str) -> Result<(tempfile::TempDir, PathBuf)> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("fixture.yaml");
-    std::fs::write(&path, yaml)?;
-    Ok((dir, path))
-}
+use support::testkit_cli::{fixture, misbehaving, repo, test_command, text};
 
 /// Each example plugin, and the SDKs' exercisers (Go: every import with `k8s.io/api`
 /// types; Python and JavaScript twins: owner references, conditions, status, errors by
@@ -258,14 +234,6 @@ fn an_apply_of_a_field_another_manager_set_differently_is_a_conflict_naming_both
     let same = write_to("same")?;
     ensure!(same.get("error").is_none(), "{same}");
     Ok(())
-}
-
-/// A ConfigMap the `misbehaving` test plugin acts on as `behaviour` says.
-fn misbehaving(behaviour: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {behaviour}, namespace: shop, \
-         labels: {{wcm.test/misbehave: \"\"}}}}\ndata: {{behaviour: {behaviour}}}\n"
-    )
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod caches;
 mod health;
+mod requeue;
 mod rights;
 mod watches;
 mod worker;
@@ -32,6 +33,7 @@ use crate::runtime::PluginCode;
 use caches::{CacheClaim, Claim};
 pub use health::Health;
 use health::{CrashLoop, health_of};
+pub use requeue::requeue_of;
 pub use rights::ForbiddenError;
 use rights::{DeclaredRights, keep_reviewing, review_at_load};
 use watches::Watches;

@@ -4,7 +4,7 @@
 //! the operator opted into instance reuse keeps its instance between keys.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
@@ -19,6 +19,7 @@ use crate::queue::WorkQueue;
 use crate::runtime::{Blame, CallError, PluginCode, Recycle, ReusePolicy, ReusedInstance};
 
 use super::health::CrashLoop;
+use super::requeue::requeue_of;
 
 /// One loaded version of a plugin, as the workers use it.
 pub struct Version {
@@ -130,30 +131,20 @@ impl Worker {
         };
         self.active.dec();
         let plugin = self.labels.plugin.as_str();
+        let retry_in = self.queue.settle(key, requeue_of(&called));
         let outcome = match called {
             Ok(action) => {
                 version.crashes.succeeded();
-                if action != Action::Requeue {
-                    self.queue.forget(key); // a requeue keeps its backoff growing
-                }
-                if let Action::RequeueAfter(ms) = action {
-                    self.queue.add_after(key.clone(), Duration::from_millis(ms));
-                }
                 tracing::debug!(plugin, key = %key, ?action, "reconciled");
                 match action {
                     Action::Done => ReconcileResult::success,
-                    Action::Requeue => {
-                        self.queue.add_rate_limited(key.clone());
-                        ReconcileResult::requeue
-                    }
-                    Action::RequeueAfter(0) => ReconcileResult::requeue,
+                    Action::Requeue | Action::RequeueAfter(0) => ReconcileResult::requeue,
                     Action::RequeueAfter(_) => ReconcileResult::requeue_after,
                 }
             }
             Err(CallError::Guest(failure)) if failure.terminal => {
                 // controller-runtime's TerminalError: recorded, not retried until the
                 // key is queued again by a change.
-                self.queue.forget(key);
                 version.crashes.succeeded();
                 tracing::error!(plugin, key = %key, error = %failure.error,
                     "reconcile failed terminally; not retried until the object changes");
@@ -161,7 +152,6 @@ impl Worker {
                 ReconcileResult::error
             }
             Err(error) => {
-                let retry_in = self.queue.add_rate_limited(key.clone());
                 tracing::error!(plugin, key = %key, %error, ?retry_in, "reconcile failed");
                 self.count_failure(version, &error);
                 ReconcileResult::error

@@ -13,9 +13,14 @@
 //! the API server words them. Each write that changes an object wakes the keys its
 //! watches map it to, as an informer would; a write that changes nothing wakes none.
 //!
-//! What it does not model: time (`requeue-after` and resyncs are reported, not
-//! waited for), retries (a failed key is reported, not retried: nothing else changes
-//! offline), admission and validation by the API server, list merging by key in
+//! Time is virtual (`--for`): `requeue-after`, retries after a failure (the host's
+//! backoff) and resyncs wait on a clock that jumps to the next of them, and each
+//! reconcile says when it ran; a key that requeues itself at once without end is
+//! reported and dropped, and keys still scheduled when the time is up are listed.
+//! Without `--for` time does not pass: a requeue is reported, not waited for, and a
+//! failed key is not retried.
+//!
+//! What it does not model: admission and validation by the API server, list merging by key in
 //! server-side apply (a list is owned whole), and other controllers (no Pods appear
 //! for a Deployment). The host's own tests use the real API server; this is a tool
 //! for plugins' tests.
@@ -29,9 +34,10 @@ mod object_writes;
 mod report;
 mod run;
 mod store;
+mod virtual_queue;
 mod writes;
 
 pub use cluster::offline_access;
 pub use fixtures::FixtureError;
-pub use report::{Event, Reconciled, Report, ReportError, Write};
+pub use report::{Event, Pending, Reconciled, Report, ReportError, Write};
 pub use run::{Outcome, Session, TestError, TestOptions, run};

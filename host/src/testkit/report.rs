@@ -20,6 +20,29 @@ pub struct Report {
     /// Its own metrics at the end, as `/metrics` would show them (samples only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<String>,
+    /// In virtual time (`--for`): the keys still scheduled when the time was up —
+    /// a periodic check, or a plugin that never settles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<Pending>,
+}
+
+/// A key still scheduled at the end of a run in virtual time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// The key.
+    pub key: String,
+    /// When it would have run.
+    pub at: String,
+}
+
+impl Pending {
+    /// `key`, due at the virtual time `at`.
+    pub fn of((key, at): (crate::keys::ReconcileKey, std::time::Duration)) -> Pending {
+        Pending {
+            key: key.to_string(),
+            at: humantime::format_duration(at).to_string(),
+        }
+    }
 }
 
 /// One reconcile.
@@ -29,6 +52,9 @@ pub struct Reconciled {
     pub key: String,
     /// `done`, `requeue-after 30s`, or the error.
     pub result: String,
+    /// In virtual time (`--for`): when it ran, from the start of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
 }
 
 /// One write call.
@@ -172,10 +198,12 @@ mod tests {
             reconciles: vec![Reconciled {
                 key: "fixed key \"all\"".into(),
                 result: "done".into(),
+                at: None,
             }],
             writes: vec![write],
             events: vec![],
             metrics: vec![],
+            pending: vec![],
         }
     }
 

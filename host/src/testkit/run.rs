@@ -1,7 +1,8 @@
 //! One test run: the plugin loaded in the host's sandbox, its watches over the
-//! fixtures, and its reconciles in queue order until nothing is queued (bounded).
+//! fixtures, and its reconciles in queue order until nothing is queued (bounded), in
+//! virtual time when the run is given some.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +10,12 @@ use std::time::Duration;
 use super::cluster;
 use super::fixtures::FixtureError;
 use super::memory::MemoryCluster;
-use super::report::{Reconciled, Report};
+use super::report::{Pending, Reconciled, Report};
+use super::virtual_queue::{Next, VirtualQueue};
 use crate::capabilities::ClusterAccess;
 use crate::config::Limits;
 use crate::contract::{Action, Registration};
+use crate::controller::requeue_of;
 use crate::keys::ReconcileKey;
 use crate::loading::{RegistrationError, load_registered, load_registered_with};
 use crate::metrics::plugin::PluginMetrics;
@@ -37,6 +40,10 @@ pub struct TestOptions {
     /// Files a fixture directory leaves out: the run's own, such as the expected
     /// report and the settings, which may sit in `testdata/` with the fixtures.
     pub not_fixtures: Vec<PathBuf>,
+    /// Virtual time the run may take (`--for`): requeues, retries and resyncs
+    /// happen on a virtual clock up to it. None: time does not pass (a requeue is
+    /// reported, not waited for, and a failed key is not retried).
+    pub run_for: Option<Duration>,
 }
 
 /// Why a run could not happen at all.
@@ -61,30 +68,6 @@ pub struct Outcome {
     pub report: Report,
     /// What failed; empty if every reconcile succeeded and the queue ran dry.
     pub problems: Vec<String>,
-}
-
-/// Keys in the order they were queued; a key already waiting is not queued twice,
-/// as in the host's work queue.
-#[derive(Default)]
-struct KeyQueue {
-    order: VecDeque<ReconcileKey>,
-    waiting: HashSet<ReconcileKey>,
-}
-
-impl KeyQueue {
-    fn extend(&mut self, keys: impl IntoIterator<Item = ReconcileKey>) {
-        for key in keys {
-            if self.waiting.insert(key.clone()) {
-                self.order.push_back(key);
-            }
-        }
-    }
-
-    fn pop(&mut self) -> Option<ReconcileKey> {
-        let key = self.order.pop_front()?;
-        self.waiting.remove(&key);
-        Some(key)
-    }
 }
 
 /// A plugin loaded in the sandbox with the in-memory cluster of its fixtures: what a
@@ -137,33 +120,56 @@ impl Session {
 
 /// Loads the plugin, builds the in-memory cluster of the fixtures and reconciles
 /// every key its watches produce, and every key its writes wake, until none is left
-/// or `max_reconciles` were run.
+/// (or, in virtual time, none is due before the time is up) or `max_reconciles`
+/// were run.
 pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     let session = Session::load(options).await?;
-    let mut queue = KeyQueue::default();
-    queue.extend(session.initial_keys());
-    let (reconciles, problems) = reconcile_all(&session, queue, options).await;
+    let resync = session
+        .registration
+        .resync_period_ms
+        .map(Duration::from_millis);
+    let mut queue = VirtualQueue::new(resync);
+    queue.add(session.initial_keys());
+    let (reconciles, problems) = reconcile_all(&session, &mut queue, options).await;
     let (writes, events) = session.cluster.journal();
     let metrics = PluginMetrics::samples(session.access.plugin_metrics());
+    let pending = match options.run_for {
+        Some(_) => queue.scheduled().into_iter().map(Pending::of).collect(),
+        None => Vec::new(),
+    };
     let report = Report {
         plugin: session.registration.name,
         reconciles,
         writes,
         events,
         metrics,
+        pending,
     };
     Ok(Outcome { report, problems })
 }
 
-/// Runs keys until the queue is empty or the bound is reached.
+/// Reconciles in a row at one virtual instant, with nothing changed, after which a
+/// key that keeps requeueing itself at once is reported as a loop and dropped.
+const LOOP_AFTER: u32 = 20;
+
+/// Runs keys until none is due or the bound is reached.
 async fn reconcile_all(
     session: &Session,
-    mut queue: KeyQueue,
+    queue: &mut VirtualQueue,
     options: &TestOptions,
 ) -> (Vec<Reconciled>, Vec<String>) {
     let plugin = session.registration.name.clone();
     let (mut reconciles, mut problems) = (Vec::new(), Vec::new());
-    while let Some(key) = queue.pop() {
+    let mut in_place: HashMap<ReconcileKey, u32> = HashMap::new();
+    let until = options.run_for.unwrap_or_default();
+    while let Some(next) = queue.next(until) {
+        let key = match next {
+            Next::Resync => {
+                queue.add(session.initial_keys());
+                continue;
+            }
+            Next::Key(key) => key,
+        };
         let step = reconciles.len() + 1;
         if step > options.max_reconciles {
             problems.push(format!(
@@ -173,19 +179,43 @@ async fn reconcile_all(
             ));
             break;
         }
-        let result = outcome(&session.reconcile(&key).await);
-        if result != "done" && !result.starts_with("requeue-after") {
+        let called = session.reconcile(&key).await;
+        let result = outcome(&called);
+        if result != "done" && !result.starts_with("requeue") {
             problems.push(format!(
                 "plugin {plugin}, step {step}, reconcile of {key}: {result}"
             ));
         }
+        let at = options.run_for.map(|_| at_time(queue.now()));
+        let woken = session.cluster.woken_keys();
         reconciles.push(Reconciled {
             key: key.to_string(),
             result,
+            at,
         });
-        queue.extend(session.cluster.woken_keys());
+        if options.run_for.is_some() {
+            let again = queue.settle(&key, requeue_of(&called));
+            let looping = again == Some(queue.now()) && woken.is_empty();
+            let count = in_place.entry(key.clone()).or_default();
+            *count = if looping { *count + 1 } else { 0 };
+            if *count >= LOOP_AFTER {
+                problems.push(format!(
+                    "plugin {plugin}: {key} requeues itself at once without end: {LOOP_AFTER} \
+                     reconciles in a row at {}, none changing anything (`requeue-after 0`?); \
+                     dropped",
+                    at_time(queue.now())
+                ));
+                queue.drop_key(&key);
+            }
+        }
+        queue.add(woken);
     }
     (reconciles, problems)
+}
+
+/// A virtual time as the report shows it: `0s`, `1m 30s`, `5ms`.
+fn at_time(time: Duration) -> String {
+    humantime::format_duration(time).to_string()
 }
 
 /// A reconcile's result as the report shows it: `done`, `requeue-after 30s`,

@@ -25,6 +25,7 @@ pub mod plugin_workload;
 pub mod proxy;
 pub mod rbac;
 pub mod registry;
+pub mod testkit_cli;
 pub mod turns;
 pub mod wasm_plugins;
 pub mod webapp;

@@ -1,0 +1,114 @@
+//! `wasm-controller-manager test --for`: a plugin's life in virtual time. A
+//! `requeue-after` runs again when its delay is up, a failed reconcile is retried
+//! with the host's backoff, each reconcile says when it ran, keys still scheduled when
+//! the time is up are listed, and a key that requeues itself at once forever is
+//! reported as a loop instead of run to the bound. Needs no cluster.
+
+use crate::support;
+
+use anyhow::{Result, ensure};
+use serde_json::Value;
+use support::plugin_file;
+use support::testkit_cli::{fixture, misbehaving, repo, test_command, text};
+
+/// The reconciles of a report as (key, at, result).
+fn reconciles(report: &Value) -> Vec<(String, String, String)> {
+    let field = |r: &Value, f: &str| r[f].as_str().unwrap_or_default().to_string();
+    let all = report["reconciles"].as_array().cloned().unwrap_or_default();
+    (all.iter())
+        .map(|r| (field(r, "key"), field(r, "at"), field(r, "result")))
+        .collect()
+}
+
+#[test]
+fn a_requeue_after_runs_again_on_the_virtual_clock_until_the_time_is_up() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let out = test_command(&[
+        plugin_file("deployment-reconcile"),
+        repo("plugins/deployment-reconcile/webapp-crd.yaml"),
+        repo("plugins/deployment-reconcile/testdata/webapps.yaml"),
+        "--settings".into(),
+        repo("plugins/deployment-reconcile/testdata/settings.yaml"),
+        "--for".into(),
+        "3m".into(),
+    ])?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    ensure!(out.status.success(), "{stderr}\n{stdout}");
+    let report: Value = serde_saphyr::from_str(&stdout)?;
+    // The WebApp whose Secret is not there yet checks again every minute.
+    let pending = "demo.wasm-controller-manager.io/v1alpha1/WebApp demo/pending";
+    let times: Vec<String> = (reconciles(&report).into_iter())
+        .filter(|(key, _, _)| key == pending)
+        .map(|(_, at, result)| format!("{at} {result}"))
+        .collect();
+    let every_minute = ["0s", "1m", "2m", "3m"].map(|at| format!("{at} requeue-after 1m"));
+    ensure!(times == every_minute, "{times:?}\n{stdout}");
+    let left = &report["pending"];
+    let still =
+        (left.as_array().into_iter().flatten()).any(|p| p["key"] == pending && p["at"] == "4m");
+    ensure!(still, "{pending} not listed as due at 4m: {left}");
+    let warned = format!("{pending} still scheduled when the time was up (next at 4m)");
+    ensure!(stderr.contains(&warned), "no {warned:?} in:\n{stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_failed_reconcile_is_retried_with_the_hosts_backoff() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let (_dir, file) = fixture(&misbehaving("trap"))?;
+    let out = test_command(&[
+        plugin_file("misbehaving"),
+        file,
+        "--for".into(),
+        "1s".into(),
+    ])?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    ensure!(!out.status.success(), "a run of failures passed:\n{stdout}");
+    let report: Value = serde_saphyr::from_str(&stdout)?;
+    let runs = reconciles(&report);
+    // 5 ms doubled after each failure: 5, 10, 20, ... after the one before.
+    let at: Vec<&str> = runs.iter().map(|(_, at, _)| at.as_str()).collect();
+    let expected = [
+        "0s", "5ms", "15ms", "35ms", "75ms", "155ms", "315ms", "635ms",
+    ];
+    ensure!(at == expected, "{at:?}");
+    ensure!(
+        runs.iter()
+            .all(|(_, _, result)| result.starts_with("trapped: ")),
+        "{runs:?}"
+    );
+    ensure!(
+        report["pending"][0]["at"] == "1s 275ms",
+        "{}",
+        report["pending"]
+    );
+    let needle = "plugin misbehaving, step 8, reconcile of v1/ConfigMap shop/trap: trapped";
+    ensure!(stderr.contains(needle), "no {needle:?} in:\n{stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_key_that_requeues_itself_at_once_forever_is_reported_not_looped() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let (_dir, file) = fixture(&misbehaving("requeue"))?;
+    let out = test_command(&[
+        plugin_file("misbehaving"),
+        file,
+        "--for".into(),
+        "10m".into(),
+    ])?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    ensure!(!out.status.success(), "a loop passed:\n{stdout}");
+    let needle = "plugin misbehaving: v1/ConfigMap shop/requeue requeues itself at once \
+                  without end: 20 reconciles in a row at 0s";
+    ensure!(stderr.contains(needle), "no {needle:?} in:\n{stderr}");
+    let report: Value = serde_saphyr::from_str(&stdout)?;
+    let runs = reconciles(&report);
+    ensure!(runs.len() == 20, "{} reconciles, not 20", runs.len());
+    ensure!(
+        report["pending"].is_null(),
+        "dropped, yet {}",
+        report["pending"]
+    );
+    Ok(())
+}
