@@ -2,7 +2,8 @@
 //! `requeue-after` runs again when its delay is up, a failed reconcile is retried
 //! with the host's backoff, each reconcile says when it ran, keys still scheduled when
 //! the time is up are listed, and a key that requeues itself at once forever is
-//! reported as a loop instead of run to the bound. Needs no cluster.
+//! reported as a loop instead of run to the bound, and a resync queues every watched
+//! object again each period. Needs no cluster.
 
 use crate::support;
 
@@ -108,6 +109,35 @@ fn a_key_that_requeues_itself_at_once_forever_is_reported_not_looped() -> Result
     ensure!(
         report["pending"].is_null(),
         "dropped, yet {}",
+        report["pending"]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_resync_queues_every_watched_object_again_each_period() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    // key-recorder resyncs every second and records `Seen` about each Pod it gets.
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\n";
+    let (_dir, file) = fixture(pod)?;
+    let out = test_command(&[
+        plugin_file("key-recorder"),
+        file,
+        "--for".into(),
+        "3s".into(),
+    ])?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    ensure!(out.status.success(), "{stderr}\n{stdout}");
+    let report: Value = serde_saphyr::from_str(&stdout)?;
+    let at: Vec<String> = reconciles(&report)
+        .into_iter()
+        .map(|(_, at, _)| at)
+        .collect();
+    ensure!(at == ["0s", "1s", "2s", "3s"], "{at:?}");
+    ensure!(report["events"][0]["count"] == 4, "{}", report["events"]);
+    ensure!(
+        report["pending"].is_null(),
+        "a resync is no key: {}",
         report["pending"]
     );
     Ok(())
