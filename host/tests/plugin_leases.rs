@@ -25,6 +25,7 @@ use serde_json::json;
 use wcm_control_plane::TestNamespace;
 
 use crate::support::election::{CONVERGE, SHORT, per_plugin_replica, plugin_holders};
+use crate::support::lease_audit::{Holds, holdings, no_overlap, take_over};
 use crate::support::plugin_workload::{PLUGINS, SMALL, compile_once, nine_plugins, plugin_files};
 use crate::support::webapp::install_crd;
 use crate::support::{self, HostProcess, eventually, plugin_file};
@@ -137,27 +138,6 @@ async fn taken_over(
         slowest = slowest.max(took);
     }
     Ok(slowest)
-}
-
-/// From the audit log, for the Lease `lease` of a replica `dead` killed at `killed`:
-/// when it last ran from (its last renewal applied, or the kill if later), and the
-/// replica that wrote it next with when the API server received that write.
-fn take_over(lease: &str, dead: &str, killed: Timestamp) -> Result<(Timestamp, String, Timestamp)> {
-    let audit = wcm_control_plane::ControlPlane::shared()?.audit_log();
-    let writes = support::audit::writes_mentioning(&audit, lease)?;
-    let of_lease: Vec<_> = (writes.iter())
-        .filter(|w| w.resource == "leases" && w.name.as_deref() == Some(lease) && w.code == 200)
-        .filter(|w| w.user_agent.starts_with("wasm-controller-manager/"))
-        .collect();
-    let by_dead = |w: &&&support::audit::Write| replica_of(&w.user_agent) == Some(dead);
-    let last = of_lease.iter().filter(by_dead).map(|w| w.completed).max();
-    let from = last.map_or(killed, |last| last.max(killed));
-    let next = (of_lease.iter())
-        .filter(|w| !by_dead(w) && w.received >= from)
-        .min_by_key(|w| w.received)
-        .with_context(|| format!("no write of {lease} after {dead}'s in the audit log"))?;
-    let taker = replica_of(&next.user_agent).unwrap_or_default().to_string();
-    Ok((from, taker, next.received))
 }
 
 /// Waits until `holder` alone says it acts for the plugin of `lease` (its
@@ -302,88 +282,6 @@ async fn ready(host: &HostProcess) -> Result<()> {
     ready.context("the new replica never became ready")
 }
 
-/// When `host` held each plugin's Lease, from its log: (plugin, from, to), an
-/// interval still open ending at `now`.
-fn holdings(host: &HostProcess, now: Timestamp) -> Result<Vec<(String, Timestamp, Timestamp)>> {
-    let mut open: BTreeMap<String, Timestamp> = BTreeMap::new();
-    let mut held = Vec::new();
-    for line in host.logs() {
-        let acquired = line.contains("plugin lease acquired");
-        let ended = line.contains("plugin lease released") || line.contains("plugin lease lost");
-        if !(acquired || ended) {
-            continue;
-        }
-        let at = support::log_time(&line)?;
-        let plugin = support::field_of(&line, "plugin").context("no plugin field")?;
-        match (acquired, open.remove(&plugin)) {
-            (true, _) => drop(open.insert(plugin, at)),
-            (false, Some(from)) => held.push((plugin, from, at)),
-            (false, None) => {}
-        }
-    }
-    held.extend(open.into_iter().map(|(plugin, from)| (plugin, from, now)));
-    Ok(held)
-}
-
-/// The replica a User-Agent names: `wasm-controller-manager/0.1.0 (<identity>)`.
-fn replica_of(agent: &str) -> Option<&str> {
-    agent.split_once('(')?.1.split_once(')').map(|(id, _)| id)
-}
-
-/// Checks every write of a plugin in `ns` against the holdings: the times replicas
-/// held a plugin are disjoint, and every write was made by the replica that acquired
-/// the plugin last before it.
-fn no_overlap(
-    ns: &str,
-    held: &BTreeMap<String, Vec<(String, Timestamp, Timestamp)>>,
-) -> Result<usize> {
-    for (plugin, _, _) in held.values().flatten() {
-        let mut times: Vec<(&String, Timestamp, Timestamp)> = (held.iter())
-            .flat_map(|(r, h)| {
-                h.iter()
-                    .filter(|h| h.0 == *plugin)
-                    .map(move |h| (r, h.1, h.2))
-            })
-            .collect();
-        times.sort_by_key(|t| t.1);
-        for pair in times.windows(2) {
-            ensure!(pair[0].2 <= pair[1].1, "{plugin} held at once: {pair:?}");
-        }
-    }
-    let audit = wcm_control_plane::ControlPlane::shared()?.audit_log();
-    let writes = support::audit::writes_by(&audit, "wasm-controller-manager/")?;
-    let ours = writes.iter().filter(|w| {
-        let plugins = ["configmaps", "pods", "deployments", "webapps"];
-        w.namespace.as_deref() == Some(ns)
-            && plugins.contains(&w.resource.as_str())
-            && w.verb == "patch"
-    });
-    let mut checked = 0;
-    for write in ours {
-        let replica = replica_of(&write.user_agent).context("no replica in the User-Agent")?;
-        if !held.contains_key(replica) {
-            continue; // another test's replicas: label-mirror watches every namespace
-        }
-        let account = write.impersonated.as_deref().unwrap_or_default();
-        let plugin = account.rsplit(":wcm-plugin-").next().unwrap_or_default();
-        // The replica that acquired the plugin last before the API server received
-        // the write must be the writer. (Not "inside its hold": a killed replica's
-        // last request can still arrive after its death, but never after another
-        // replica acquired the plugin.)
-        let last = (held.iter())
-            .flat_map(|(r, h)| h.iter().map(move |h| (r, h)))
-            .filter(|(_, (p, from, _))| p == plugin && *from <= write.received)
-            .max_by_key(|(_, (_, from, _))| *from);
-        ensure!(
-            last.is_some_and(|(r, _)| r == replica),
-            "{replica} wrote for {plugin} at {}, after {last:?} acquired it",
-            write.received
-        );
-        checked += 1;
-    }
-    Ok(checked)
-}
-
 #[tokio::test]
 async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plugin() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
@@ -405,7 +303,7 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let churning = SMALL.churn(&client, &name, &stop);
     // A rolling update: a new replica first, then the old one stopped (SIGTERM).
-    let mut held: BTreeMap<String, Vec<(String, Timestamp, Timestamp)>> = BTreeMap::new();
+    let mut held: BTreeMap<String, Holds> = BTreeMap::new();
     for (old, new) in [
         ("rollout-a", "rollout-a2"),
         ("rollout-b", "rollout-b2"),
@@ -537,7 +435,7 @@ async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_r
 
     // Every 10–20 s a random replica is killed and a new one started in its place,
     // as a Deployment replaces a Pod.
-    let mut held: BTreeMap<String, Vec<(String, Timestamp, Timestamp)>> = BTreeMap::new();
+    let mut held: BTreeMap<String, Holds> = BTreeMap::new();
     let (started, mut kills, mut slowest) = (std::time::Instant::now(), 0, Duration::ZERO);
     while started.elapsed() < lasting {
         tokio::time::sleep(Duration::from_millis(fastrand::u64(10_000..20_000))).await;

@@ -160,7 +160,7 @@ async fn reconcile_all(
 ) -> (Vec<Reconciled>, Vec<String>) {
     let plugin = session.registration.name.clone();
     let (mut reconciles, mut problems) = (Vec::new(), Vec::new());
-    let mut in_place: HashMap<ReconcileKey, u32> = HashMap::new();
+    let mut loops = Loops::default();
     let until = options.run_for.unwrap_or_default();
     while let Some(next) = queue.next(until) {
         let key = match next {
@@ -195,10 +195,7 @@ async fn reconcile_all(
         });
         if options.run_for.is_some() {
             let again = queue.settle(&key, requeue_of(&called));
-            let looping = again == Some(queue.now()) && woken.is_empty();
-            let count = in_place.entry(key.clone()).or_default();
-            *count = if looping { *count + 1 } else { 0 };
-            if *count >= LOOP_AFTER {
+            if loops.looping(&key, again == Some(queue.now()) && woken.is_empty()) {
                 problems.push(format!(
                     "plugin {plugin}: {key} requeues itself at once without end: {LOOP_AFTER} \
                      reconciles in a row at {}, none changing anything (`requeue-after 0`?); \
@@ -211,6 +208,21 @@ async fn reconcile_all(
         queue.add(woken);
     }
     (reconciles, problems)
+}
+
+/// Per key, the reconciles in a row that asked to run again at once and changed
+/// nothing: past [`LOOP_AFTER`] the key is a loop.
+#[derive(Default)]
+struct Loops(HashMap<ReconcileKey, u32>);
+
+impl Loops {
+    /// Counts a reconcile of `key` (`in_place`: it asked to run again at once and
+    /// changed nothing); whether the key is a loop now.
+    fn looping(&mut self, key: &ReconcileKey, in_place: bool) -> bool {
+        let count = self.0.entry(key.clone()).or_default();
+        *count = if in_place { *count + 1 } else { 0 };
+        *count >= LOOP_AFTER
+    }
 }
 
 /// A virtual time as the report shows it: `0s`, `1m 30s`, `5ms`.

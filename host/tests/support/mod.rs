@@ -20,6 +20,7 @@ pub mod deployed;
 pub mod docs;
 pub mod election;
 pub mod imports;
+pub mod lease_audit;
 pub mod objects;
 pub mod plugin_workload;
 pub mod proxy;
