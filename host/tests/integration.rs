@@ -35,6 +35,7 @@ mod node_registry;
 mod other_languages;
 mod owner_mapping;
 mod plugin_caches;
+mod plugin_chaos;
 mod plugin_copies;
 mod plugin_leases;
 mod plugin_settings;

@@ -10,9 +10,7 @@
 //! hands six plugins over the same way. A rolling restart under churn moves each
 //! plugin once or twice, and in the API server's audit log every write a plugin made
 //! comes from the replica that acquired the plugin last, the times replicas held it
-//! never overlapping. Killed at random while ConfigMaps, Pods and WebApps churn,
-//! replicas leave no plugin behind for longer than a take-over allows, and the audit
-//! log says the same.
+//! never overlapping. (Replicas killed at random: `plugin_chaos`.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,125 +18,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::Client;
 use serde_json::json;
-use wcm_control_plane::TestNamespace;
 
 use crate::support::election::{CONVERGE, SHORT, per_plugin_replica, plugin_holders};
-use crate::support::lease_audit::{Holds, holdings, no_overlap, take_over};
-use crate::support::plugin_workload::{PLUGINS, SMALL, compile_once, nine_plugins, plugin_files};
-use crate::support::webapp::install_crd;
-use crate::support::{self, HostProcess, eventually, plugin_file};
-
-/// The nine plugins of `support::plugin_workload`, compiled once for every
-/// replica of every scenario.
-fn nine() -> Result<tempfile::TempDir> {
-    static COMPILED: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
-    let mut compiled = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
-    if !*compiled {
-        let host = std::path::Path::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
-        compile_once(host, &plugin_files(plugin_file))?;
-        *compiled = true;
-    }
-    nine_plugins(plugin_file)
-}
-
-/// Waits until the small workload converged to `value`.
-async fn converged(ns: &TestNamespace, value: &str) -> Result<()> {
-    let (client, name) = (ns.client(), ns.name());
-    SMALL
-        .converged(&client, name, value, CONVERGE)
-        .await
-        .map(drop)
-}
-
-/// A namespace of its own for a scenario, the WebApp CRD installed, and the nine
-/// plugins' directory.
-async fn scene(prefix: &str) -> Result<(TestNamespace, Client, String, tempfile::TempDir)> {
-    let ns = TestNamespace::create(prefix).await?;
-    let (client, name) = (ns.client(), ns.name().to_string());
-    install_crd(&client).await?;
-    Ok((ns, client, name, nine()?))
-}
-
-/// Waits until every plugin is held by one of `replicas`, each holding its share
-/// ± 1 (3 ± 1 of nine over three); returns who holds what.
-async fn spread_over(
-    client: &Client,
-    ns: &str,
-    replicas: &[&str],
-) -> Result<BTreeMap<String, String>> {
-    spread_within(client, ns, replicas, 1).await
-}
-
-/// Waits until every plugin is held by one of `replicas`, each holding its share
-/// ± `slack`; returns who holds what. With no slack the assignment has settled (a
-/// spread of 4/3/2 is fair, but the bound then moves one plugin more).
-async fn spread_within(
-    client: &Client,
-    ns: &str,
-    replicas: &[&str],
-    slack: usize,
-) -> Result<BTreeMap<String, String>> {
-    let spread = eventually(CONVERGE, || async {
-        let held = plugin_holders(client, ns).await.ok()?;
-        let by: BTreeMap<String, String> = (held.into_iter())
-            .map(|(plugin, (holder, _))| (plugin, holder))
-            .collect();
-        let per = |r: &&str| by.values().filter(|h| h == r).count();
-        let share = PLUGINS / replicas.len()..=PLUGINS.div_ceil(replicas.len());
-        let fair = share.start().saturating_sub(slack)..=share.end() + slack;
-        let even = replicas.iter().all(|r| fair.contains(&per(r)));
-        let all = by.len() == PLUGINS && by.values().all(|h| replicas.contains(&h.as_str()));
-        (all && even).then_some(by)
-    })
-    .await;
-    match spread {
-        Some(by) => Ok(by),
-        None => anyhow::bail!(
-            "never spread over {replicas:?}: {:?}",
-            plugin_holders(client, ns).await
-        ),
-    }
-}
-
-/// Waits until each of `lost` (plugins `dead` held when it was killed at `killed`)
-/// is held by another replica, and checks each was acquired within the lease
-/// duration and a retry period of the dead replica's last renewal: the kill, or
-/// later when a renewal it sent just before reached the API server after it. Both
-/// the renewal and the take-over are read from the audit log (a plugin taken over
-/// may have moved on since, to a replica started after the kill); returns the
-/// slowest take-over.
-async fn taken_over(
-    client: &Client,
-    ns: &str,
-    lost: &[String],
-    dead: &str,
-    killed: Timestamp,
-) -> Result<Duration> {
-    // The survivors saw the dead replica's last renewals as they were written (a
-    // watch), and look again the moment they run out: a lease duration after the
-    // last one. The retry period is for the take-over's own request.
-    let bound = SHORT.lease + SHORT.retry;
-    let mut slowest = Duration::ZERO;
-    for plugin in lost {
-        let taken = eventually(CONVERGE, || async {
-            let (holder, _) = plugin_holders(client, ns).await.ok()?.remove(plugin)?;
-            (!holder.is_empty() && holder != dead).then_some(())
-        })
-        .await;
-        taken.with_context(|| format!("{plugin} was not taken over"))?;
-        let (from, taker, at) = take_over(&format!("{ns}-{plugin}"), dead, killed)?;
-        let took = Duration::try_from(at.duration_since(from))?;
-        ensure!(
-            took <= bound,
-            "{plugin} taken by {taker} {took:?} after the last renewal of {dead} (bound \
-             {bound:?}; the kill at {killed}, that renewal applied at {from})"
-        );
-        slowest = slowest.max(took);
-    }
-    Ok(slowest)
-}
+use crate::support::lease_audit::{Holds, holdings, no_overlap};
+use crate::support::per_plugin::{converged, scene, spread_over, spread_within, taken_over};
+use crate::support::plugin_workload::SMALL;
+use crate::support::{self, HostProcess, eventually};
 
 /// Waits until `holder` alone says it acts for the plugin of `lease` (its
 /// `leader_election_master_status` is 1, every other's 0). None acting is a moment
@@ -398,76 +284,5 @@ async fn the_every_replica_component_runs_three_replicas_with_a_lease_per_plugin
         "{args:#}"
     );
     ensure!(budget["spec"]["minAvailable"] == 2, "{budget:#}");
-    Ok(())
-}
-
-#[tokio::test]
-async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_run_twice()
--> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
-    let seconds = std::env::var("WCM_CHAOS_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    let lasting = Duration::from_secs(seconds.unwrap_or(180));
-    let (ns, client, name, dir) = scene("plugin-chaos").await?;
-    let mut next = 0;
-    let mut fresh = || {
-        next += 1;
-        format!("chaos-{next}")
-    };
-    let mut replicas: Vec<(String, HostProcess)> = Vec::new();
-    for _ in 0..3 {
-        let identity = fresh();
-        replicas.push((
-            identity.clone(),
-            per_plugin_replica(&ns, dir.path(), &identity)?,
-        ));
-    }
-    let live: Vec<String> = replicas.iter().map(|(id, _)| id.clone()).collect();
-    spread_over(
-        &client,
-        &name,
-        &live.iter().map(String::as_str).collect::<Vec<_>>(),
-    )
-    .await?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let churning = SMALL.churn(&client, &name, &stop);
-
-    // Every 10–20 s a random replica is killed and a new one started in its place,
-    // as a Deployment replaces a Pod.
-    let mut held: BTreeMap<String, Holds> = BTreeMap::new();
-    let (started, mut kills, mut slowest) = (std::time::Instant::now(), 0, Duration::ZERO);
-    while started.elapsed() < lasting {
-        tokio::time::sleep(Duration::from_millis(fastrand::u64(10_000..20_000))).await;
-        let (dead, mut host) = replicas.remove(fastrand::usize(..replicas.len()));
-        let lost: Vec<String> = (plugin_holders(&client, &name).await?.into_iter())
-            .filter(|(_, (holder, _))| *holder == dead)
-            .map(|(plugin, _)| plugin)
-            .collect();
-        let killed = Timestamp::now();
-        host.kill()?;
-        held.insert(dead.clone(), holdings(&host, killed)?);
-        let identity = fresh();
-        replicas.push((
-            identity.clone(),
-            per_plugin_replica(&ns, dir.path(), &identity)?,
-        ));
-        slowest = slowest.max(taken_over(&client, &name, &lost, &dead, killed).await?);
-        kills += 1;
-    }
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let rounds = churning.await??;
-    let live: Vec<&str> = replicas.iter().map(|(id, _)| id.as_str()).collect();
-    spread_over(&client, &name, &live).await?;
-    SMALL.round(&client, &name, "last").await?;
-    converged(&ns, "last").await?;
-    for (identity, host) in &replicas {
-        held.insert(identity.clone(), holdings(host, Timestamp::now())?);
-    }
-    let checked = no_overlap(&name, &held)?;
-    eprintln!(
-        "{kills} kills in {lasting:?}, {rounds} rounds of churn: slowest take-over {slowest:?}; \
-         {checked} writes, each by the plugin's last acquirer"
-    );
     Ok(())
 }

@@ -7,10 +7,34 @@
 
 use crate::support;
 
+use std::path::PathBuf;
+
 use anyhow::{Result, ensure};
 use serde_json::Value;
 use support::plugin_file;
 use support::testkit_cli::{fixture, misbehaving, repo, test_command, text};
+
+/// One run of `test` with `--for`: whether it passed, its report, and the text of
+/// both streams.
+struct Run {
+    passed: bool,
+    report: Value,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `test ARGS... --for TIME`.
+fn run_for(mut args: Vec<PathBuf>, time: &str) -> Result<Run> {
+    args.extend(["--for".into(), time.into()]);
+    let out = test_command(&args)?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    Ok(Run {
+        passed: out.status.success(),
+        report: serde_saphyr::from_str(&stdout)?,
+        stdout,
+        stderr,
+    })
+}
 
 /// The reconciles of a report as (key, at, result).
 fn reconciles(report: &Value) -> Vec<(String, String, String)> {
@@ -24,18 +48,20 @@ fn reconciles(report: &Value) -> Vec<(String, String, String)> {
 #[test]
 fn a_requeue_after_runs_again_on_the_virtual_clock_until_the_time_is_up() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let out = test_command(&[
+    let args = vec![
         plugin_file("deployment-reconcile"),
         repo("plugins/deployment-reconcile/webapp-crd.yaml"),
         repo("plugins/deployment-reconcile/testdata/webapps.yaml"),
         "--settings".into(),
         repo("plugins/deployment-reconcile/testdata/settings.yaml"),
-        "--for".into(),
-        "3m".into(),
-    ])?;
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    ensure!(out.status.success(), "{stderr}\n{stdout}");
-    let report: Value = serde_saphyr::from_str(&stdout)?;
+    ];
+    let Run {
+        passed,
+        report,
+        stdout,
+        stderr,
+    } = run_for(args, "3m")?;
+    ensure!(passed, "{stderr}\n{stdout}");
     // The WebApp whose Secret is not there yet checks again every minute.
     let pending = "demo.wasm-controller-manager.io/v1alpha1/WebApp demo/pending";
     let times: Vec<String> = (reconciles(&report).into_iter())
@@ -57,15 +83,13 @@ fn a_requeue_after_runs_again_on_the_virtual_clock_until_the_time_is_up() -> Res
 fn a_failed_reconcile_is_retried_with_the_hosts_backoff() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("trap"))?;
-    let out = test_command(&[
-        plugin_file("misbehaving"),
-        file,
-        "--for".into(),
-        "1s".into(),
-    ])?;
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    ensure!(!out.status.success(), "a run of failures passed:\n{stdout}");
-    let report: Value = serde_saphyr::from_str(&stdout)?;
+    let Run {
+        passed,
+        report,
+        stdout,
+        stderr,
+    } = run_for(vec![plugin_file("misbehaving"), file], "1s")?;
+    ensure!(!passed, "a run of failures passed:\n{stdout}");
     let runs = reconciles(&report);
     // 5 ms doubled after each failure: 5, 10, 20, ... after the one before.
     let at: Vec<&str> = runs.iter().map(|(_, at, _)| at.as_str()).collect();
@@ -92,18 +116,16 @@ fn a_failed_reconcile_is_retried_with_the_hosts_backoff() -> Result<()> {
 fn a_key_that_requeues_itself_at_once_forever_is_reported_not_looped() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("requeue"))?;
-    let out = test_command(&[
-        plugin_file("misbehaving"),
-        file,
-        "--for".into(),
-        "10m".into(),
-    ])?;
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    ensure!(!out.status.success(), "a loop passed:\n{stdout}");
+    let Run {
+        passed,
+        report,
+        stdout,
+        stderr,
+    } = run_for(vec![plugin_file("misbehaving"), file], "10m")?;
+    ensure!(!passed, "a loop passed:\n{stdout}");
     let needle = "plugin misbehaving: v1/ConfigMap shop/requeue requeues itself at once \
                   without end: 20 reconciles in a row at 0s";
     ensure!(stderr.contains(needle), "no {needle:?} in:\n{stderr}");
-    let report: Value = serde_saphyr::from_str(&stdout)?;
     let runs = reconciles(&report);
     ensure!(runs.len() == 20, "{} reconciles, not 20", runs.len());
     ensure!(
@@ -120,15 +142,13 @@ fn a_resync_queues_every_watched_object_again_each_period() -> Result<()> {
     // key-recorder resyncs every second and records `Seen` about each Pod it gets.
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\n";
     let (_dir, file) = fixture(pod)?;
-    let out = test_command(&[
-        plugin_file("key-recorder"),
-        file,
-        "--for".into(),
-        "3s".into(),
-    ])?;
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    ensure!(out.status.success(), "{stderr}\n{stdout}");
-    let report: Value = serde_saphyr::from_str(&stdout)?;
+    let Run {
+        passed,
+        report,
+        stdout,
+        stderr,
+    } = run_for(vec![plugin_file("key-recorder"), file], "3s")?;
+    ensure!(passed, "{stderr}\n{stdout}");
     let at: Vec<String> = reconciles(&report)
         .into_iter()
         .map(|(_, at, _)| at)

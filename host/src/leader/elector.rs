@@ -108,18 +108,8 @@ impl Elector {
     /// Whether, as last seen, another candidate holds the Lease and it has not run
     /// out: an attempt now would only read it.
     pub fn held_by_another(&self, now: Instant) -> bool {
-        let Some(seen) = &self.observed else {
-            return false;
-        };
-        let stamp = "";
-        let decision = decide(
-            seen,
-            &self.config.identity,
-            self.config.lease_duration,
-            now,
-            stamp,
-        );
-        matches!(decision, Decision::Wait { .. })
+        let seen = self.observed.as_ref();
+        seen.is_some_and(|o| o.held_by_other(&self.config.identity, now))
     }
 
     /// Takes or renews the Lease if the rules allow: on the copy last written or

@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -36,24 +35,17 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// When the Lease runs out on this replica's clock, if someone holds it.
-    pub fn expires(&self) -> Option<Instant> {
-        let record = &self.observed.record;
-        let seconds = u64::try_from(record.lease_duration_seconds).unwrap_or(0);
-        (!record.holder.is_empty()).then(|| self.observed.changed_at + Duration::from_secs(seconds))
-    }
-
     /// Whether someone holds the Lease and it has not run out at `now`.
     pub fn held_at(&self, now: Instant) -> bool {
-        self.expires().is_some_and(|at| at > now)
+        self.observed.expires_at().is_some_and(|at| at > now)
     }
 }
 
 /// The Leases one watch has seen, by name.
 #[derive(Debug, Default)]
 pub(super) struct Seen {
-    /// Whether the first list has arrived.
-    synced: bool,
+    /// When the first list arrived.
+    synced_at: Option<Instant>,
     leases: BTreeMap<String, Watched>,
     /// The next list, while one is arriving (after the watch restarted).
     relisting: BTreeMap<String, Watched>,
@@ -94,7 +86,7 @@ impl Seen {
             }
             watcher::Event::InitDone => {
                 self.leases = std::mem::take(&mut self.relisting);
-                self.synced = true;
+                self.synced_at.get_or_insert(now);
                 true
             }
         }
@@ -105,7 +97,7 @@ impl Seen {
     pub(super) fn next_expiry(&self, me: &str, now: Instant) -> Option<Instant> {
         let others = (self.leases.values()).filter(|w| w.observed.record.holder != me);
         others
-            .filter_map(Watched::expires)
+            .filter_map(|w| w.observed.expires_at())
             .filter(|at| *at > now)
             .min()
     }
@@ -142,9 +134,11 @@ impl LeaseWatch {
         LeaseWatch { seen, task }
     }
 
-    /// Whether the first list has arrived: until then the group is unknown.
-    pub fn synced(&self) -> bool {
-        lock(&self.seen).synced
+    /// When the first list arrived: until then the group is unknown, and for a lease
+    /// duration after it a Lease's expiry is judged from that list, not from a
+    /// renewal seen to arrive.
+    pub fn synced_at(&self) -> Option<Instant> {
+        lock(&self.seen).synced_at
     }
 
     /// Every Lease seen, by name.
@@ -171,6 +165,8 @@ fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -221,7 +217,7 @@ mod tests {
         );
         seen.apply(watcher::Event::InitDone, later + Duration::from_secs(2));
         assert_eq!(
-            seen.leases["p"].expires(),
+            seen.leases["p"].observed.expires_at(),
             Some(later + Duration::from_secs(4))
         );
     }

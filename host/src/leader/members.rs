@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
@@ -35,6 +34,15 @@ pub const SETTLED_ANNOTATION: &str = "wasm-controller-manager.io/settled";
 /// A Lease unchanged for this many lease durations belongs to a replica long gone
 /// (killed, so it could not delete it): it is deleted.
 const FORGOTTEN_AFTER: u32 = 20;
+
+/// The group as one replica sees it.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Each live member and the plugins it runs.
+    pub runs: BTreeMap<String, BTreeSet<String>>,
+    /// The live members that joined less than a lease duration ago.
+    pub unsettled: BTreeSet<String>,
+}
 
 /// This replica's membership and its view of the others'.
 pub struct Membership {
@@ -70,33 +78,29 @@ impl Membership {
         Ok(self.me.try_acquire_or_renew().await? == Attempt::Leading)
     }
 
-    /// Whether the group's Leases have been listed once: before that, who is live is
+    /// When the group's Leases were first listed: before that, who is live is
     /// unknown.
-    pub fn synced(&self) -> bool {
-        self.watch.synced()
+    pub fn synced_at(&self) -> Option<Instant> {
+        self.watch.synced_at()
     }
 
-    /// The live members (this one included once its Lease is written) and the
-    /// plugins each runs: those whose Lease has not run out since this replica saw
-    /// its last renewal.
-    pub fn live(&self) -> BTreeMap<String, BTreeSet<String>> {
+    /// The live members (this one included once its Lease is written): those whose
+    /// Lease has not run out since this replica saw its last renewal, with the
+    /// plugins each runs and whether it says it joined less than a lease duration
+    /// ago.
+    pub fn live(&self) -> Live {
         let now = Instant::now();
-        let live = self.watch.leases().into_values().filter(|w| w.held_at(now));
-        live.map(|w| (w.observed.record.holder.clone(), runs(&w.lease)))
-            .collect()
-    }
-
-    /// The live members that say they joined less than a lease duration ago.
-    pub fn unsettled(&self) -> BTreeSet<String> {
-        let now = Instant::now();
-        let live = self.watch.leases().into_values().filter(|w| w.held_at(now));
-        let joining = live.filter(|w| {
-            let annotations = w.lease.metadata.annotations.as_ref();
-            annotations
-                .and_then(|a| a.get(SETTLED_ANNOTATION))
-                .is_some_and(|s| s == "false")
-        });
-        joining.map(|w| w.observed.record.holder.clone()).collect()
+        let mut live = Live::default();
+        for watched in self.watch.leases().into_values().filter(|w| w.held_at(now)) {
+            let member = watched.observed.record.holder.clone();
+            let annotations = watched.lease.metadata.annotations.as_ref();
+            let settled = annotations.and_then(|a| a.get(SETTLED_ANNOTATION));
+            if settled.is_some_and(|s| s == "false") {
+                live.unsettled.insert(member.clone());
+            }
+            live.runs.insert(member, runs(&watched.lease));
+        }
+        live
     }
 
     /// When another member's Lease runs out next, as this replica judges it.
@@ -108,8 +112,8 @@ impl Membership {
     pub async fn forget_gone(&self) {
         let now = Instant::now();
         for (name, watched) in self.watch.leases() {
-            let duration = seconds(watched.observed.record.lease_duration_seconds);
-            if watched.observed.changed_at + duration * FORGOTTEN_AFTER <= now {
+            let observed = &watched.observed;
+            if observed.changed_at + observed.duration() * FORGOTTEN_AFTER <= now {
                 self.forget(&name, &watched.lease).await;
             }
         }
@@ -157,10 +161,6 @@ fn runs(lease: &Lease) -> BTreeSet<String> {
 pub fn lease_name(group: &str, identity: &str) -> String {
     let hex = crate::sha256::hex_of(identity.as_bytes());
     format!("{group}-member-{}", &hex[..12])
-}
-
-fn seconds(s: i32) -> Duration {
-    Duration::from_secs(u64::try_from(s).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! are cancelled) before a standby could take the Lease. Unlike the single Lease,
 //! losing a plugin's Lease does not end the process: only that plugin stops here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use tokio::time::{Instant, timeout};
 
 use super::assign::assign;
 use super::config::ElectionConfig;
-use super::members::Membership;
+use super::members::{Live, Membership};
 use super::plugin_gates::PluginGates;
 use super::plugin_leases::{PluginLeases, Shared};
 use super::thread::OwnThread;
@@ -102,8 +102,13 @@ async fn run(
         if renewing {
             next = Instant::now() + super::campaign::jittered(config.retry_period);
         }
-        if group.membership.synced() && leases.synced() {
-            round(&mut group, &mut leases, renewing, &shared).await;
+        let synced = [group.membership.synced_at(), leases.synced_at()];
+        if let [Some(members), Some(plugins)] = synced {
+            // Settled once it has watched both kinds for a lease duration: it then saw
+            // every live holder's renewals arrive, and can tell the moment a crashed
+            // one's Lease runs out.
+            let settled = members.max(plugins).elapsed() >= config.lease_duration;
+            round(&mut group, &mut leases, renewing, settled, &shared).await;
         }
         // Looks again on schedule, when a Lease another replica holds runs out, or
         // when one changes hands, whichever comes first.
@@ -119,19 +124,22 @@ async fn run(
     group.membership.leave().await;
 }
 
-/// One round: the membership (renewed when `renewing`), the group as seen now, who
-/// holds what, and this replica's plugins acquired, renewed or handed over.
-async fn round(group: &mut Group, leases: &mut PluginLeases, renewing: bool, shared: &Shared) {
+/// One round: the membership (renewed when `renewing`, saying whether this replica
+/// is `settled`), the group as seen now, who holds what, and this replica's plugins
+/// acquired, renewed or handed over.
+async fn round(
+    group: &mut Group,
+    leases: &mut PluginLeases,
+    renewing: bool,
+    settled: bool,
+    shared: &Shared,
+) {
     let runs = shared.gates.wanted();
-    let view = group.round(&runs, renewing, shared).await;
+    let live = group.round(&runs, renewing, settled, shared).await;
     leases.track(&runs, shared);
     let holders = leases.note_holders(shared);
     let identity = &group.config.identity;
-    let mut unsettled = group.membership.unsettled();
-    if !group.settled() {
-        unsettled.insert(identity.clone());
-    }
-    let mine: BTreeSet<String> = (assign(&view, &holders, &unsettled).into_iter())
+    let mine: BTreeSet<String> = (assign(&live.runs, &holders, &live.unsettled).into_iter())
         .filter(|(_, holder)| holder == identity)
         .map(|(plugin, _)| plugin)
         .collect();
@@ -144,8 +152,6 @@ struct Group {
     config: ElectionConfig,
     /// When the last successful renewal of the membership was sent.
     renewed: Option<Instant>,
-    /// Since when this replica has watched the group's Leases.
-    watching_since: Option<Instant>,
 }
 
 impl Group {
@@ -154,30 +160,21 @@ impl Group {
             membership: Membership::new(client, config, handed),
             config: config.clone(),
             renewed: None,
-            watching_since: None,
         }
     }
 
-    /// Whether this replica has watched the group's Leases for a lease duration: it
-    /// then saw every live holder's renewals arrive, and can tell the moment a
-    /// crashed one's Lease runs out.
-    fn settled(&self) -> bool {
-        let since = self.watching_since;
-        since.is_some_and(|t| t.elapsed() >= self.config.lease_duration)
-    }
-
-    /// Renews the membership naming `runs` (when `renewing`) and reads the members:
-    /// the group as this replica sees it, itself as it is now (absent while it is
-    /// not in the group).
+    /// Renews the membership naming `runs` and whether this replica is `settled`
+    /// (when `renewing`), and reads the members: the group as this replica sees it,
+    /// itself as it is now (absent while it is not in the group).
     async fn round(
         &mut self,
         runs: &[String],
         renewing: bool,
+        settled: bool,
         shared: &Shared,
-    ) -> BTreeMap<String, BTreeSet<String>> {
-        self.watching_since.get_or_insert_with(Instant::now);
+    ) -> Live {
         if renewing {
-            self.renew(runs, shared).await;
+            self.renew(runs, settled, shared).await;
             self.membership.forget_gone().await;
         }
         // In the group while the others count it in: its last renewal is within a lease
@@ -187,19 +184,24 @@ impl Group {
         let live_for = self.config.lease_duration;
         let in_group = self.renewed.is_some_and(|t| t + live_for > Instant::now());
         shared.member.send_replace(in_group);
-        let mut view = self.membership.live();
+        let mut live = self.membership.live();
         let identity = &self.config.identity;
-        match in_group {
-            true => view.insert(identity.clone(), runs.iter().cloned().collect()),
-            false => view.remove(identity),
-        };
-        view
+        live.unsettled.remove(identity);
+        if !in_group {
+            live.runs.remove(identity);
+            return live;
+        }
+        live.runs
+            .insert(identity.clone(), runs.iter().cloned().collect());
+        if !settled {
+            live.unsettled.insert(identity.clone());
+        }
+        live
     }
 
-    async fn renew(&mut self, runs: &[String], shared: &Shared) {
+    async fn renew(&mut self, runs: &[String], settled: bool, shared: &Shared) {
         let (retry, identity) = (self.config.retry_period, &self.config.identity);
         let sent = Instant::now();
-        let settled = self.settled();
         match timeout(retry, self.membership.renew(runs, settled)).await {
             Ok(Ok(true)) => {
                 self.renewed = Some(sent);

@@ -127,9 +127,9 @@ impl PluginLeases {
         holders
     }
 
-    /// Whether the plugin Leases have been listed once.
-    pub(super) fn synced(&self) -> bool {
-        self.watch.synced()
+    /// When the plugin Leases were first listed.
+    pub(super) fn synced_at(&self) -> Option<Instant> {
+        self.watch.synced_at()
     }
 
     /// When a plugin Lease another replica holds runs out next, as this replica

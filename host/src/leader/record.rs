@@ -34,6 +34,26 @@ pub struct Observation {
     pub changed_at: Instant,
 }
 
+impl Observation {
+    /// How long the record says the lease lasts from a renewal.
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs(u64::try_from(self.record.lease_duration_seconds).unwrap_or(0))
+    }
+
+    /// When the lease runs out on this replica's clock (a lease duration after the
+    /// record was seen to change), if someone holds it.
+    pub fn expires_at(&self) -> Option<Instant> {
+        let held = !self.record.holder.is_empty();
+        held.then(|| self.changed_at + self.duration())
+    }
+
+    /// Whether a candidate other than `me` holds the lease and it has not run out
+    /// at `now`: then `me` must wait.
+    pub fn held_by_other(&self, me: &str, now: Instant) -> bool {
+        self.record.holder != me && self.expires_at().is_some_and(|at| at > now)
+    }
+}
+
 /// What to do after reading the Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -70,9 +90,7 @@ pub fn decide(
     now_rfc3339: &str,
 ) -> Decision {
     let record = &observed.record;
-    let held_by_other = !record.holder.is_empty() && record.holder != me;
-    let duration = Duration::from_secs(u64::try_from(record.lease_duration_seconds).unwrap_or(0));
-    if held_by_other && observed.changed_at + duration > now {
+    if observed.held_by_other(me, now) {
         return Decision::Wait {
             holder: record.holder.clone(),
         };

@@ -133,10 +133,8 @@ pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     let (reconciles, problems) = reconcile_all(&session, &mut queue, options).await;
     let (writes, events) = session.cluster.journal();
     let metrics = PluginMetrics::samples(session.access.plugin_metrics());
-    let pending = match options.run_for {
-        Some(_) => queue.scheduled().into_iter().map(Pending::of).collect(),
-        None => Vec::new(),
-    };
+    // Without `--for` nothing is ever scheduled, so nothing is pending.
+    let pending = queue.scheduled().into_iter().map(Pending::of).collect();
     let report = Report {
         plugin: session.registration.name,
         reconciles,

@@ -22,6 +22,7 @@ pub mod election;
 pub mod imports;
 pub mod lease_audit;
 pub mod objects;
+pub mod per_plugin;
 pub mod plugin_workload;
 pub mod proxy;
 pub mod rbac;

@@ -114,7 +114,8 @@ pub fn compile_once(host: &Path, files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// Creates `name` from `object` or, if it exists, merges `patch` into it.
+/// Merges `patch` into `name` or, if it does not exist, creates it from `object`:
+/// one request for an object that exists, as after the first round.
 async fn create_or_patch<K>(
     api: &Api<K>,
     name: &str,
@@ -124,14 +125,15 @@ async fn create_or_patch<K>(
 where
     K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    match api.get_opt(name).await? {
-        None => drop(api.create(&PostParams::default(), object).await?),
-        Some(_) => drop(
-            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await?,
-        ),
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    match api.patch(name, &params, &patch).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            drop(api.create(&PostParams::default(), object).await?);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// Whether every mirror copy has written `value` onto each of `objects` named with
@@ -249,7 +251,11 @@ impl Workload {
                 "spec": {"replicas": 0, "selector": {"matchLabels": labels},
                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
                         {"name": "app", "image": "registry.invalid/app:1"}]}}}}))?;
-            create_or_patch(&deployments, &name, &deployment, json!({})).await?;
+            if deployments.get_opt(&name).await?.is_none() {
+                deployments
+                    .create(&PostParams::default(), &deployment)
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -273,14 +279,15 @@ impl Workload {
             let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
             spec.is_some_and(|s| s.containers[0].image.as_deref() == Some(&image))
         };
+        let (config_hash, data_hash) = (config_hash(value), data_hash(value));
         let reloaded = |d: &&Deployment| {
             let template = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
             let annotations = template.and_then(|m| m.annotations.as_ref());
             let hash = annotations.and_then(|a| a.get("example.com/config-hash"));
-            named(&d.metadata, "reload-") && hash == Some(&config_hash(value))
+            named(&d.metadata, "reload-") && hash == Some(&config_hash)
         };
         let hashed =
-            |m: &ConfigMap| label(&m.metadata, "example.com/data-hash") == Some(&data_hash(value));
+            |m: &ConfigMap| label(&m.metadata, "example.com/data-hash") == Some(&data_hash);
         let phased = |p: &Pod| label(&p.metadata, "example.com/phase") == Some("Pending");
         let checks = [
             (
