@@ -30,6 +30,7 @@ pub async fn plane_with_node() -> Result<(&'static ControlPlane, Client)> {
 /// Runs `scripts/deploy.sh` with this test build's host binary, `args` (plugin files
 /// or `--plugin-image REF`) and the overlay in `overlay`; waits for the rollout.
 pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()> {
+    namespace_gone_or_live(plane)?;
     let out = script(plane, "deploy.sh")
         .args(["--binary", env!("CARGO_BIN_EXE_wasm-controller-manager")])
         .arg("--overlay")
@@ -41,6 +42,23 @@ pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()>
         "deploy.sh failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Ok(())
+}
+
+/// Waits until [`NAMESPACE`] is not being deleted: [`undeploy`] does not wait for
+/// the previous scenario's namespace to go, and one still terminating refuses what
+/// the next deploys into it.
+fn namespace_gone_or_live(plane: &ControlPlane) -> Result<()> {
+    let phase = ["get", "namespace", NAMESPACE, "--ignore-not-found"];
+    let phase = [&phase[..], &["-o", "jsonpath={.status.phase}"]].concat();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while super::kubectl(plane, &phase)?.trim() == "Terminating" {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{NAMESPACE} still terminating after 3 minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
     Ok(())
 }
 
