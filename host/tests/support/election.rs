@@ -40,6 +40,17 @@ pub const SHORT: Timings = Timings {
     retry: RETRY,
 };
 
+/// The timings of the hand-over scenarios, which check that a plugin moves by
+/// release, never by expiry, and time no take-over: a renew deadline that outlasts
+/// a stall of the API server on a loaded machine (CI once saw a renewal time out
+/// three seconds into a run; a holder that misses its renew deadline rightly lets
+/// the Lease expire, which is not what these scenarios look at).
+pub const HANDOVER: Timings = Timings {
+    lease: Duration::from_secs(10),
+    renew: Duration::from_secs(8),
+    retry: RETRY,
+};
+
 /// kube-controller-manager's defaults.
 pub const DEFAULT: Timings = Timings {
     lease: Duration::from_secs(15),
@@ -67,7 +78,12 @@ pub fn flags(timings: Timings, name: &str) -> Vec<String> {
 /// The flags of a replica named `identity` in per-plugin mode with the short
 /// timings, its Leases in the namespace `ns`.
 pub fn per_plugin_flags(ns: &str, identity: &str) -> Vec<String> {
-    let mut flags = flags(SHORT, ns);
+    per_plugin_flags_with(SHORT, ns, identity)
+}
+
+/// The flags of a replica named `identity` in per-plugin mode with `timings`.
+fn per_plugin_flags_with(timings: Timings, ns: &str, identity: &str) -> Vec<String> {
+    let mut flags = flags(timings, ns);
     flags.push("--leader-elect-mode=per-plugin".to_string());
     flags.push(format!("--leader-elect-identity={identity}"));
     flags
@@ -79,7 +95,17 @@ pub fn per_plugin_replica(
     dir: &std::path::Path,
     identity: &str,
 ) -> Result<HostProcess> {
-    let flags = per_plugin_flags(ns.name(), identity);
+    per_plugin_replica_with(SHORT, ns, dir, identity)
+}
+
+/// A replica named `identity` in per-plugin mode with `timings`, its Leases in `ns`.
+pub fn per_plugin_replica_with(
+    timings: Timings,
+    ns: &TestNamespace,
+    dir: &std::path::Path,
+    identity: &str,
+) -> Result<HostProcess> {
+    let flags = per_plugin_flags_with(timings, ns.name(), identity);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     HostProcess::start(dir, &flags)
 }
