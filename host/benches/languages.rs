@@ -90,6 +90,7 @@ async fn measure(plugin: &str, component: &Path, fixtures: &Path) -> Result<[Str
         settings: None,
         not_fixtures: Vec::new(),
         run_for: None,
+        steps: None,
     };
     let compile = loads(&options, COMPILES).await?;
     options.compile_cache = Some(cache.path().to_path_buf());

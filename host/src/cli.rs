@@ -118,6 +118,11 @@ pub struct TestArgs {
     /// report says when it ran. Without it, time does not pass.
     #[arg(long = "for", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub run_for: Option<Duration>,
+    /// A steps file: changes made one after another (objects applied, statuses
+    /// written by another controller, objects deleted, time passing), the plugin
+    /// converging in between; the report then has what it did in each step.
+    #[arg(long, value_name = "FILE")]
+    pub steps: Option<PathBuf>,
     /// Deadline of one reconcile, as `run`'s flag.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub reconcile_timeout: Duration,

@@ -212,9 +212,12 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
             ..Limits::default()
         },
         compile_cache: Some(default_compile_cache()),
-        not_fixtures: args.expect.iter().chain(&args.settings).cloned().collect(),
+        not_fixtures: (args.expect.iter().chain(&args.settings).chain(&args.steps))
+            .cloned()
+            .collect(),
         settings: args.settings,
         run_for: args.run_for,
+        steps: args.steps,
     };
     let outcome = wcm_host::testkit::run(&options).await?;
     let yaml = outcome.report.to_yaml()?;

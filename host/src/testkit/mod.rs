@@ -20,6 +20,11 @@
 //! Without `--for` time does not pass: a requeue is reported, not waited for, and a
 //! failed key is not retried.
 //!
+//! Steps (`--steps`, in `steps`): changes made from outside the plugin one after
+//! another — objects applied, statuses written by another controller, objects
+//! deleted, virtual time passing — the plugin converging after each; the report has
+//! what it did in each step.
+//!
 //! What it does not model: admission and validation by the API server, list merging by key in
 //! server-side apply (a list is owned whole), and other controllers (no Pods appear
 //! for a Deployment). The host's own tests use the real API server; this is a tool
@@ -33,11 +38,13 @@ mod memory;
 mod object_writes;
 mod report;
 mod run;
+mod steps;
 mod store;
 mod virtual_queue;
 mod writes;
 
 pub use cluster::offline_access;
 pub use fixtures::FixtureError;
-pub use report::{Event, Pending, Reconciled, Report, ReportError, Write};
+pub use report::{Event, Pending, Reconciled, Report, ReportError, StepReport, Write};
 pub use run::{Outcome, Session, TestError, TestOptions, run};
+pub use steps::StepError;

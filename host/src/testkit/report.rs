@@ -17,6 +17,10 @@ pub struct Report {
     pub writes: Vec<Write>,
     /// The Events it recorded, repeats counted.
     pub events: Vec<Event>,
+    /// With `--steps`: what it did after each step's changes, step by step (the
+    /// fields above are then what it did on the fixtures alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
     /// Its own metrics at the end, as `/metrics` would show them (samples only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<String>,
@@ -24,6 +28,20 @@ pub struct Report {
     /// a periodic check, or a plugin that never settles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Pending>,
+}
+
+/// What the plugin did in one step of a run: from the step's changes until it
+/// converged (and the step's time passed).
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    /// The step's name, as the steps file gives it.
+    pub step: String,
+    /// Each reconcile of the step.
+    pub reconciles: Vec<Reconciled>,
+    /// Each write of the step.
+    pub writes: Vec<Write>,
+    /// The Events of the step, repeats within it counted.
+    pub events: Vec<Event>,
 }
 
 /// A key still scheduled at the end of a run in virtual time.
@@ -202,6 +220,7 @@ mod tests {
             }],
             writes: vec![write],
             events: vec![],
+            steps: vec![],
             metrics: vec![],
             pending: vec![],
         }

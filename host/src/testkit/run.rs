@@ -10,7 +10,8 @@ use std::time::Duration;
 use super::cluster;
 use super::fixtures::FixtureError;
 use super::memory::MemoryCluster;
-use super::report::{Pending, Reconciled, Report};
+use super::report::{Pending, Reconciled, Report, StepReport};
+use super::steps::{StepError, Steps};
 use super::virtual_queue::{Next, VirtualQueue};
 use crate::capabilities::ClusterAccess;
 use crate::config::Limits;
@@ -44,6 +45,9 @@ pub struct TestOptions {
     /// happen on a virtual clock up to it. None: time does not pass (a requeue is
     /// reported, not waited for, and a failed key is not retried).
     pub run_for: Option<Duration>,
+    /// A steps file (`--steps`): changes made one after another once the plugin
+    /// has converged on the fixtures and on each step before.
+    pub steps: Option<PathBuf>,
 }
 
 /// Why a run could not happen at all.
@@ -58,6 +62,9 @@ pub enum TestError {
     /// The fixtures could not be read.
     #[error(transparent)]
     Fixtures(#[from] FixtureError),
+    /// The steps file could not be read, or a step could not be made.
+    #[error(transparent)]
+    Steps(#[from] StepError),
 }
 
 /// A finished run: the report, and what went wrong in it (failed reconciles, keys
@@ -121,91 +128,155 @@ impl Session {
 /// Loads the plugin, builds the in-memory cluster of the fixtures and reconciles
 /// every key its watches produce, and every key its writes wake, until none is left
 /// (or, in virtual time, none is due before the time is up) or `max_reconciles`
-/// were run.
+/// were run; then, step by step, makes each step's changes and does the same.
 pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     let session = Session::load(options).await?;
+    let steps = match &options.steps {
+        Some(file) => Steps::read(file)?,
+        None => Steps::default(),
+    };
     let resync = session
         .registration
         .resync_period_ms
         .map(Duration::from_millis);
-    let mut queue = VirtualQueue::new(resync);
-    queue.add(session.initial_keys());
-    let (reconciles, problems) = reconcile_all(&session, &mut queue, options).await;
-    let (writes, events) = session.cluster.journal();
+    let mut driver = Driver {
+        session: &session,
+        queue: VirtualQueue::new(resync),
+        timed: options.run_for.is_some() || steps.wait(),
+        max_reconciles: options.max_reconciles,
+        reconciled: 0,
+        problems: Vec::new(),
+        loops: Loops::default(),
+    };
+    driver.queue.add(session.initial_keys());
+    // `--for` is the time the run may take after its last change.
+    let run_for = options.run_for.unwrap_or_default();
+    let last = steps.steps.len();
+    let mut phases = vec![
+        driver
+            .phase(if last == 0 { run_for } else { Duration::ZERO }, None)
+            .await,
+    ];
+    for (index, step) in steps.steps.iter().enumerate() {
+        steps.make(index, &session.cluster)?;
+        driver.queue.add(session.cluster.woken_keys());
+        let more = if index + 1 == last {
+            run_for
+        } else {
+            Duration::ZERO
+        };
+        let span = step.wait.unwrap_or_default() + more;
+        phases.push(driver.phase(span, Some(&step.name)).await);
+    }
     let metrics = PluginMetrics::samples(session.access.plugin_metrics());
-    // Without `--for` nothing is ever scheduled, so nothing is pending.
-    let pending = queue.scheduled().into_iter().map(Pending::of).collect();
+    // Out of virtual time nothing is ever scheduled, so nothing is pending.
+    let pending = driver
+        .queue
+        .scheduled()
+        .into_iter()
+        .map(Pending::of)
+        .collect();
+    let fixtures = phases.remove(0);
     let report = Report {
-        plugin: session.registration.name,
-        reconciles,
-        writes,
-        events,
+        plugin: session.registration.name.clone(),
+        reconciles: fixtures.reconciles,
+        writes: fixtures.writes,
+        events: fixtures.events,
+        steps: phases,
         metrics,
         pending,
     };
-    Ok(Outcome { report, problems })
+    Ok(Outcome {
+        report,
+        problems: driver.problems,
+    })
 }
 
 /// Reconciles in a row at one virtual instant, with nothing changed, after which a
 /// key that keeps requeueing itself at once is reported as a loop and dropped.
 const LOOP_AFTER: u32 = 20;
 
-/// Runs keys until none is due or the bound is reached.
-async fn reconcile_all(
-    session: &Session,
-    queue: &mut VirtualQueue,
-    options: &TestOptions,
-) -> (Vec<Reconciled>, Vec<String>) {
-    let plugin = session.registration.name.clone();
-    let (mut reconciles, mut problems) = (Vec::new(), Vec::new());
-    let mut loops = Loops::default();
-    let until = options.run_for.unwrap_or_default();
-    while let Some(next) = queue.next(until) {
-        let key = match next {
-            Next::Resync => {
-                queue.add(session.initial_keys());
-                continue;
+/// The queue and the reconciles of one run, phase after phase.
+struct Driver<'a> {
+    session: &'a Session,
+    queue: VirtualQueue,
+    /// Whether time passes (`--for`, or a step that waits): requeues and retries are
+    /// scheduled on the virtual clock.
+    timed: bool,
+    max_reconciles: usize,
+    reconciled: usize,
+    problems: Vec<String>,
+    loops: Loops,
+}
+
+impl Driver<'_> {
+    /// Runs keys until none is due within `span` of virtual time from now (the
+    /// clock then at its end) or the run's bound is reached; what the plugin did
+    /// meanwhile, under the step's name (none: the fixtures).
+    async fn phase(&mut self, span: Duration, step: Option<&str>) -> StepReport {
+        let until = self.queue.now().saturating_add(span);
+        let mut reconciles = Vec::new();
+        while self.reconciled <= self.max_reconciles
+            && let Some(next) = self.queue.next(until)
+        {
+            match next {
+                Next::Resync => self.queue.add(self.session.initial_keys()),
+                Next::Key(key) => reconciles.extend(self.reconcile(key, step).await),
             }
-            Next::Key(key) => key,
-        };
-        let step = reconciles.len() + 1;
-        if step > options.max_reconciles {
-            problems.push(format!(
-                "plugin {plugin}: keys still queued after {} reconciles (--max-reconciles), \
-                 next {key}: do its writes keep waking its own watches?",
-                options.max_reconciles
-            ));
-            break;
         }
-        let called = session.reconcile(&key).await;
+        if self.timed {
+            self.queue.advance_to(until);
+        }
+        let (writes, events) = self.session.cluster.journal();
+        StepReport {
+            step: step.unwrap_or_default().to_string(),
+            reconciles,
+            writes,
+            events,
+        }
+    }
+
+    /// Reconciles `key` (in `step`, if any), schedules what it asked for and queues
+    /// what its writes woke; none past the run's bound.
+    async fn reconcile(&mut self, key: ReconcileKey, step: Option<&str>) -> Option<Reconciled> {
+        let plugin = &self.session.registration.name;
+        self.reconciled += 1;
+        let number = self.reconciled;
+        let within = step.map(|s| format!(" (in {s:?})")).unwrap_or_default();
+        if number > self.max_reconciles {
+            self.problems.push(format!(
+                "plugin {plugin}: keys still queued after {} reconciles (--max-reconciles), \
+                 next {key}{within}: do its writes keep waking its own watches?",
+                self.max_reconciles
+            ));
+            return None;
+        }
+        let called = self.session.reconcile(&key).await;
         let result = outcome(&called);
         if result != "done" && !result.starts_with("requeue") {
-            problems.push(format!(
-                "plugin {plugin}, step {step}, reconcile of {key}: {result}"
-            ));
+            let problem =
+                format!("plugin {plugin}, step {number}{within}, reconcile of {key}: {result}");
+            self.problems.push(problem);
         }
-        let at = options.run_for.map(|_| at_time(queue.now()));
-        let woken = session.cluster.woken_keys();
-        reconciles.push(Reconciled {
-            key: key.to_string(),
-            result,
-            at,
-        });
-        if options.run_for.is_some() {
-            let again = queue.settle(&key, requeue_of(&called));
-            if loops.looping(&key, again == Some(queue.now()) && woken.is_empty()) {
-                problems.push(format!(
+        let at = self.timed.then(|| at_time(self.queue.now()));
+        let woken = self.session.cluster.woken_keys();
+        if self.timed {
+            let again = self.queue.settle(&key, requeue_of(&called));
+            let in_place = again == Some(self.queue.now()) && woken.is_empty();
+            if self.loops.looping(&key, in_place) {
+                self.problems.push(format!(
                     "plugin {plugin}: {key} requeues itself at once without end: {LOOP_AFTER} \
                      reconciles in a row at {}, none changing anything (`requeue-after 0`?); \
                      dropped",
-                    at_time(queue.now())
+                    at_time(self.queue.now())
                 ));
-                queue.drop_key(&key);
+                self.queue.drop_key(&key);
             }
         }
-        queue.add(woken);
+        self.queue.add(woken);
+        let key = key.to_string();
+        Some(Reconciled { key, result, at })
     }
-    (reconciles, problems)
 }
 
 /// Per key, the reconciles in a row that asked to run again at once and changed

@@ -125,6 +125,12 @@ impl VirtualQueue {
         }
     }
 
+    /// Moves the clock to `time` if it is behind it: time that passed with
+    /// nothing due.
+    pub fn advance_to(&mut self, time: Duration) {
+        self.now = self.now.max(time);
+    }
+
     /// The keys still scheduled, with when each would run.
     pub fn scheduled(&self) -> Vec<(ReconcileKey, Duration)> {
         let mut keys: Vec<_> = self.deadlines.iter().collect();

@@ -69,7 +69,7 @@ impl MemoryCluster {
 
     /// Notes `changes` for the watches, each at the address of the object it changed
     /// (a deletion changes dependents too), `id` when it cannot say.
-    fn addressed(&self, world: &mut World, id: &ObjectId, changes: Vec<Changed>) {
+    pub(super) fn addressed(&self, world: &mut World, id: &ObjectId, changes: Vec<Changed>) {
         for changed in changes {
             let at = (changed.before.as_ref().or(changed.after.as_ref()))
                 .and_then(|o| self.scopes.address(o).ok())
