@@ -123,6 +123,19 @@ pub struct TestArgs {
     /// converging in between; the report then has what it did in each step.
     #[arg(long, value_name = "FILE")]
     pub steps: Option<PathBuf>,
+    /// Explore faults: `crash`, `stale`, `coalesce`, `errors` (comma-separated) or
+    /// `all`. The run is made again with each fault at every point it can strike;
+    /// any run that ends in another cluster state than the run without faults fails
+    /// the test, with the fault, the diff and the calls that show it.
+    #[arg(long, value_name = "LIST", value_parser = wcm_host::testkit::FaultKind::parse_list)]
+    pub faults: Option<std::collections::BTreeSet<wcm_host::testkit::FaultKind>>,
+    /// A field the fault exploration does not compare, as a JSON pointer
+    /// (`/status/lastRun`, `/metadata/annotations/example.com~1stamp`); repeat it.
+    #[arg(long = "ignore", value_name = "POINTER", requires = "faults")]
+    pub ignore: Vec<String>,
+    /// Runs with a fault at most; past it, faults are taken evenly from the points.
+    #[arg(long, default_value_t = 500, requires = "faults")]
+    pub max_fault_runs: usize,
     /// Deadline of one reconcile, as `run`'s flag.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub reconcile_timeout: Duration,

@@ -219,7 +219,18 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
         run_for: args.run_for,
         steps: args.steps,
     };
-    let outcome = wcm_host::testkit::run(&options).await?;
+    let (outcome, exploration) = match args.faults {
+        None => (wcm_host::testkit::run(&options).await?, None),
+        Some(kinds) => {
+            let explore = wcm_host::testkit::ExploreOptions {
+                kinds,
+                ignore: args.ignore,
+                max_runs: args.max_fault_runs,
+            };
+            let (outcome, found) = wcm_host::testkit::explore(&options, &explore).await?;
+            (outcome, Some(found))
+        }
+    };
     let yaml = outcome.report.to_yaml()?;
     let plugin = &outcome.report.plugin;
     match (&args.expect, args.update) {
@@ -257,12 +268,49 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
     for problem in &failed {
         eprintln!("{problem}");
     }
+    let differing = exploration.as_ref().map_or(0, |e| e.differences.len());
+    if let Some(exploration) = &exploration {
+        eprint!("{}", explored(plugin, exploration));
+    }
     anyhow::ensure!(
-        failed.is_empty(),
-        "plugin {plugin}: {} problem(s)",
+        failed.is_empty() && differing == 0,
+        "plugin {plugin}: {} problem(s), {differing} fault(s) ending in another state",
         failed.len()
     );
     Ok(())
+}
+
+/// What a fault exploration found, as `test --faults` prints it.
+fn explored(plugin: &str, exploration: &wcm_host::testkit::Exploration) -> String {
+    use std::fmt::Write;
+    let planned: Vec<String> = (exploration.planned.iter())
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
+    let mut text = format!(
+        "plugin {plugin}: {} runs with a fault ({}); {} ended in another state than the run \
+         without\n",
+        exploration.ran,
+        planned.join(", "),
+        exploration.differences.len()
+    );
+    for difference in &exploration.differences {
+        let _ = writeln!(
+            text,
+            "\nplugin {plugin}: with {}, the run ends in another state: {}",
+            difference.fault,
+            difference.objects.join(", ")
+        );
+        if !difference.same.is_empty() {
+            let same: Vec<String> = difference.same.iter().map(ToString::to_string).collect();
+            let _ = writeln!(text, "(so do: {})", same.join("; "));
+        }
+        let _ = write!(text, "{}", difference.diff);
+        let _ = writeln!(text, "the calls on those objects in that run:");
+        for line in &difference.calls {
+            let _ = writeln!(text, "  {line}");
+        }
+    }
+    text
 }
 
 /// Prints the plugin table of the host listening at `address`.

@@ -25,6 +25,7 @@ impl Backend for MemoryCluster {
     }
 
     fn cached(&self, target: &Target, watches: &[usize]) -> Option<Arc<str>> {
+        self.trace(format!("  get {target} (from the cache)"));
         MemoryCluster::cached(self, target, watches)
     }
 
@@ -58,7 +59,11 @@ impl Backend for MemoryCluster {
         op: &'a Op,
         target: &'a Target,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
-        let found = self.world().store.get(&self.id(target)).cloned();
+        let id = self.id(target);
+        if let Some(error) = self.before_call(op, &id, false) {
+            return Box::pin(ready(Err(error)));
+        }
+        let found = self.world().store.get(&id).cloned();
         let found = found.ok_or_else(|| failed(op, target, StoreError::NotFound));
         Box::pin(ready(found.map(as_dynamic)))
     }
@@ -69,7 +74,17 @@ impl Backend for MemoryCluster {
         target: &'a Target,
         write: Write<'a>,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
-        Box::pin(ready(self.write_now(op, target, write)))
+        if let Some(error) = self.before_call(op, &self.id(target), true) {
+            return Box::pin(ready(Err(error)));
+        }
+        let written = self.write_now(op, target, write);
+        let answered = match written {
+            Ok(stored) => {
+                (self.after_write(op, stored.metadata.name.as_deref())).map_or(Ok(stored), Err)
+            }
+            Err(e) => Err(e),
+        };
+        Box::pin(ready(answered))
     }
 
     fn delete<'a>(
@@ -78,16 +93,24 @@ impl Backend for MemoryCluster {
         target: &'a Target,
         options: &'a DeleteOptions,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
-        Box::pin(ready(self.delete_now(op, target, options)))
+        if let Some(error) = self.before_call(op, &self.id(target), true) {
+            return Box::pin(ready(Err(error)));
+        }
+        let deleted = self.delete_now(op, target, options);
+        let answered = deleted.and_then(|()| self.after_write(op, None).map_or(Ok(()), Err));
+        Box::pin(ready(answered))
     }
 
     fn record_event<'a>(
         &'a self,
-        _op: &'a Op,
+        op: &'a Op,
         regarding: Regarding<'a>,
         related: Option<Regarding<'a>>,
         event: &'a EventRecord,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
+        if let Some(crashed) = self.after_crash(op) {
+            return Box::pin(ready(Err(crashed)));
+        }
         Box::pin(ready(self.event_now(regarding, related, event)))
     }
 

@@ -12,6 +12,7 @@ use kube::core::{GroupVersionKind, Selector, SelectorExt};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::faults::{Fault, Injection};
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{Changed, ObjectId, Store};
@@ -98,6 +99,8 @@ pub(super) struct World {
     pub(super) changes: Vec<(ObjectId, Changed)>,
     pub(super) writes: Vec<Write>,
     pub(super) events: Vec<Event>,
+    /// The run's fault, if any, and what it counted.
+    pub(super) injection: Injection,
 }
 
 /// The in-memory cluster as one plugin sees it.
@@ -145,7 +148,7 @@ impl MemoryCluster {
 
     /// The keys the writes since the last call woke, as informers would deliver them.
     pub fn woken_keys(&self) -> Vec<ReconcileKey> {
-        let changes = std::mem::take(&mut self.world().changes);
+        let changes = self.world().deliverable_changes();
         let mut keys = Vec::new();
         for (id, changed) in &changes {
             // As the cache holds them: converted once, whichever watches hold them.
@@ -168,6 +171,24 @@ impl MemoryCluster {
             }
         }
         keys
+    }
+
+    /// Injects `fault` into the run on this cluster (none: an unperturbed run that
+    /// still counts its writes, changes and calls).
+    pub fn inject(&self, fault: Option<Fault>) {
+        self.world().injection = Injection::of(fault);
+    }
+
+    /// The writes, changes and calls counted so far, and the run's trace.
+    pub(super) fn counted(&self) -> (usize, usize, usize, Vec<String>) {
+        let world = self.world();
+        let faults = &world.injection;
+        (
+            faults.writes,
+            faults.changes,
+            faults.calls,
+            faults.trace.clone(),
+        )
     }
 
     /// What the plugin wrote and recorded.
@@ -201,7 +222,7 @@ impl MemoryCluster {
     pub(super) fn cached(&self, target: &Target, watches: &[usize]) -> Option<Arc<str>> {
         let id = self.id(target);
         let world = self.world();
-        let object = world.store.get(&id)?;
+        let object = world.cache_get(&id)?;
         let holder = (watches.iter())
             .filter_map(|index| self.watches.get(*index))
             .find(|w| w.holds(&id, object))?;
@@ -212,7 +233,7 @@ impl MemoryCluster {
     pub(super) fn uid(&self, target: &Target) -> Option<String> {
         let id = self.id(target);
         let world = self.world();
-        let object = world.store.get(&id)?;
+        let object = world.cache_get(&id)?;
         self.watches.iter().find(|w| w.holds(&id, object))?;
         let uid = object.pointer("/metadata/uid").and_then(Value::as_str);
         uid.map(str::to_string)
@@ -231,7 +252,7 @@ impl MemoryCluster {
             .collect();
         let world = self.world();
         let mut found = BTreeMap::new();
-        for (id, object) in world.store.objects() {
+        for (id, object) in world.cache_objects() {
             let wanted = namespace.is_none_or(|ns| id.namespace.as_deref() == Some(ns))
                 && selector.matches(&labels(object));
             let holder = watches.iter().find(|w| wanted && w.holds(id, object));

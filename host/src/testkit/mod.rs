@@ -32,6 +32,9 @@
 
 mod backend;
 mod cluster;
+mod end_state;
+mod explore;
+mod faults;
 mod fields;
 mod fixtures;
 mod memory;
@@ -44,6 +47,8 @@ mod virtual_queue;
 mod writes;
 
 pub use cluster::offline_access;
+pub use explore::{Difference, Exploration, ExploreOptions, FAULT_TIME, explore};
+pub use faults::{Answer, Fault, FaultKind};
 pub use fixtures::FixtureError;
 pub use report::{Event, Pending, Reconciled, Report, ReportError, StepReport, Write};
 pub use run::{Outcome, Session, TestError, TestOptions, run};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cluster;
+use super::faults::Fault;
 use super::fixtures::FixtureError;
 use super::memory::MemoryCluster;
 use super::report::{Pending, Reconciled, Report, StepReport};
@@ -88,6 +89,8 @@ pub struct Session {
     cluster: Arc<MemoryCluster>,
     /// The plugin's calls into it.
     access: Arc<ClusterAccess>,
+    /// The fixtures, and the files among them that are not, for a run anew.
+    fixtures: (Vec<PathBuf>, Vec<PathBuf>),
 }
 
 impl Session {
@@ -104,14 +107,36 @@ impl Session {
                 load_registered_with(&runtime, &options.plugin, Some(settings)).await?
             }
         };
-        let fixtures = (options.fixtures.as_slice(), options.not_fixtures.as_slice());
-        let (cluster, access) = cluster::of_registration(&registration, fixtures)?;
+        let fixtures = (options.fixtures.clone(), options.not_fixtures.clone());
+        let (cluster, access) =
+            cluster::of_registration(&registration, (&fixtures.0, &fixtures.1))?;
         Ok(Session {
             code,
             registration,
             cluster,
             access: Arc::new(access),
+            fixtures,
         })
+    }
+
+    /// The same plugin over its fixtures anew, with `fault` injected: a run of its
+    /// own, nothing shared with this one's cluster.
+    pub fn again(&self, fault: Option<Fault>) -> Result<Session, TestError> {
+        let fixtures = (self.fixtures.0.as_slice(), self.fixtures.1.as_slice());
+        let (cluster, access) = cluster::of_registration(&self.registration, fixtures)?;
+        cluster.inject(fault);
+        Ok(Session {
+            code: self.code.clone(),
+            registration: self.registration.clone(),
+            cluster,
+            access: Arc::new(access),
+            fixtures: self.fixtures.clone(),
+        })
+    }
+
+    /// The in-memory cluster of this session.
+    pub(super) fn cluster(&self) -> &MemoryCluster {
+        &self.cluster
     }
 
     /// The keys the plugin's watches hold at the start, in queue order.
@@ -131,16 +156,22 @@ impl Session {
 /// were run; then, step by step, makes each step's changes and does the same.
 pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     let session = Session::load(options).await?;
-    let steps = match &options.steps {
-        Some(file) => Steps::read(file)?,
-        None => Steps::default(),
-    };
+    let steps = Steps::of(options.steps.as_deref())?;
+    run_session(&session, &steps, options).await
+}
+
+/// One run of the plugin of `session` on its cluster, through `steps`.
+pub(super) async fn run_session(
+    session: &Session,
+    steps: &Steps,
+    options: &TestOptions,
+) -> Result<Outcome, TestError> {
     let resync = session
         .registration
         .resync_period_ms
         .map(Duration::from_millis);
     let mut driver = Driver {
-        session: &session,
+        session,
         queue: VirtualQueue::new(resync),
         timed: options.run_for.is_some() || steps.wait(),
         max_reconciles: options.max_reconciles,
@@ -152,21 +183,14 @@ pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     // `--for` is the time the run may take after its last change.
     let run_for = options.run_for.unwrap_or_default();
     let last = steps.steps.len();
-    let mut phases = vec![
-        driver
-            .phase(if last == 0 { run_for } else { Duration::ZERO }, None)
-            .await,
-    ];
+    let span = if last == 0 { run_for } else { Duration::ZERO };
+    let mut phases = vec![driver.phase(span, None, last == 0).await];
     for (index, step) in steps.steps.iter().enumerate() {
         steps.make(index, &session.cluster)?;
         driver.queue.add(session.cluster.woken_keys());
-        let more = if index + 1 == last {
-            run_for
-        } else {
-            Duration::ZERO
-        };
-        let span = step.wait.unwrap_or_default() + more;
-        phases.push(driver.phase(span, Some(&step.name)).await);
+        let is_last = index + 1 == last;
+        let span = step.wait.unwrap_or_default() + if is_last { run_for } else { Duration::ZERO };
+        phases.push(driver.phase(span, Some(&step.name), is_last).await);
     }
     let metrics = PluginMetrics::samples(session.access.plugin_metrics());
     // Out of virtual time nothing is ever scheduled, so nothing is pending.
@@ -192,6 +216,10 @@ pub async fn run(options: &TestOptions) -> Result<Outcome, TestError> {
     })
 }
 
+/// How long past a phase's time the retries of failed keys still run before the
+/// next step: the host's backoff (5 ms, doubling) retries a dozen times in it.
+const RETRIES_WITHIN: Duration = Duration::from_secs(60);
+
 /// Reconciles in a row at one virtual instant, with nothing changed, after which a
 /// key that keeps requeueing itself at once is reported as a loop and dropped.
 const LOOP_AFTER: u32 = 20;
@@ -213,15 +241,25 @@ impl Driver<'_> {
     /// Runs keys until none is due within `span` of virtual time from now (the
     /// clock then at its end) or the run's bound is reached; what the plugin did
     /// meanwhile, under the step's name (none: the fixtures).
-    async fn phase(&mut self, span: Duration, step: Option<&str>) -> StepReport {
-        let until = self.queue.now().saturating_add(span);
+    async fn phase(&mut self, span: Duration, step: Option<&str>, last: bool) -> StepReport {
+        let mut until = self.queue.now().saturating_add(span);
+        // Before a next step, a failed key is part of converging: its retries run,
+        // the clock moving to them, for up to this long past the phase's time. The
+        // last phase ends with its time (`--for`).
+        let within = if last { Duration::ZERO } else { RETRIES_WITHIN };
+        let retries_until = until.saturating_add(within);
         let mut reconciles = Vec::new();
-        while self.reconciled <= self.max_reconciles
-            && let Some(next) = self.queue.next(until)
-        {
-            match next {
-                Next::Resync => self.queue.add(self.session.initial_keys()),
-                Next::Key(key) => reconciles.extend(self.reconcile(key, step).await),
+        let cluster = &self.session.cluster;
+        while self.reconciled <= self.max_reconciles {
+            match self.queue.next(until) {
+                Some(Next::Resync) => self.queue.add(self.session.initial_keys()),
+                Some(Next::Key(key)) => reconciles.extend(self.reconcile(key, step).await),
+                // Nothing else to run: what a fault held back comes now, if anything.
+                None if cluster.release_held() => self.queue.add(cluster.woken_keys()),
+                None => match self.queue.earliest_retry() {
+                    Some(at) if self.timed && at > until && at <= retries_until => until = at,
+                    _ => break,
+                },
             }
         }
         if self.timed {
@@ -251,7 +289,22 @@ impl Driver<'_> {
             ));
             return None;
         }
+        let cluster = &self.session.cluster;
+        cluster.trace(format!("reconcile {key}"));
         let called = self.session.reconcile(&key).await;
+        if cluster.take_crash() {
+            // The host starts again: its queue is gone, its informers list anew.
+            self.queue.restart();
+            self.queue.add(self.session.initial_keys());
+            let at = self.timed.then(|| at_time(self.queue.now()));
+            let result = "crashed after a write (--faults crash); the host started again".into();
+            return Some(Reconciled {
+                key: key.to_string(),
+                result,
+                at,
+            });
+        }
+        cluster.reconciled();
         let result = outcome(&called);
         if result != "done" && !result.starts_with("requeue") {
             let problem =

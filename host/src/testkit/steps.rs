@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::fixtures::yaml_options;
 use super::memory::MemoryCluster;
-use super::store::{FIXTURE_MANAGER, ObjectId, StoreError};
+use super::store::{FIXTURE_MANAGER, StoreError, describe};
 use crate::contract::{DeleteOptions, Propagation};
 
 /// The field manager of the statuses a step writes: a controller other than the
@@ -110,6 +110,11 @@ pub struct Steps {
 }
 
 impl Steps {
+    /// The steps of the file at `path`, if there is one; none else.
+    pub fn of(path: Option<&Path>) -> Result<Steps, StepError> {
+        path.map_or_else(|| Ok(Steps::default()), Steps::read)
+    }
+
     /// Reads the steps file at `path`.
     pub fn read(path: &Path) -> Result<Steps, StepError> {
         let text = std::fs::read_to_string(path).map_err(|cause| StepError::Read {
@@ -217,15 +222,6 @@ impl MemoryCluster {
             }
         }
         Ok(())
-    }
-}
-
-/// An object as the report names it: `apps/v1/Deployment demo/shop`.
-fn describe(object: &Value, id: &ObjectId) -> String {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    match &id.namespace {
-        Some(ns) => format!("{api_version}/{} {ns}/{}", id.kind, id.name),
-        None => format!("{api_version}/{} {}", id.kind, id.name),
     }
 }
 

@@ -34,6 +34,25 @@ pub struct ObjectId {
     pub name: String,
 }
 
+impl ObjectId {
+    /// The same address with another name.
+    pub fn with_name(&self, name: String) -> ObjectId {
+        ObjectId {
+            name,
+            ..self.clone()
+        }
+    }
+}
+
+/// An object at `id` as the report names it: `apps/v1/Deployment demo/shop`.
+pub fn describe(object: &Value, id: &ObjectId) -> String {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    match &id.namespace {
+        Some(ns) => format!("{api_version}/{} {ns}/{}", id.kind, id.name),
+        None => format!("{api_version}/{} {}", id.kind, id.name),
+    }
+}
+
 /// Why a write was refused, as the API server would refuse it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -74,7 +93,12 @@ struct Stored {
 #[derive(Debug, Default)]
 pub struct Store {
     objects: BTreeMap<ObjectId, Stored>,
-    last_version: u64,
+    /// Each object's last resourceVersion, kept after it is deleted so a name made
+    /// again goes on counting. Per object, not one counter for the cluster as the
+    /// API server's: a version says only that its object changed, and a fault
+    /// exploration compares runs that made different writes elsewhere (a plugin that
+    /// writes a Secret's version into a Pod template must write the same in both).
+    versions: BTreeMap<ObjectId, u64>,
     last_uid: u64,
 }
 
@@ -280,11 +304,11 @@ impl Store {
         if stored.object == before {
             return Ok(None);
         }
-        self.last_version += 1;
+        let version = self.next_version(id);
         let stored = self.objects.get_mut(id).expect("present above");
         let spec_changed = spec_part(&before) != spec_part(&stored.object);
         let meta = &mut stored.object["metadata"];
-        meta["resourceVersion"] = json!(self.last_version.to_string());
+        meta["resourceVersion"] = json!(version.to_string());
         if spec_changed {
             let generation = meta["generation"].as_i64().unwrap_or(1);
             meta["generation"] = json!(generation + 1);
@@ -316,10 +340,17 @@ impl Store {
         (after, changed)
     }
 
+    /// The next resourceVersion of the object at `id`.
+    fn next_version(&mut self, id: &ObjectId) -> u64 {
+        let version = self.versions.entry(id.clone()).or_default();
+        *version += 1;
+        *version
+    }
+
     /// Sets what the API server sets on a new object (a fixture keeps its own uid,
     /// generation and creation time).
     fn stamp_new(&mut self, id: &ObjectId, object: &mut Value) {
-        self.last_version += 1;
+        let version = self.next_version(id);
         self.last_uid += 1;
         let meta = &mut object["metadata"];
         meta["name"] = json!(id.name);
@@ -329,7 +360,7 @@ impl Store {
         if meta.get("uid").is_none() {
             meta["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", self.last_uid));
         }
-        meta["resourceVersion"] = json!(self.last_version.to_string());
+        meta["resourceVersion"] = json!(version.to_string());
         if meta.get("generation").is_none() {
             meta["generation"] = json!(1);
         }

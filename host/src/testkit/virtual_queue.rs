@@ -34,6 +34,8 @@ pub struct VirtualQueue {
     deadlines: HashMap<ReconcileKey, (Duration, u64)>,
     set: u64,
     failures: HashMap<ReconcileKey, u32>,
+    /// The keys whose deadline is a retry after a failure (not a `requeue-after`).
+    retrying: HashSet<ReconcileKey>,
     backoff: Backoff,
     /// The resync period and when the next resync is due.
     resync: Option<(Duration, Duration)>,
@@ -59,6 +61,7 @@ impl VirtualQueue {
     pub fn add(&mut self, keys: impl IntoIterator<Item = ReconcileKey>) {
         for key in keys {
             self.deadlines.remove(&key);
+            self.retrying.remove(&key);
             if self.waiting.insert(key.clone()) {
                 self.ready.push_back(key);
             }
@@ -67,6 +70,7 @@ impl VirtualQueue {
 
     /// Takes the step a reconcile of `key` chose; when it runs again, if it does.
     pub fn settle(&mut self, key: &ReconcileKey, requeue: Requeue) -> Option<Duration> {
+        self.retrying.remove(key);
         let delay = match requeue {
             Requeue::Forget => {
                 self.failures.remove(key);
@@ -77,6 +81,7 @@ impl VirtualQueue {
                 delay
             }
             Requeue::Retry => {
+                self.retrying.insert(key.clone());
                 let failures = self.failures.entry(key.clone()).or_insert(0);
                 let delay = self.backoff.delay(*failures);
                 *failures = failures.saturating_add(1);
@@ -96,6 +101,14 @@ impl VirtualQueue {
     pub fn drop_key(&mut self, key: &ReconcileKey) {
         self.deadlines.remove(key);
         self.failures.remove(key);
+        self.retrying.remove(key);
+    }
+
+    /// When the earliest retry after a failure is due, if one is scheduled.
+    pub fn earliest_retry(&self) -> Option<Duration> {
+        (self.retrying.iter())
+            .filter_map(|key| self.deadlines.get(key).map(|(at, _)| *at))
+            .min()
     }
 
     /// The next key ready now; else, if one is due by `until`, the clock moves to
@@ -119,10 +132,21 @@ impl VirtualQueue {
             (Some((key, at)), _) if at <= until => {
                 self.now = self.now.max(at);
                 self.deadlines.remove(&key);
+                self.retrying.remove(&key);
                 Some(Next::Key(key))
             }
             _ => None,
         }
+    }
+
+    /// Forgets every key, scheduled or ready, and every failure: the host started
+    /// again. The clock and the resync schedule go on.
+    pub fn restart(&mut self) {
+        self.ready.clear();
+        self.waiting.clear();
+        self.deadlines.clear();
+        self.failures.clear();
+        self.retrying.clear();
     }
 
     /// Moves the clock to `time` if it is behind it: time that passed with
@@ -192,6 +216,17 @@ mod tests {
         assert_eq!(q.settle(&key("a"), Requeue::Forget), None);
         let at = q.settle(&key("a"), Requeue::Retry).expect("retried");
         assert_eq!(at - q.now(), base, "the backoff starts over");
+    }
+
+    #[test]
+    fn a_retry_after_a_failure_is_told_from_a_requeue_after() {
+        let mut q = VirtualQueue::new(None);
+        q.settle(&key("a"), Requeue::After(Duration::from_secs(60)));
+        assert_eq!(q.earliest_retry(), None, "a requeue-after is no retry");
+        q.settle(&key("b"), Requeue::Retry);
+        assert_eq!(q.earliest_retry(), Some(Backoff::default().base));
+        assert_eq!(q.next(FOR), Some(Next::Key(key("b"))));
+        assert_eq!(q.earliest_retry(), None, "taken");
     }
 
     #[test]

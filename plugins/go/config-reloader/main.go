@@ -93,12 +93,16 @@ func reload(d deployment) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ctl.ApplyJSON(string(object), false); err != nil {
-		return err
-	}
+	// The Event first: a host that crashed right after the apply would otherwise
+	// never record it (once the hash is set, this Deployment is skipped). A failed
+	// apply is retried and records it again, counted as a repeat.
 	note := fmt.Sprintf("ConfigMap %s changed (hash %s): rolling the Pods", ref.Name, hash)
 	target := ctl.Ref(ctl.Deployment, meta.Namespace, meta.Name)
-	return ctl.RecordEvent(target, ctl.Normal, "Reloaded", note)
+	if err := ctl.RecordEvent(target, ctl.Normal, "Reloaded", note); err != nil {
+		return err
+	}
+	_, err = ctl.ApplyJSON(string(object), false)
+	return err
 }
 
 // hashOf is FNV-1a (64 bits, hex) of the ConfigMap's keys and values, sorted.

@@ -27,8 +27,10 @@ class PhaseLabeller(Controller):
         phase = pod.get("status", {}).get("phase") or "Unknown"
         labels = pod["metadata"].get("labels") or {}
         if labels.get(PHASE) != phase:
-            cluster.patch_labels(pod_ref, {PHASE: phase})
+            # The Event first: a host that crashes right after the label would
+            # otherwise never record it (the label, once set, stops this branch).
             cluster.record_event(pod_ref, "PhaseLabelled", f"phase {phase}")
+            cluster.patch_labels(pod_ref, {PHASE: phase})
             log.info(f"labelled {request.namespace}/{request.name} {phase}")
         return Done()
 
