@@ -48,6 +48,7 @@ mod registry;
 mod restarts;
 mod shared_informers;
 mod testkit;
+mod testkit_faults;
 mod testkit_steps;
 mod testkit_time;
 mod wasm_plugin_leases;

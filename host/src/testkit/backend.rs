@@ -41,6 +41,12 @@ impl Backend for MemoryCluster {
         limit: Option<usize>,
     ) -> BoxFuture<'a, Vec<Arc<str>>> {
         let found = self.matching(watches, namespace, selector);
+        self.trace(format!(
+            "  list {} in {} matching {selector} (from the cache): {} found",
+            self.watched_kind(watches),
+            namespace.unwrap_or("all namespaces"),
+            found.len()
+        ));
         let first = found.into_values().take(limit.unwrap_or(usize::MAX));
         Box::pin(ready(first.map(Arc::from).collect()))
     }

@@ -199,7 +199,12 @@ fn calls_on(trace: &[String], objects: &[String]) -> Vec<String> {
             .iter()
             .take_while(|l| l.starts_with("    "))
             .count();
-        if marks > 0 || names.iter().any(|n| line.contains(n)) {
+        // A list of a kind that differs says what the plugin saw of it.
+        let listed = |n: &&str| {
+            let kind = n.split(' ').next().unwrap_or(n);
+            line.starts_with(&format!("  list {kind} "))
+        };
+        if marks > 0 || names.iter().any(|n| line.contains(n) || listed(n)) {
             kept.extend(header.take().cloned());
             kept.extend(trace[at - 1..at + marks].iter().cloned());
         }

@@ -208,6 +208,12 @@ impl MemoryCluster {
             .collect()
     }
 
+    /// The kind the first of `watches` watches, as the report names kinds.
+    pub(super) fn watched_kind(&self, watches: &[usize]) -> String {
+        let first = watches.first().and_then(|index| self.watches.get(*index));
+        first.map_or_else(String::new, |w| crate::kube::discovery::display_gvk(&w.gvk))
+    }
+
     /// The address of a target, as the store keys it.
     pub(super) fn id(&self, target: &Target) -> ObjectId {
         ObjectId {

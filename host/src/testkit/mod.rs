@@ -25,6 +25,10 @@
 //! deleted, virtual time passing — the plugin converging after each; the report has
 //! what it did in each step.
 //!
+//! Faults (`--faults`, in `faults` and `explore`): the run made again with a crash
+//! right after each write, a stale cache, a held-back watch event or an error
+//! answering each call, each end state (`end_state`) compared with the run's.
+//!
 //! What it does not model: admission and validation by the API server, list merging by key in
 //! server-side apply (a list is owned whole), and other controllers (no Pods appear
 //! for a Deployment). The host's own tests use the real API server; this is a tool
