@@ -3,7 +3,7 @@
 //! an error answering each call) in the state its run without faults ends in, and
 //! each of three bugs controllers really have is found by the fault that shows it —
 //! named, with the diff of the end states and the calls that show it, the run failing
-//! — while its fixed twin passes. Needs no cluster.
+//! — while its fixed twin passes, in Rust and in Python. Needs no cluster.
 
 use crate::support;
 
@@ -85,12 +85,12 @@ fn parent(bug: &str) -> String {
     )
 }
 
-/// `test classic-bugs.wasm --faults all` on a parent asking for `bug`: whether it
-/// passed, and its standard error.
-fn explore(bug: &str) -> Result<(bool, String)> {
+/// `test PLUGIN.wasm --faults all` on a parent asking for `bug`: whether it passed,
+/// and its standard error.
+fn explore(plugin: &str, bug: &str) -> Result<(bool, String)> {
     let (_dir, fixtures) = fixture(&parent(bug))?;
     let args = [
-        plugin_file("classic-bugs"),
+        plugin_file(plugin),
         fixtures,
         "--faults".into(),
         "all".into(),
@@ -139,17 +139,18 @@ fn each_classic_bug_is_found_by_the_fault_that_shows_it_and_its_fixed_twin_passe
             ],
         ),
     ];
-    for (bug, fixed, said) in cases {
-        let (passed, stderr) = explore(bug)?;
-        ensure!(!passed, "{bug} passed: {stderr}");
-        for needle in said {
-            ensure!(
-                stderr.contains(needle),
-                "{bug}: no {needle:?} in:\n{stderr}"
-            );
+    // The same bugs in Rust and in Python: the host finds them whatever the language.
+    for plugin in ["classic-bugs", "classic-bugs-py"] {
+        for (bug, fixed, said) in cases {
+            let (passed, stderr) = explore(plugin, bug)?;
+            ensure!(!passed, "{plugin} {bug} passed: {stderr}");
+            for needle in said {
+                let found = stderr.contains(needle);
+                ensure!(found, "{plugin} {bug}: no {needle:?} in:\n{stderr}");
+            }
+            let (passed, stderr) = explore(plugin, fixed)?;
+            ensure!(passed, "{plugin} {fixed} failed: {stderr}");
         }
-        let (passed, stderr) = explore(fixed)?;
-        ensure!(passed, "{fixed} failed: {stderr}");
     }
     Ok(())
 }

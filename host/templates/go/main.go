@@ -45,11 +45,14 @@ func (plugin) Reconcile(req ctl.Request) (ctl.Action, error) {
 	if cm.Metadata.Labels[keys] == wanted {
 		return ctl.Done(), nil
 	}
-	if err := ctl.PatchLabels(ref, map[string]string{keys: wanted}, nil); err != nil {
-		return ctl.Done(), err
-	}
+	// The Event before the label: once the label is right this branch is not taken
+	// again, so an Event recorded after it would be lost to a crash in between
+	// (`make test` runs `--faults all`, which finds that).
 	note := fmt.Sprintf("%s keys", wanted)
 	if err := ctl.RecordEvent(ref, ctl.Normal, "KeysCounted", note); err != nil {
+		return ctl.Done(), err
+	}
+	if err := ctl.PatchLabels(ref, map[string]string{keys: wanted}, nil); err != nil {
 		return ctl.Done(), err
 	}
 	ctl.Infow("keys counted", "configmap", req.Name, "keys", wanted)

@@ -25,9 +25,12 @@ export const reconciler = exportController({
     }
     const wanted = keysLabel(configMap);
     if ((configMap.metadata.labels || {})[KEYS] !== wanted) {
-      cluster.patchLabels(ref, { [KEYS]: wanted });
+      // The Event before the label: once the label is right this branch is not
+      // taken again, so an Event recorded after it would be lost to a crash in
+      // between (`make test` runs `--faults all`, which finds that).
       const note = `${wanted} keys`;
       cluster.recordEvent(ref, 'KeysCounted', note);
+      cluster.patchLabels(ref, { [KEYS]: wanted });
       log.info(`${request.name}: ${note}`);
     }
     return done();

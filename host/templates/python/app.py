@@ -24,9 +24,12 @@ class Plugin(Controller):
         wanted = keys_label(config_map)
         labels = config_map["metadata"].get("labels") or {}
         if labels.get(KEYS) != wanted:
-            cluster.patch_labels(ref, {KEYS: wanted})
+            # The Event before the label: once the label is right this branch is not
+            # taken again, so an Event recorded after it would be lost to a crash in
+            # between (`make test` runs `--faults all`, which finds that).
             note = f"{wanted} keys"
             cluster.record_event(ref, "KeysCounted", note)
+            cluster.patch_labels(ref, {KEYS: wanted})
             log.info(f"{request.name}: {note}")
         return Done()
 

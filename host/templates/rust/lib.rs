@@ -39,9 +39,12 @@ impl Controller for Plugin {
         let wanted = keys_label(&config_map);
         let labels = config_map.metadata.labels.unwrap_or_default();
         if labels.get(KEYS) != Some(&wanted) {
-            cluster::patch_labels(&target, &[(KEYS, wanted.as_str())], &[])?;
+            // The Event before the label: once the label is right this branch is not
+            // taken again, so an Event recorded after it would be lost to a crash in
+            // between (`make test` runs `--faults all`, which finds that).
             let note = format!("{wanted} keys");
             cluster::record_event(&target, EventType::Normal, "KeysCounted", &note)?;
+            cluster::patch_labels(&target, &[(KEYS, wanted.as_str())], &[])?;
             log::info(&format!("{}: {note}", request.name));
         }
         Ok(Action::Done)
