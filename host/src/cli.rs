@@ -123,6 +123,12 @@ pub struct TestArgs {
     /// converging in between; the report then has what it did in each step.
     #[arg(long, value_name = "FILE")]
     pub steps: Option<PathBuf>,
+    /// Replay the transcripts `run --record-plugin NAME=DIR` wrote into DIR instead
+    /// of running on fixtures: each recorded reconcile again, every host call
+    /// answered from its transcript strictly in order; the first call that differs,
+    /// or another outcome, fails the run.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["steps", "faults", "expect"])]
+    pub replay: Option<PathBuf>,
     /// Explore faults: `crash`, `stale`, `coalesce`, `errors` (comma-separated) or
     /// `all`. The run is made again with each fault at every point it can strike;
     /// any run that ends in another cluster state than the run without faults fails
@@ -196,6 +202,17 @@ pub struct RunArgs {
     /// Directory holding plugin components (`*.wasm`).
     #[arg(long, env = "WCM_PLUGINS_DIR")]
     pub plugins_dir: PathBuf,
+    /// Record every host call of the plugin NAME with its answer, one YAML
+    /// transcript per reconcile in DIR (`test PLUGIN.wasm --replay DIR` replays them);
+    /// repeat for more plugins. Secrets' data is redacted unless --record-secrets.
+    #[arg(long = "record-plugin", value_name = "NAME=DIR")]
+    pub record_plugin: Vec<String>,
+    /// Keep Secrets' data in transcripts instead of redacting it.
+    #[arg(long)]
+    pub record_secrets: bool,
+    /// MiB of transcripts written per recorded plugin; past it its recording stops.
+    #[arg(long, default_value_t = 256)]
+    pub record_max_mib: u64,
     /// Deadline of one reconcile, host calls included (e.g. `30s`, `500ms`).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub reconcile_timeout: Duration,

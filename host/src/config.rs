@@ -1,5 +1,9 @@
 //! Host settings with their defaults, shared by the CLI and the tests.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::tape::Recorder;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -74,6 +78,8 @@ pub struct ManagerConfig {
     pub budgets: BudgetSettings,
     /// Where `WasmPlugin`s are followed and pulled to; none to follow none.
     pub wasm_plugins: Option<WasmPluginSource>,
+    /// The plugins whose reconciles are recorded, by name (`--record-plugin`).
+    pub recorders: BTreeMap<String, Arc<Recorder>>,
 }
 
 /// The `WasmPlugin`s a host follows, and how it pulls them.
@@ -108,6 +114,7 @@ impl ManagerConfig {
             access_review_interval: Duration::from_secs(60),
             budgets: BudgetSettings::default(),
             wasm_plugins: None,
+            recorders: BTreeMap::new(),
         }
     }
 }

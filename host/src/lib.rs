@@ -35,6 +35,7 @@ pub mod scaffold;
 pub(crate) mod server;
 pub(crate) mod sha256;
 pub mod status;
+pub mod tape;
 pub mod testing;
 pub mod testkit;
 pub mod wasmplugin;

@@ -119,6 +119,17 @@ fn plugin_accounts(args: &cli::IdentityArgs) -> anyhow::Result<Option<ServiceAcc
 
 fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig> {
     let mut config = ManagerConfig::new(args.plugins_dir.clone(), identity);
+    for given in &args.record_plugin {
+        let (plugin, dir) = (given.split_once('='))
+            .with_context(|| format!("--record-plugin {given:?}: expected NAME=DIR"))?;
+        let max = args.record_max_mib.saturating_mul(1 << 20);
+        let recorder =
+            wcm_host::tape::Recorder::new(plugin, dir.as_ref(), args.record_secrets, max)
+                .with_context(|| format!("--record-plugin {given}"))?;
+        config
+            .recorders
+            .insert(plugin.to_string(), std::sync::Arc::new(recorder));
+    }
     config.budgets = args.budgets.settings()?;
     config.limits = Limits {
         reconcile_timeout: args.reconcile_timeout,
@@ -219,6 +230,9 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
         run_for: args.run_for,
         steps: args.steps,
     };
+    if let Some(dir) = &args.replay {
+        return replay_plugin(&options, dir).await;
+    }
     let (outcome, exploration) = match args.faults {
         None => (wcm_host::testkit::run(&options).await?, None),
         Some(kinds) => {
@@ -276,6 +290,58 @@ async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
         failed.is_empty() && differing == 0,
         "plugin {plugin}: {} problem(s), {differing} fault(s) ending in another state",
         failed.len()
+    );
+    Ok(())
+}
+
+/// Replays the transcripts in `dir` (`test --replay`): prints each reconcile and
+/// whether it went as recorded; fails on any difference.
+async fn replay_plugin(
+    options: &wcm_host::testkit::TestOptions,
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let replay = wcm_host::testkit::replay(options, dir).await?;
+    let (plugin, replayed) = (&replay.plugin, &replay.reconciles);
+    let mut differing = 0;
+    for r in replayed {
+        let file = r
+            .file
+            .file_name()
+            .map(|f| f.to_string_lossy())
+            .unwrap_or_default();
+        println!(
+            "- transcript: {file}\n  key: {:?}\n  recorded: {:?}\n  replayed: {:?}",
+            r.key, r.recorded, r.replayed
+        );
+        if let Some(difference) = &r.difference {
+            differing += 1;
+            eprintln!(
+                "plugin {plugin}, transcript {file} ({}): {difference}",
+                r.key
+            );
+        }
+        if r.leftover > 0 {
+            eprintln!(
+                "plugin {plugin}, transcript {file} ({}): {} recorded call(s) the plugin \
+                did not make",
+                r.key, r.leftover
+            );
+        }
+    }
+    anyhow::ensure!(
+        !replayed.is_empty(),
+        "{}: no transcripts (*.yaml) to replay",
+        dir.display()
+    );
+    anyhow::ensure!(
+        differing == 0,
+        "plugin {plugin}: {differing} of {} replayed reconcile(s) differ \
+        from their transcript",
+        replayed.len()
+    );
+    eprintln!(
+        "plugin {plugin}: {} reconcile(s) replayed as recorded",
+        replayed.len()
     );
     Ok(())
 }

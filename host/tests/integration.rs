@@ -44,6 +44,7 @@ mod pod_counter_ending_namespace;
 mod probes;
 mod rbac;
 mod read_rights;
+mod record_replay;
 mod registry;
 mod restarts;
 mod shared_informers;

@@ -31,6 +31,7 @@ pub use live::LiveCluster;
 pub use op::Op;
 pub use target::{Target, check_kind, check_namespace};
 
+use crate::tape::Recorder;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +52,8 @@ pub struct ClusterAccess {
     leader: LeaderGate,
     /// Where reads come from and writes go.
     backend: Arc<dyn Backend>,
+    /// Writes a transcript of each reconcile's calls, if the operator asked.
+    recorder: Option<Arc<Recorder>>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -76,7 +79,19 @@ impl ClusterAccess {
             granted,
             leader,
             backend,
+            recorder: None,
         }
+    }
+
+    /// This access with each reconcile's calls recorded by `recorder`, if any.
+    pub fn with_recorder(mut self, recorder: Option<Arc<Recorder>>) -> ClusterAccess {
+        self.recorder = recorder;
+        self
+    }
+
+    /// What records this plugin's reconciles, if anything does.
+    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
+        self.recorder.as_ref()
     }
 
     /// This access writing only while `leader` is open.

@@ -101,6 +101,8 @@ pub struct ControllerContext {
     pub reviewer: Option<AccessReviewer>,
     /// How often a running plugin's rights are reviewed again.
     pub review_every: Duration,
+    /// The plugins whose reconciles are recorded, by name.
+    pub recorders: std::collections::BTreeMap<String, Arc<crate::tape::Recorder>>,
 }
 
 /// A plugin whose watches and workers are running.
@@ -456,7 +458,8 @@ fn version(
         budget.budget.metrics.max_series,
     ));
     ctx.metrics.plugin_metrics.insert(plugin_metrics.clone());
-    let access = access.with_metrics(plugin_metrics);
+    let recorder = ctx.recorders.get(&registration.name).cloned();
+    let access = access.with_metrics(plugin_metrics).with_recorder(recorder);
     let concurrency = match registration.max_concurrent_reconciles {
         0 => ctx.max_concurrent_reconciles,
         n => n.min(ctx.max_concurrent_reconciles),

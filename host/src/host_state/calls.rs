@@ -8,6 +8,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
+use serde_json::{Value, json};
 
 use kube::core::GroupVersionKind;
 
@@ -21,6 +22,7 @@ use crate::metrics::{HostCallResult, HostFunction, Limit};
 
 use super::HostState;
 use super::fault::{HostFault, panic_message};
+use crate::tape::{CallTape, Taped, answer_from_tape, answer_to_tape, kind_text, parsed};
 
 /// A host call's answer: the plugin's result, or a host fault that traps its call.
 pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
@@ -29,6 +31,16 @@ pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
 fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityError> {
     let gvk = from_wit_gvk(&obj.kind);
     Target::checked(op, plugin, gvk, obj.namespace, obj.name)
+}
+
+/// A kind as a tape writes it: `group/version/kind`.
+fn kind_of(kind: &Gvk) -> String {
+    kind_text(&kind.group, &kind.version, &kind.kind)
+}
+
+/// An object a plugin names, as a tape writes it.
+fn object_of(obj: &ObjectRef) -> Value {
+    json!({"kind": kind_of(&obj.kind), "namespace": obj.namespace, "name": obj.name})
 }
 
 /// The kind and namespace of a `list`, `list-first` or `count`, validated.
@@ -72,25 +84,70 @@ impl HostState {
     /// none, during `register`) and its name, owned, since the call's future must not
     /// borrow the state; its result is counted as `function` and handed on as the
     /// contract's error. A panic in `work` is a host fault, not the worker's end.
-    async fn call<T, Fut>(
+    ///
+    /// On a tape (`args`, from [`HostState::tape_args`], describes the call for it):
+    /// recorded with its answer, or, in a replay, answered from the transcript
+    /// without reaching the cluster.
+    async fn call<T: Taped, Fut>(
         &mut self,
         function: HostFunction,
+        args: Option<Value>,
         work: impl FnOnce(Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) -> Fut,
     ) -> Answer<T>
     where
         Fut: Future<Output = Result<T, CapabilityError>>,
     {
+        if let (Some(CallTape::Replaying { .. }), Some(args)) = (&self.tape, &args) {
+            return self.replayed(function, args);
+        }
         let working = work(self.shared_access(), self.plugin.clone());
         let result = match AssertUnwindSafe(working).catch_unwind().await {
             Ok(result) => result,
             Err(payload) => Err(CapabilityError::HostFault(panic_message(&*payload))),
         };
-        self.counted(function, result)
+        let answer = self.counted(function, result);
+        if let (Some(tape), Some(args)) = (&mut self.tape, args) {
+            tape.record(function.name(), args, answer_to_tape(&answer));
+        }
+        answer
+    }
+
+    /// The arguments of a call as a tape holds them, made only while there is one.
+    fn tape_args(&self, args: impl FnOnce() -> Value) -> Option<Value> {
+        self.tape.is_some().then(args)
+    }
+
+    /// A call answered from the transcript being replayed; a call it does not hold
+    /// next traps, naming the first difference.
+    fn replayed<T: Taped>(&mut self, function: HostFunction, args: &Value) -> Answer<T> {
+        let Some(tape) = self.tape.as_mut() else {
+            unreachable!("replaying")
+        };
+        let fault = |message: String| {
+            Err(wasmtime::Error::new(HostFault::new(
+                &self.plugin,
+                function,
+                message,
+            )))
+        };
+        let answer = match tape.replay(function.name(), args) {
+            Ok(answer) => answer,
+            Err(difference) => return fault(format!("replay: {difference}")),
+        };
+        match answer_from_tape::<T>(&answer) {
+            Some(Ok(result)) => Ok(result),
+            Some(Err(trap)) => fault(trap),
+            None => fault(format!(
+                "replay: the transcript's answer to {} is not one: {answer}",
+                function.name()
+            )),
+        }
     }
 
     /// `get`: one object's JSON.
     pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Answer<String> {
-        self.call(HostFunction::Get, |access, plugin| async move {
+        let args = self.tape_args(|| json!({"object": object_of(&obj)}));
+        self.call(HostFunction::Get, args, |access, plugin| async move {
             let target = target("get", &plugin, obj)?;
             Ok(access?.get(&target).await?.to_string())
         })
@@ -109,7 +166,11 @@ impl HostState {
         let limit = limit.map(|l| l as usize);
         let called = list_call(limit);
         let function = called.name();
-        self.call(called, |access, plugin| async move {
+        let args = self.tape_args(|| {
+            json!({"kind": kind_of(&kind), "namespace": namespace, "labelSelector": label_selector,
+                "limit": limit})
+        });
+        self.call(called, args, |access, plugin| async move {
             bounds::selector(function, &plugin, label_selector.as_deref())?;
             let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
@@ -126,7 +187,10 @@ impl HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Answer<u64> {
-        self.call(HostFunction::Count, |access, plugin| async move {
+        let args = self.tape_args(|| {
+            json!({"kind": kind_of(&kind), "namespace": namespace, "labelSelector": label_selector})
+        });
+        self.call(HostFunction::Count, args, |access, plugin| async move {
             bounds::selector("count", &plugin, label_selector.as_deref())?;
             let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
             let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
@@ -142,11 +206,20 @@ impl HostState {
         set: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Answer<()> {
-        self.call(HostFunction::PatchLabels, |access, plugin| async move {
-            bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
-            let target = target("patch-labels", &plugin, obj)?;
-            access?.patch_labels(&target, &set, &remove).await
-        })
+        let args = self.tape_args(|| {
+            let set: serde_json::Map<String, Value> =
+                set.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            json!({"object": object_of(&obj), "set": set, "remove": remove})
+        });
+        self.call(
+            HostFunction::PatchLabels,
+            args,
+            |access, plugin| async move {
+                bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
+                let target = target("patch-labels", &plugin, obj)?;
+                access?.patch_labels(&target, &set, &remove).await
+            },
+        )
         .await
     }
 
@@ -157,32 +230,49 @@ impl HostState {
         add: Vec<String>,
         remove: Vec<String>,
     ) -> Answer<()> {
-        self.call(HostFunction::PatchFinalizers, |access, plugin| async move {
-            let target = target("patch-finalizers", &plugin, obj)?;
-            access?.patch_finalizers(&target, &add, &remove).await
-        })
+        let args =
+            self.tape_args(|| json!({"object": object_of(&obj), "add": add, "remove": remove}));
+        self.call(
+            HostFunction::PatchFinalizers,
+            args,
+            |access, plugin| async move {
+                let target = target("patch-finalizers", &plugin, obj)?;
+                access?.patch_finalizers(&target, &add, &remove).await
+            },
+        )
         .await
     }
 
     /// `record-event`.
     pub(crate) async fn host_record_event(&mut self, event: EventRecord) -> Answer<()> {
-        self.call(HostFunction::RecordEvent, |access, plugin| async move {
-            let regarding = target("record-event", &plugin, event.regarding.clone())?;
-            let related = match event.related.clone() {
-                Some(related) => Some(target("record-event related", &plugin, related)?),
-                None => None,
-            };
-            let access = access?;
-            access
-                .record_event(&regarding, related.as_ref(), &event)
-                .await
-        })
+        let args = self.tape_args(|| {
+            json!({"regarding": object_of(&event.regarding),
+                "related": event.related.as_ref().map(object_of),
+                "type": if event.warning { "Warning" } else { "Normal" },
+                "reason": event.reason, "action": event.action, "note": event.note})
+        });
+        self.call(
+            HostFunction::RecordEvent,
+            args,
+            |access, plugin| async move {
+                let regarding = target("record-event", &plugin, event.regarding.clone())?;
+                let related = match event.related.clone() {
+                    Some(related) => Some(target("record-event related", &plugin, related)?),
+                    None => None,
+                };
+                let access = access?;
+                access
+                    .record_event(&regarding, related.as_ref(), &event)
+                    .await
+            },
+        )
         .await
     }
 
     /// `apply`: server-side apply of a whole object.
     pub(crate) async fn host_apply(&mut self, object: String, force: bool) -> Answer<String> {
-        self.call(HostFunction::Apply, |access, plugin| async move {
+        let args = self.tape_args(|| json!({"object": parsed(&object), "force": force}));
+        self.call(HostFunction::Apply, args, |access, plugin| async move {
             bounds::body("apply", &plugin, "the object", &object)?;
             access?.apply(&object, force).await
         })
@@ -191,7 +281,8 @@ impl HostState {
 
     /// `create`: the stored object's JSON.
     pub(crate) async fn host_create(&mut self, object: String) -> Answer<String> {
-        self.call(HostFunction::Create, |access, plugin| async move {
+        let args = self.tape_args(|| json!({"object": parsed(&object)}));
+        self.call(HostFunction::Create, args, |access, plugin| async move {
             bounds::body("create", &plugin, "the object", &object)?;
             access?.create(&object).await
         })
@@ -206,7 +297,15 @@ impl HostState {
         patch: String,
         subresource: Option<String>,
     ) -> Answer<String> {
-        self.call(HostFunction::Patch, |access, plugin| async move {
+        let args = self.tape_args(|| {
+            let kind = match kind {
+                PatchKind::Merge => "merge",
+                PatchKind::Json => "json",
+            };
+            json!({"object": object_of(&obj), "type": kind, "patch": parsed(&patch),
+                "subresource": subresource})
+        });
+        self.call(HostFunction::Patch, args, |access, plugin| async move {
             bounds::body("patch", &plugin, "the patch", &patch)?;
             let target = target("patch", &plugin, obj)?;
             (access?.patch(&target, kind, &patch, subresource.as_deref())).await
@@ -216,7 +315,8 @@ impl HostState {
 
     /// `update`: the stored object's JSON.
     pub(crate) async fn host_update(&mut self, object: String) -> Answer<String> {
-        self.call(HostFunction::Update, |access, plugin| async move {
+        let args = self.tape_args(|| json!({"object": parsed(&object)}));
+        self.call(HostFunction::Update, args, |access, plugin| async move {
             bounds::body("update", &plugin, "the object", &object)?;
             access?.update(&object).await
         })
@@ -225,11 +325,16 @@ impl HostState {
 
     /// `patch-status`.
     pub(crate) async fn host_patch_status(&mut self, obj: ObjectRef, status: String) -> Answer<()> {
-        self.call(HostFunction::PatchStatus, |access, plugin| async move {
-            bounds::body("patch-status", &plugin, "the status", &status)?;
-            let target = target("patch-status", &plugin, obj)?;
-            access?.patch_status(&target, &status).await
-        })
+        let args = self.tape_args(|| json!({"object": object_of(&obj), "status": parsed(&status)}));
+        self.call(
+            HostFunction::PatchStatus,
+            args,
+            |access, plugin| async move {
+                bounds::body("patch-status", &plugin, "the status", &status)?;
+                let target = target("patch-status", &plugin, obj)?;
+                access?.patch_status(&target, &status).await
+            },
+        )
         .await
     }
 
@@ -239,7 +344,16 @@ impl HostState {
         obj: ObjectRef,
         options: DeleteOptions,
     ) -> Answer<()> {
-        self.call(HostFunction::Delete, |access, plugin| async move {
+        let args = self.tape_args(|| {
+            let propagation = match options.propagation {
+                crate::contract::Propagation::Background => "background",
+                crate::contract::Propagation::Foreground => "foreground",
+                crate::contract::Propagation::Orphan => "orphan",
+            };
+            json!({"object": object_of(&obj), "propagation": propagation, "uid": options.uid,
+                "resourceVersion": options.resource_version})
+        });
+        self.call(HostFunction::Delete, args, |access, plugin| async move {
             let preconditions = [&options.uid, &options.resource_version];
             for value in preconditions.into_iter().flatten() {
                 let max = bounds::MAX_PRECONDITION_BYTES;

@@ -20,6 +20,7 @@ use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiVie
 
 use crate::capabilities::{CapabilityError, ClusterAccess};
 use crate::logs::{LINES_BURST, LINES_PER_SECOND, LogLimiter, escape};
+use crate::tape::CallTape;
 use limiter::{InstanceBounds, InstanceLimits};
 use stderr::GuestStderr;
 
@@ -67,6 +68,10 @@ pub struct HostState {
     pub(crate) logs: Arc<LogLimiter>,
     /// The operator's settings for this version, as JSON (the `config` import).
     pub(crate) settings: Option<Arc<str>>,
+    /// The current reconcile's transcript, while it is recorded or replayed.
+    pub(crate) tape: Option<CallTape>,
+    /// A recorded plugin's wall clock, in seconds since the Unix epoch.
+    still: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -124,6 +129,13 @@ impl HostState {
         if let Some(now) = access.as_ref().and_then(|a| a.fixed_clock()) {
             wasi.wall_clock(FixedClock(now));
         }
+        // A recorded plugin's clock stands still during each reconcile, at the whole
+        // second it began, so its replay can show it the same time.
+        let recorded = access.as_ref().is_some_and(|a| a.recorder().is_some());
+        let still = recorded.then(|| Arc::new(std::sync::atomic::AtomicU64::new(0)));
+        if let Some(cell) = &still {
+            wasi.wall_clock(StillClock(cell.clone()));
+        }
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HOST_HANDLES);
         HostState {
@@ -142,6 +154,8 @@ impl HostState {
             access,
             logs,
             settings: None,
+            tape: None,
+            still: still.unwrap_or_default(),
         }
     }
 
@@ -150,6 +164,18 @@ impl HostState {
     pub(crate) fn begin_call(&mut self, key: String) {
         self.key = Some(key);
         self.stderr.clear();
+    }
+
+    /// Stops a recorded plugin's wall clock at the whole second now, for the
+    /// reconcile that begins; returns that time.
+    pub(crate) fn stop_clock(&self) -> std::time::SystemTime {
+        let now = std::time::SystemTime::now();
+        let seconds = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.still
+            .store(seconds, std::sync::atomic::Ordering::Relaxed);
+        std::time::UNIX_EPOCH + Duration::from_secs(seconds)
     }
 
     /// The end of what the guest wrote to stderr (a panic message, usually), on one
@@ -184,6 +210,19 @@ impl HostState {
     /// state (a host call's future must be `Send`; the state is not `Sync`).
     pub(crate) fn shared_access(&self) -> Result<Arc<ClusterAccess>, CapabilityError> {
         self.access.clone().ok_or_else(no_cluster_in_register)
+    }
+}
+
+/// A wall clock that stands still where its cell says (seconds since the epoch).
+struct StillClock(Arc<std::sync::atomic::AtomicU64>);
+
+impl HostWallClock for StillClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_secs(self.0.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 

@@ -150,6 +150,7 @@ impl Manager {
             sync_timeout: config.sync_timeout,
             leader,
             budgets: config.budgets.clone(),
+            recorders: config.recorders.clone(),
         };
         // Watch first, then scan: a file added meanwhile is loaded twice at worst
         // (the second time it is found unchanged), never missed.

@@ -12,7 +12,7 @@ pub use crate::host_state::{HostFault, HostState};
 pub use artifacts::Origin;
 pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine};
 pub use plugin::{Blame, CallError, LoadError, PluginCode};
-pub use reuse::{Recycle, ReusePolicy, ReusedInstance};
+pub use reuse::{Recycle, ReusePolicy, ReusedInstance, outcome_text};
 
 use std::collections::HashMap;
 use std::path::Path;

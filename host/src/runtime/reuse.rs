@@ -18,6 +18,24 @@ use crate::capabilities::ClusterAccess;
 use crate::contract::Action;
 use crate::keys::ReconcileKey;
 pub use crate::metrics::Recycle;
+use crate::tape::{CallTape, Replayed, TapedCall};
+
+/// A reconcile's outcome as reports and transcripts write it: `done`,
+/// `requeue-after 30s`, `requeue`, or the error with its case (`error: forbidden:
+/// ...`, `terminal error: invalid: ...`, `trapped: ...`).
+pub fn outcome_text(result: &Result<Action, CallError>) -> String {
+    match result {
+        Ok(Action::Done) => "done".into(),
+        Ok(Action::RequeueAfter(ms)) => {
+            let after = humantime::format_duration(std::time::Duration::from_millis(*ms));
+            format!("requeue-after {after}")
+        }
+        Ok(Action::Requeue) => "requeue".into(),
+        Err(CallError::Guest(f)) if f.terminal => format!("terminal error: {}", f.error),
+        Err(CallError::Guest(f)) => format!("error: {}", f.error),
+        Err(e) => e.to_string(),
+    }
+}
 
 /// When a reused instance is retired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +101,11 @@ impl ReusedInstance {
         } = self;
         code.arm(store);
         store.data_mut().begin_call(key.to_string());
+        let recorder = (store.data().access.as_ref()).and_then(|a| a.recorder().cloned());
+        if let Some(recorder) = &recorder {
+            store.data_mut().tape = Some(recorder.tape());
+        }
+        let began = store.data().stop_clock();
         let request = key.to_request();
         let result = code
             .bounded(async {
@@ -99,9 +122,38 @@ impl ReusedInstance {
             })
             .await;
         let result = result.map_err(|e| with_stderr(e, store.data()));
+        // Taken only when recording: a replay's tape stays for its caller to read.
+        if let Some(recorder) = recorder
+            && let Some(tape) = store.data_mut().tape.take()
+        {
+            recorder
+                .write(key, began, outcome_text(&result), tape)
+                .await;
+        }
         self.calls += 1;
         let recycle = self.retire_after(&result);
         (result, recycle)
+    }
+
+    /// Replays a reconcile of `key` against the transcript's `calls`: every call the
+    /// plugin makes is answered from it, strictly in order. The outcome, and what
+    /// the replay found.
+    pub async fn replay(
+        mut self,
+        key: &ReconcileKey,
+        calls: Vec<TapedCall>,
+    ) -> (Result<Action, CallError>, Replayed) {
+        self.store.data_mut().tape = Some(CallTape::replaying(calls));
+        let (result, _) = self.reconcile(key).await;
+        let tape = self.store.data_mut().tape.take();
+        let replayed = tape.map_or(
+            Replayed {
+                difference: None,
+                leftover: 0,
+            },
+            CallTape::replayed,
+        );
+        (result, replayed)
     }
 
     /// Reconciles this instance has served.

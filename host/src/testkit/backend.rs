@@ -10,14 +10,14 @@ use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector};
 
 use super::memory::{MemoryCluster, as_dynamic};
-use super::store::{CLOCK_SINCE_EPOCH, StoreError};
+use super::store::StoreError;
 use super::writes::failed;
 use crate::capabilities::{Backend, CapabilityError, Op, Regarding, Request, Target, Write};
 use crate::contract::{DeleteOptions, EventRecord};
 
 impl Backend for MemoryCluster {
     fn fixed_clock(&self) -> Option<Duration> {
-        Some(CLOCK_SINCE_EPOCH)
+        Some(self.clock())
     }
 
     fn watches_of(&self, gvk: &GroupVersionKind, namespace: Option<&str>) -> Vec<usize> {

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::faults::{Fault, Injection};
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
-use super::store::{Changed, ObjectId, Store};
+use super::store::{CLOCK_SINCE_EPOCH, Changed, ObjectId, Store};
 use crate::capabilities::Target;
 use crate::contract::Predicate;
 use crate::keys::{KeyMapping, ReconcileKey};
@@ -111,6 +111,8 @@ pub struct MemoryCluster {
     watches: Vec<Watch>,
     pub(super) scopes: Scopes,
     world: Mutex<World>,
+    /// The plugin's wall clock, standing still, in seconds since the Unix epoch.
+    clock: std::sync::atomic::AtomicU64,
 }
 
 impl MemoryCluster {
@@ -125,6 +127,7 @@ impl MemoryCluster {
             watches,
             scopes,
             world: Mutex::new(world),
+            clock: CLOCK_SINCE_EPOCH.as_secs().into(),
         }
     }
 
@@ -171,6 +174,19 @@ impl MemoryCluster {
             }
         }
         keys
+    }
+
+    /// Where the plugin's wall clock stands (a replayed reconcile's, as recorded).
+    pub(super) fn set_clock(&self, since_epoch: std::time::Duration) {
+        let seconds = since_epoch.as_secs();
+        self.clock
+            .store(seconds, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The plugin's wall clock, since the Unix epoch.
+    pub(super) fn clock(&self) -> std::time::Duration {
+        let seconds = self.clock.load(std::sync::atomic::Ordering::Relaxed);
+        std::time::Duration::from_secs(seconds)
     }
 
     /// Injects `fault` into the run on this cluster (none: an unperturbed run that

@@ -29,6 +29,9 @@
 //! right after each write, a stale cache, a held-back watch event or an error
 //! answering each call, each end state (`end_state`) compared with the run's.
 //!
+//! Replay (`--replay`, in `replay`): the transcripts `run --record-plugin` wrote,
+//! each reconcile again with every host call answered from its transcript.
+//!
 //! What it does not model: admission and validation by the API server, list merging by key in
 //! server-side apply (a list is owned whole), and other controllers (no Pods appear
 //! for a Deployment). The host's own tests use the real API server; this is a tool
@@ -41,8 +44,10 @@ mod explore;
 mod faults;
 mod fields;
 mod fixtures;
+mod injection;
 mod memory;
 mod object_writes;
+mod replay;
 mod report;
 mod run;
 mod steps;
@@ -54,6 +59,7 @@ pub use cluster::offline_access;
 pub use explore::{Difference, Exploration, ExploreOptions, FAULT_TIME, explore};
 pub use faults::{Answer, Fault, FaultKind};
 pub use fixtures::FixtureError;
+pub use replay::{Replay, ReplayedReconcile, replay};
 pub use report::{Event, Pending, Reconciled, Report, ReportError, StepReport, Write};
 pub use run::{Outcome, Session, TestError, TestOptions, run};
 pub use steps::StepError;

@@ -22,7 +22,7 @@ use crate::keys::ReconcileKey;
 use crate::loading::{RegistrationError, load_registered, load_registered_with};
 use crate::metrics::plugin::PluginMetrics;
 use crate::runtime::settings;
-use crate::runtime::{CallError, PluginCode, Runtime, chain};
+use crate::runtime::{CallError, PluginCode, Runtime, chain, outcome_text};
 
 /// What to test and how.
 #[derive(Debug, Clone)]
@@ -63,6 +63,9 @@ pub enum TestError {
     /// The fixtures could not be read.
     #[error(transparent)]
     Fixtures(#[from] FixtureError),
+    /// The transcripts to replay could not be read.
+    #[error("replay: {0}")]
+    Replay(String),
     /// The steps file could not be read, or a step could not be made.
     #[error(transparent)]
     Steps(#[from] StepError),
@@ -305,7 +308,7 @@ impl Driver<'_> {
             });
         }
         cluster.reconciled();
-        let result = outcome(&called);
+        let result = outcome_text(&called);
         if result != "done" && !result.starts_with("requeue") {
             let problem =
                 format!("plugin {plugin}, step {number}{within}, reconcile of {key}: {result}");
@@ -350,20 +353,4 @@ impl Loops {
 /// A virtual time as the report shows it: `0s`, `1m 30s`, `5ms`.
 fn at_time(time: Duration) -> String {
     humantime::format_duration(time).to_string()
-}
-
-/// A reconcile's result as the report shows it: `done`, `requeue-after 30s`,
-/// `requeue`, or the error with its case (`error: forbidden: ...`, `trapped: ...`).
-fn outcome(result: &Result<Action, CallError>) -> String {
-    match result {
-        Ok(Action::Done) => "done".into(),
-        Ok(Action::RequeueAfter(ms)) => {
-            let after = humantime::format_duration(Duration::from_millis(*ms));
-            format!("requeue-after {after}")
-        }
-        Ok(Action::Requeue) => "requeue".into(),
-        Err(CallError::Guest(f)) if f.terminal => format!("terminal error: {}", f.error),
-        Err(CallError::Guest(f)) => format!("error: {}", f.error),
-        Err(e) => e.to_string(),
-    }
 }

@@ -1,0 +1,420 @@
+//! Transcripts of a plugin's host calls: every call of one reconcile with its
+//! arguments and the answer the plugin got, written by the daemon for the plugins an
+//! operator names (`run --record-plugin NAME=DIR`, in `recorder`) and replayed by the
+//! test kit, strictly in order (`test --replay DIR`, with `replaying`). A transcript
+//! is YAML a person can read: the objects the plugin read and wrote as objects, a
+//! Secret's data redacted unless the operator asked for it.
+
+mod recorder;
+mod replaying;
+
+pub use recorder::{Recorder, RecorderError};
+pub use replaying::{Replayed, read_dir};
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::contract::{Cause, ErrorCode, GuestError};
+use crate::keys::ReconcileKey;
+
+/// What a redacted `stringData` value is replaced with.
+pub const REDACTED: &str = "<redacted>";
+/// What a redacted `data` value is replaced with: [`REDACTED`] in base64, so a
+/// plugin that decodes a Secret's data still can when it is replayed.
+pub const REDACTED_DATA: &str = "PHJlZGFjdGVkPg==";
+
+/// One host call and its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TapedCall {
+    /// The contract function (`get`, `patch-labels`, ...).
+    pub call: String,
+    /// Its arguments, JSON the plugin passed parsed.
+    pub args: Value,
+    /// `{ok: ...}`, `{error: {code, message, ...}}`, or `{trap: ...}` for a host fault.
+    pub answer: Value,
+}
+
+/// The key of a transcript's reconcile, as the plugin got it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TapedKey {
+    /// `group/version/kind`, none for a fixed key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The namespace, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The object's name, or the fixed key.
+    pub name: String,
+}
+
+impl TapedKey {
+    /// `key` as a transcript writes it.
+    pub fn of(key: &ReconcileKey) -> TapedKey {
+        TapedKey {
+            kind: (key.kind.as_ref()).map(|k| kind_text(&k.group, &k.version, &k.kind)),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+        }
+    }
+
+    /// The key it names.
+    pub fn key(&self) -> ReconcileKey {
+        let kind = self.kind.as_deref().map(|text| {
+            let parts: Vec<&str> = text.split('/').collect();
+            let (g, v, k) = match parts.as_slice() {
+                [v, k] => ("", *v, *k),
+                [g, v, k] => (*g, *v, *k),
+                _ => ("", "", text),
+            };
+            kube::core::GroupVersionKind::gvk(g, v, k)
+        });
+        ReconcileKey {
+            kind,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// A kind as transcripts write it: `v1/Pod`, `apps/v1/Deployment`.
+pub fn kind_text(group: &str, version: &str, kind: &str) -> String {
+    match group {
+        "" => format!("{version}/{kind}"),
+        group => format!("{group}/{version}/{kind}"),
+    }
+}
+
+/// One reconcile, recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transcript {
+    /// The plugin.
+    pub plugin: String,
+    /// The key reconciled.
+    pub key: TapedKey,
+    /// The plugin's wall clock when the reconcile began (RFC 3339, whole seconds).
+    pub clock: String,
+    /// What the reconcile returned: `done`, `requeue-after 30s`, the error.
+    pub result: String,
+    /// Whether Secrets' data was replaced by [`REDACTED`].
+    pub redacted: bool,
+    /// Whether calls were left out past the transcript's size bound.
+    #[serde(default)]
+    pub truncated: bool,
+    /// The calls, in order.
+    pub calls: Vec<TapedCall>,
+}
+
+/// An answer a transcript can hold and give back.
+pub trait Taped: Sized {
+    /// The answer as a transcript writes it.
+    fn to_tape(&self) -> Value;
+    /// The answer a transcript holds; none if it is not of this type.
+    fn from_tape(value: &Value) -> Option<Self>;
+}
+
+impl Taped for String {
+    fn to_tape(&self) -> Value {
+        parsed(self)
+    }
+    fn from_tape(value: &Value) -> Option<String> {
+        Some(value.to_string())
+    }
+}
+
+impl Taped for Vec<String> {
+    fn to_tape(&self) -> Value {
+        Value::Array(self.iter().map(|s| parsed(s)).collect())
+    }
+    fn from_tape(value: &Value) -> Option<Vec<String>> {
+        Some(value.as_array()?.iter().map(Value::to_string).collect())
+    }
+}
+
+impl Taped for u64 {
+    fn to_tape(&self) -> Value {
+        json!(self)
+    }
+    fn from_tape(value: &Value) -> Option<u64> {
+        value.as_u64()
+    }
+}
+
+impl Taped for () {
+    fn to_tape(&self) -> Value {
+        Value::Null
+    }
+    fn from_tape(value: &Value) -> Option<()> {
+        value.is_null().then_some(())
+    }
+}
+
+/// JSON text a plugin passed or got, parsed; as a string when it is not JSON.
+pub fn parsed(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+/// A call's answer as a transcript writes it: the plugin's result, or the host fault
+/// that trapped its call.
+pub fn answer_to_tape<T: Taped>(answer: &wasmtime::Result<Result<T, GuestError>>) -> Value {
+    match answer {
+        Ok(Ok(value)) => json!({"ok": value.to_tape()}),
+        Ok(Err(e)) => json!({"error": error_to_tape(e)}),
+        Err(fault) => json!({"trap": fault.to_string()}),
+    }
+}
+
+fn error_to_tape(e: &GuestError) -> Value {
+    let causes: Vec<Value> = (e.causes.iter())
+        .map(|c| json!({"field": c.field, "reason": c.reason, "message": c.message, "manager": c.manager}))
+        .collect();
+    json!({"code": e.code.as_str(), "message": e.message, "status": e.status,
+        "retryAfterMs": e.retry_after_ms, "causes": causes})
+}
+
+/// The plugin's result a transcript holds; `Err` with the host fault's message for
+/// a trap, none if the answer is malformed or not of type `T`.
+pub fn answer_from_tape<T: Taped>(answer: &Value) -> Option<Result<Result<T, GuestError>, String>> {
+    if let Some(ok) = answer.get("ok") {
+        return T::from_tape(ok).map(|v| Ok(Ok(v)));
+    }
+    if let Some(trap) = answer.get("trap") {
+        return Some(Err(trap.as_str().unwrap_or_default().to_string()));
+    }
+    let error = answer.get("error")?;
+    let text = |f: &str| {
+        error
+            .get(f)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let code = ErrorCode::ALL
+        .into_iter()
+        .find(|c| c.as_str() == text("code"))?;
+    let causes = (error
+        .get("causes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten())
+    .map(|c| {
+        let text = |f: &str| {
+            c.get(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let manager = c.get("manager").and_then(Value::as_str).map(str::to_string);
+        Cause {
+            field: text("field"),
+            reason: text("reason"),
+            message: text("message"),
+            manager,
+        }
+    })
+    .collect();
+    Some(Ok(Err(GuestError {
+        code,
+        message: text("message"),
+        status: error
+            .get("status")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok()),
+        retry_after_ms: error.get("retryAfterMs").and_then(Value::as_u64),
+        causes,
+    })))
+}
+
+/// Replaces the values of `data` and `stringData` of every Secret in `value` (an
+/// object, or a list of them at any depth) with [`REDACTED_DATA`] and [`REDACTED`].
+pub fn redact(value: &mut Value) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        Value::Object(map) => {
+            if map.get("kind").and_then(Value::as_str) == Some("Secret") {
+                for (field, hidden) in [("data", REDACTED_DATA), ("stringData", REDACTED)] {
+                    if let Some(Value::Object(data)) = map.get_mut(field) {
+                        data.values_mut().for_each(|v| *v = json!(hidden));
+                    }
+                }
+            }
+            map.values_mut().for_each(redact);
+        }
+        _ => {}
+    }
+}
+
+/// A reconcile's tape, in its host state: being recorded, or being replayed.
+#[derive(Debug)]
+pub enum CallTape {
+    /// The calls so far, and their size; past the bound, no more are kept.
+    Recording {
+        calls: Vec<TapedCall>,
+        bytes: usize,
+        truncated: bool,
+        redact: bool,
+    },
+    /// The calls still to come, how many were played, and the first difference.
+    Replaying {
+        expected: VecDeque<TapedCall>,
+        played: usize,
+        difference: Option<String>,
+    },
+}
+
+/// Bytes of one reconcile's calls a transcript keeps; past them it is cut (and says
+/// so): a plugin listing thousands of objects in a loop must not fill the disk.
+pub const MAX_TRANSCRIPT_BYTES: usize = 1 << 20;
+
+impl CallTape {
+    /// A recording, Secrets redacted unless `secrets`.
+    pub fn recording(secrets: bool) -> CallTape {
+        CallTape::Recording {
+            calls: Vec::new(),
+            bytes: 0,
+            truncated: false,
+            redact: !secrets,
+        }
+    }
+
+    /// A replay of `calls`.
+    pub fn replaying(calls: Vec<TapedCall>) -> CallTape {
+        CallTape::Replaying {
+            expected: calls.into(),
+            played: 0,
+            difference: None,
+        }
+    }
+
+    /// Records `call` with `args` and `answer`, if recording and within the bound.
+    pub fn record(&mut self, call: &str, mut args: Value, mut answer: Value) {
+        let CallTape::Recording {
+            calls,
+            bytes,
+            truncated,
+            redact: hide,
+        } = self
+        else {
+            return;
+        };
+        if *hide {
+            redact(&mut args);
+            redact(&mut answer);
+        }
+        let size = args.to_string().len() + answer.to_string().len() + call.len();
+        if *truncated || *bytes + size > MAX_TRANSCRIPT_BYTES {
+            *truncated = true;
+            return;
+        }
+        *bytes += size;
+        calls.push(TapedCall {
+            call: call.to_string(),
+            args,
+            answer,
+        });
+    }
+
+    /// The next recorded call's answer, if it is `call` with `args`; else the first
+    /// difference, which is kept (every later call differs too).
+    pub fn replay(&mut self, call: &str, args: &Value) -> Result<Value, String> {
+        let CallTape::Replaying {
+            expected,
+            played,
+            difference,
+        } = self
+        else {
+            return Err("not replaying".into());
+        };
+        if let Some(first) = difference {
+            return Err(first.clone());
+        }
+        *played += 1;
+        let found = match expected.pop_front() {
+            None => Err(format!(
+                "call {played} is {call} {args}, but the transcript has no more calls"
+            )),
+            Some(next) if next.call != call || !same_args(&next.args, args) => Err(format!(
+                "call {played} is {call} {args}, but the transcript has {} {}",
+                next.call, next.args
+            )),
+            Some(next) => Ok(next.answer),
+        };
+        if let Err(e) = &found {
+            *difference = Some(e.clone());
+        }
+        found
+    }
+}
+
+/// Whether arguments match their recording (a redacted recording matches arguments
+/// redacted the same way).
+fn same_args(recorded: &Value, args: &Value) -> bool {
+    if recorded == args {
+        return true;
+    }
+    let mut hidden = args.clone();
+    redact(&mut hidden);
+    *recorded == hidden
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secrets_data_is_redacted_wherever_it_is() {
+        let mut list = json!([{"kind": "Secret", "data": {"token": "czNjcjN0"}},
+            {"kind": "ConfigMap", "data": {"a": "b"}}]);
+        redact(&mut list);
+        assert_eq!(list[0]["data"]["token"], REDACTED_DATA);
+        assert_eq!(list[1]["data"]["a"], "b");
+    }
+
+    #[test]
+    fn answers_go_to_the_tape_and_come_back() {
+        let ok: wasmtime::Result<Result<String, GuestError>> = Ok(Ok("{\"a\":1}".into()));
+        let taped = answer_to_tape(&ok);
+        assert_eq!(taped, json!({"ok": {"a": 1}}));
+        let back = answer_from_tape::<String>(&taped).expect("ok");
+        assert_eq!(back, Ok(Ok("{\"a\":1}".to_string())));
+        let mut error = GuestError::new(ErrorCode::Conflict, "apply x: conflict");
+        error.status = Some(409);
+        let failed: wasmtime::Result<Result<(), GuestError>> = Ok(Err(error.clone()));
+        let back = answer_from_tape::<()>(&answer_to_tape(&failed)).expect("error");
+        assert_eq!(back, Ok(Err(error)));
+    }
+
+    #[test]
+    fn a_replay_answers_in_order_and_keeps_the_first_difference() {
+        let call = |name: &str, n: u64| TapedCall {
+            call: name.into(),
+            args: json!({"n": n}),
+            answer: json!({"ok": n}),
+        };
+        let mut tape = CallTape::replaying(vec![call("get", 1), call("count", 2)]);
+        assert_eq!(tape.replay("get", &json!({"n": 1})), Ok(json!({"ok": 1})));
+        let wrong = tape.replay("get", &json!({"n": 2})).expect_err("differs");
+        assert!(
+            wrong.contains("call 2 is get {\"n\":2}, but the transcript has count"),
+            "{wrong}"
+        );
+        assert_eq!(tape.replay("count", &json!({"n": 2})), Err(wrong));
+    }
+
+    #[test]
+    fn a_recording_stops_at_its_bound_and_says_so() {
+        let mut tape = CallTape::recording(false);
+        let big = json!("x".repeat(MAX_TRANSCRIPT_BYTES / 2));
+        for _ in 0..3 {
+            tape.record("get", big.clone(), Value::Null);
+        }
+        let CallTape::Recording {
+            calls, truncated, ..
+        } = tape
+        else {
+            panic!("recording")
+        };
+        assert_eq!((calls.len(), truncated), (1, true));
+    }
+}
