@@ -47,6 +47,10 @@ const RUST: &[(&str, &str)] = &[
     ("Makefile", include_str!("../../templates/rust/Makefile")),
     ("src/lib.rs", include_str!("../../templates/rust/lib.rs")),
     (
+        "tests/plugin.rs",
+        include_str!("../../templates/rust/plugin_test.rs"),
+    ),
+    (
         "sdk/Cargo.toml",
         include_str!("../../templates/rust/sdk-Cargo.toml"),
     ),
@@ -108,6 +112,10 @@ const GO: &[(&str, &str)] = &[
         "main_test.go",
         include_str!("../../templates/go/main_test.go"),
     ),
+    (
+        "plugin_test.go",
+        include_str!("../../templates/go/plugin_test.go"),
+    ),
     ("sdk/go.mod", include_str!("../../../guest-sdk-go/go.mod")),
     (
         "sdk/controller/abi.go",
@@ -168,6 +176,10 @@ const PYTHON: &[(&str, &str)] = &[
         include_str!("../../templates/python/test_logic.py"),
     ),
     (
+        "test_plugin.py",
+        include_str!("../../templates/python/test_plugin.py"),
+    ),
+    (
         "wasm_controller.py",
         include_str!("../../../guest-sdk-python/wasm_controller.py"),
     ),
@@ -193,6 +205,10 @@ const JAVASCRIPT: &[(&str, &str)] = &[
     (
         "logic.test.js",
         include_str!("../../templates/javascript/logic.test.js"),
+    ),
+    (
+        "plugin.test.js",
+        include_str!("../../templates/javascript/plugin.test.js"),
     ),
     (
         "wasm-controller.js",
