@@ -346,6 +346,21 @@ async fn replay_plugin(
     Ok(())
 }
 
+/// The first few of `names`, and how many more there are.
+fn shortened(names: &[String]) -> String {
+    const SHOWN: usize = 6;
+    let shown = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match names.len().saturating_sub(SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
 /// What a fault exploration found, as `test --faults` prints it.
 fn explored(plugin: &str, exploration: &wcm_host::testkit::Exploration) -> String {
     use std::fmt::Write;
@@ -364,7 +379,7 @@ fn explored(plugin: &str, exploration: &wcm_host::testkit::Exploration) -> Strin
             text,
             "\nplugin {plugin}: with {}, the run ends in another state: {}",
             difference.fault,
-            difference.objects.join(", ")
+            shortened(&difference.objects)
         );
         if !difference.same.is_empty() {
             let same: Vec<String> = difference.same.iter().map(ToString::to_string).collect();

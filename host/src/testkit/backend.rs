@@ -66,7 +66,7 @@ impl Backend for MemoryCluster {
         target: &'a Target,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
         let id = self.id(target);
-        if let Some(error) = self.before_call(op, &id, false) {
+        if let Some(error) = self.before_call(op) {
             return Box::pin(ready(Err(error)));
         }
         let found = self.world().store.get(&id).cloned();
@@ -80,14 +80,12 @@ impl Backend for MemoryCluster {
         target: &'a Target,
         write: Write<'a>,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
-        if let Some(error) = self.before_call(op, &self.id(target), true) {
+        if let Some(error) = self.before_call(op) {
             return Box::pin(ready(Err(error)));
         }
         let written = self.write_now(op, target, write);
         let answered = match written {
-            Ok(stored) => {
-                (self.after_write(op, stored.metadata.name.as_deref())).map_or(Ok(stored), Err)
-            }
+            Ok(stored) => self.after_write(op).map_or(Ok(stored), Err),
             Err(e) => Err(e),
         };
         Box::pin(ready(answered))
@@ -99,11 +97,11 @@ impl Backend for MemoryCluster {
         target: &'a Target,
         options: &'a DeleteOptions,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
-        if let Some(error) = self.before_call(op, &self.id(target), true) {
+        if let Some(error) = self.before_call(op) {
             return Box::pin(ready(Err(error)));
         }
         let deleted = self.delete_now(op, target, options);
-        let answered = deleted.and_then(|()| self.after_write(op, None).map_or(Ok(()), Err));
+        let answered = deleted.and_then(|()| self.after_write(op).map_or(Ok(()), Err));
         Box::pin(ready(answered))
     }
 

@@ -7,8 +7,6 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use super::store::{Changed, ObjectId};
 use crate::capabilities::{CapabilityError, Op};
 use crate::contract::{ErrorCode, GuestError};
@@ -19,11 +17,13 @@ pub enum FaultKind {
     /// The host crashes right after a write: the reconcile is aborted, the queue
     /// lost, and the plugin starts again from the cluster's state.
     Crash,
-    /// The cache serves the object a write changed as it was before, for the rest
-    /// of that reconcile and the next; the write's watch event comes after.
+    /// The watches holding the object a write changed fall behind: their caches
+    /// show it, and every object they hold changed since, as it was, for that
+    /// reconcile and the next few (or until nothing is ready to run); their events
+    /// come then, in order.
     Stale,
     /// A watch event is held back until the object changes again (delivered as
-    /// one) or until nothing else is left to run.
+    /// one) or until nothing else is left to run at the end of the run.
     Coalesce,
     /// A call is answered with a conflict, a server error or a timeout.
     Errors,
@@ -70,7 +70,7 @@ pub enum Answer {
 pub enum Fault {
     /// The host crashes right after the nth write the plugin made.
     Crash { after_write: usize },
-    /// The nth write the plugin made is not in its cache for a reconcile.
+    /// The caches of the nth write's object fall behind until nothing is ready.
     Stale { write: usize },
     /// The watch event of the nth change (a plugin's write or a step's) is held.
     Coalesce { change: usize },
@@ -108,13 +108,13 @@ pub(super) struct Injection {
     /// API calls (reads past the cache, writes, deletions) that reached the cluster.
     pub(super) calls: usize,
     pub(super) crashed: bool,
-    /// Stale: the object, as the cache still serves it, and the reconciles it lags.
-    pub(super) lag: Option<(ObjectId, Option<Value>, u8)>,
-    /// Stale: the object before the write under way, if that write is the one.
-    pub(super) before: Option<(ObjectId, Option<Value>)>,
+    /// Stale: the watches whose caches lag (those holding the object the write
+    /// changed), and how many more reconciles may end before they catch up (or
+    /// nothing is ready to run); their changes since wait in `late`.
+    pub(super) lag: Option<(Vec<usize>, u32)>,
     /// Coalesce: the held change.
     pub(super) held: Option<(ObjectId, Changed)>,
-    /// Stale: changes of the lagging object, delivered when the lag ends.
+    /// Stale: the changes the lagging watches have not seen, in order.
     pub(super) late: Vec<(ObjectId, Changed)>,
     /// The calls of the run, and the reconciles they were made in.
     pub(super) trace: Vec<String>,

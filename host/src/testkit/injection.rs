@@ -9,35 +9,48 @@ use super::memory::{MemoryCluster, World};
 use super::store::{Changed, ObjectId};
 use crate::capabilities::{CapabilityError, Op};
 
+/// Reconciles a lagging cache lasts, the one that wrote included: a cache falls
+/// milliseconds behind, a few reconciles' worth, not for ever.
+const LAG_RECONCILES: u32 = 4;
+
 impl World {
-    /// The object at `id` as the plugin's caches hold it: a step behind while it
-    /// lags (none if the write created it).
+    /// The object at `id` as the plugin's caches hold it: as it was before the
+    /// first change a lagging cache has not seen (none if that change made it).
     pub(super) fn cache_get(&self, id: &ObjectId) -> Option<&Value> {
-        match &self.injection.lag {
-            Some((lagging, before, _)) if lagging == id => before.as_ref(),
-            _ => self.store.get(id),
+        match self.injection.late.iter().find(|(late, _)| late == id) {
+            Some((_, first)) => first.before.as_ref(),
+            None => self.store.get(id),
         }
     }
 
-    /// Every object as the plugin's caches hold them.
+    /// Every object as the plugin's caches hold them, in the store's order.
     pub(super) fn cache_objects(&self) -> Vec<(&ObjectId, &Value)> {
-        let lag = self.injection.lag.as_ref();
+        let late = &self.injection.late;
         let mut objects: Vec<(&ObjectId, &Value)> = (self.store.objects())
-            .filter(|(id, _)| lag.is_none_or(|(lagging, _, _)| lagging != *id))
+            .filter(|(id, _)| !late.iter().any(|(late, _)| late == *id))
             .collect();
-        if let Some((id, Some(before), _)) = lag {
-            let at = objects.partition_point(|(other, _)| *other < id);
-            objects.insert(at, (id, before));
+        let mut seen: Vec<&ObjectId> = Vec::new();
+        for (id, first) in late {
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            if let Some(before) = &first.before {
+                let at = objects.partition_point(|(other, _)| *other < id);
+                objects.insert(at, (id, before));
+            }
         }
         objects
     }
+}
 
-    /// The changes the watches deliver now: all but the one held back and those of
-    /// a lagging object.
-    pub(super) fn deliverable_changes(&mut self) -> Vec<(ObjectId, Changed)> {
+impl MemoryCluster {
+    /// The changes the watches deliver now: all but the one held back (coalesce)
+    /// and those a lagging cache has not seen (stale).
+    pub(super) fn deliverable_changes(&self, world: &mut World) -> Vec<(ObjectId, Changed)> {
         let mut out = Vec::new();
-        for (id, changed) in std::mem::take(&mut self.changes) {
-            let faults = &mut self.injection;
+        for (id, changed) in std::mem::take(&mut world.changes) {
+            let faults = &mut world.injection;
             faults.changes += 1;
             let number = faults.changes;
             if faults.held.as_ref().is_some_and(|(held, _)| *held == id) {
@@ -47,40 +60,27 @@ impl World {
                 faults.held = Some((id, changed));
                 continue;
             }
-            match &faults.lag {
-                Some((lagging, _, _)) if *lagging == id => faults.late.push((id, changed)),
-                _ => out.push((id, changed)),
+            let lagging = faults.lag.as_ref();
+            let behind = lagging
+                .is_some_and(|(ws, _)| self.holding(&id, &changed).iter().any(|w| ws.contains(w)));
+            match behind {
+                true => faults.late.push((id, changed)),
+                false => out.push((id, changed)),
             }
         }
         out
     }
-}
 
-impl MemoryCluster {
     /// Before an API call: the error the fault answers it with, if it is the one,
     /// or a host fault once the host has crashed (the plugin's call traps).
-    pub(super) fn before_call(
-        &self,
-        op: &Op,
-        id: &ObjectId,
-        write: bool,
-    ) -> Option<CapabilityError> {
+    pub(super) fn before_call(&self, op: &Op) -> Option<CapabilityError> {
         let mut world = self.world();
-        let before = world.store.get(id).cloned();
         let faults = &mut world.injection;
         if faults.crashed {
             return Some(op.host_fault("the host crashed here (--faults crash)"));
         }
         faults.calls += 1;
         faults.trace.push(format!("  {op}"));
-        if write
-            && faults.fault
-                == Some(Fault::Stale {
-                    write: faults.writes + 1,
-                })
-        {
-            faults.before = Some((id.clone(), before));
-        }
         match faults.fault {
             Some(Fault::Error { call, answer }) if call == faults.calls => {
                 let error = injected(op, answer);
@@ -97,10 +97,9 @@ impl MemoryCluster {
         crashed.then(|| op.host_fault("the host crashed here (--faults crash)"))
     }
 
-    /// After a write or deletion the cluster made (of the object now `named`, if the
-    /// name was generated): a crash or a lag begins if it is the one; a timeout's
-    /// error if the call was to time out.
-    pub(super) fn after_write(&self, op: &Op, named: Option<&str>) -> Option<CapabilityError> {
+    /// After a write or deletion the cluster made: a crash or a lag begins if it is
+    /// the one; a timeout's error if the call was to time out.
+    pub(super) fn after_write(&self, op: &Op) -> Option<CapabilityError> {
         let mut world = self.world();
         let faults = &mut world.injection;
         faults.writes += 1;
@@ -111,12 +110,10 @@ impl MemoryCluster {
                 faults.trace.push("    the host crashes".into());
             }
             Some(Fault::Stale { write }) if write == number => {
-                let (mut id, before) = faults.before.take()?;
-                id.name = named.map_or(id.name, str::to_string);
-                faults.lag = Some((id, before, 2));
                 faults
                     .trace
                     .push("    the cache keeps the object as it was".into());
+                self.fall_behind(&mut world);
             }
             Some(Fault::Error {
                 call,
@@ -143,28 +140,54 @@ impl MemoryCluster {
         crashed
     }
 
-    /// A reconcile ended: a lag that has lasted its reconciles ends, and the
-    /// object's watch events come.
-    pub(super) fn reconciled(&self) {
+    /// Nothing is ready to run: lagging caches catch up and their events come; a
+    /// held-back event comes only in the run's last phase (`last`), so a step's
+    /// change can find the plugin not yet told of the one before. Whether anything
+    /// came.
+    pub(super) fn release_held(&self, last: bool) -> bool {
         let mut world = self.world();
-        let faults = &mut world.injection;
-        if let Some((_, _, left)) = &mut faults.lag {
-            *left -= 1;
-            if *left == 0 {
-                self.end_lag(&mut world);
-            }
-        }
-    }
-
-    /// Nothing else is left to run: what was held back comes now. Whether anything
-    /// did.
-    pub(super) fn release_held(&self) -> bool {
-        let mut world = self.world();
-        let held = world.injection.held.take();
+        let held = if last {
+            world.injection.held.take()
+        } else {
+            None
+        };
         let lagging = world.injection.lag.is_some();
         self.end_lag(&mut world);
         world.changes.extend(held.clone());
         held.is_some() || lagging
+    }
+
+    /// The caches of the watches holding what the write just made changed fall
+    /// behind it: its changes wait (the write's changes are the last not yet
+    /// delivered).
+    fn fall_behind(&self, world: &mut World) {
+        let Some((id, _)) = world.changes.last() else {
+            return;
+        };
+        let id = id.clone();
+        let written: Vec<(ObjectId, Changed)> = (world.changes.iter())
+            .filter(|(changed, _)| *changed == id)
+            .cloned()
+            .collect();
+        world.changes.retain(|(changed, _)| *changed != id);
+        let mut watches: Vec<usize> = written
+            .iter()
+            .flat_map(|(id, c)| self.holding(id, c))
+            .collect();
+        watches.dedup();
+        world.injection.lag = Some((watches, LAG_RECONCILES));
+        world.injection.late.extend(written);
+    }
+
+    /// A reconcile ended: a lag that has lasted its reconciles ends, its events come.
+    pub(super) fn reconciled(&self) {
+        let mut world = self.world();
+        if let Some((_, left)) = &mut world.injection.lag {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.end_lag(&mut world);
+            }
+        }
     }
 
     fn end_lag(&self, world: &mut World) {

@@ -151,7 +151,7 @@ impl MemoryCluster {
 
     /// The keys the writes since the last call woke, as informers would deliver them.
     pub fn woken_keys(&self) -> Vec<ReconcileKey> {
-        let changes = self.world().deliverable_changes();
+        let changes = self.deliverable_changes(&mut self.world());
         let mut keys = Vec::new();
         for (id, changed) in &changes {
             // As the cache holds them: converted once, whichever watches hold them.
@@ -220,6 +220,15 @@ impl MemoryCluster {
     pub(super) fn watches_of(&self, gvk: &GroupVersionKind, namespace: Option<&str>) -> Vec<usize> {
         (self.watches.iter().enumerate())
             .filter(|(_, w)| w.covers(gvk, namespace))
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// The plugin's watches that hold the object `changed` changed, before or after.
+    pub(super) fn holding(&self, id: &ObjectId, changed: &Changed) -> Vec<usize> {
+        let sides = [changed.before.as_ref(), changed.after.as_ref()];
+        (self.watches.iter().enumerate())
+            .filter(|(_, w)| sides.iter().flatten().any(|o| w.holds(id, o)))
             .map(|(index, _)| index)
             .collect()
     }

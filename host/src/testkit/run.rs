@@ -254,11 +254,14 @@ impl Driver<'_> {
         let mut reconciles = Vec::new();
         let cluster = &self.session.cluster;
         while self.reconciled <= self.max_reconciles {
+            // Nothing ready now: before time moves on, what a fault held back comes.
+            if !self.queue.has_ready() && cluster.release_held(last) {
+                self.queue.add(cluster.woken_keys());
+                continue;
+            }
             match self.queue.next(until) {
                 Some(Next::Resync) => self.queue.add(self.session.initial_keys()),
                 Some(Next::Key(key)) => reconciles.extend(self.reconcile(key, step).await),
-                // Nothing else to run: what a fault held back comes now, if anything.
-                None if cluster.release_held() => self.queue.add(cluster.woken_keys()),
                 None => match self.queue.earliest_retry() {
                     Some(at) if self.timed && at > until && at <= retries_until => until = at,
                     _ => break,
@@ -295,6 +298,7 @@ impl Driver<'_> {
         let cluster = &self.session.cluster;
         cluster.trace(format!("reconcile {key}"));
         let called = self.session.reconcile(&key).await;
+        cluster.reconciled();
         if cluster.take_crash() {
             // The host starts again: its queue is gone, its informers list anew.
             self.queue.restart();
@@ -307,7 +311,6 @@ impl Driver<'_> {
                 at,
             });
         }
-        cluster.reconciled();
         let result = outcome_text(&called);
         if result != "done" && !result.starts_with("requeue") {
             let problem =

@@ -56,6 +56,11 @@ impl VirtualQueue {
         self.now
     }
 
+    /// Whether a key is ready to run now.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// Queues `keys` to run now; a key already waiting is not queued twice, and a
     /// deadline it had is dropped (running now is the earliest).
     pub fn add(&mut self, keys: impl IntoIterator<Item = ReconcileKey>) {

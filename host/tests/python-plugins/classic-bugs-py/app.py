@@ -1,4 +1,4 @@
-"""classic-bugs-py, a Python test plugin: the three bugs of the Rust `classic-bugs`
+"""classic-bugs-py, a Python test plugin: the six bugs of the Rust `classic-bugs`
 (host/tests/plugins/classic-bugs), each beside its fixed twin, for
 `wasm-controller-manager test --faults`. It watches ConfigMaps labelled
 `wcm.test/classic` and the children they control, and does what the parent's `bug`
@@ -11,12 +11,19 @@ key says:
   labels `phase=done`, and leaves alone a parent whose phase is set (found by
   `crash`); fixed twin `check-state` (done only when the phase is `done`);
 - `swallow-error`: creates `<name>-made` inside a bare `except`, then labels the
-  parent `wcm.test/done=true` (found by `errors`); fixed twin `return-error`.
+  parent `wcm.test/done=true` (found by `errors`); fixed twin `return-error`;
+- `generate-then-mark`: creates a child with a generated name, then labels the
+  parent `wcm.test/made=true` (found by `crash`); fixed twin `name-then-mark`;
+- `lost-update`: adds its name to the `members` of the ConfigMap `index` read from
+  the cache, by a merge patch without a precondition (found by `stale`); fixed twin
+  `update-with-version` (an update carrying the resourceVersion read);
+- `edge-triggered`: labels `wcm.test/started=true` when it sees `phase` go from
+  `Pending` to `Running` (found by `coalesce`); fixed twin `level-triggered`.
 """
 
 from wasm_controller import (CONFIG_MAP, AlreadyExists, Controller, Done, NotFound,
-                             Registration, Verb, Watch, cluster, controller_reference,
-                             export)
+                             ObjectRef, Registration, Verb, Watch, cluster,
+                             controller_reference, export)
 
 CHILD_OF = "wcm.test/child-of"
 
@@ -41,12 +48,30 @@ def create_if_absent(parent, suffix):
         pass
 
 
+def join_index(namespace, name, with_version):
+    """Adds `name` to the `members` of the ConfigMap `index`, as the cache has it: by
+    a merge patch without a precondition, or (`with_version`) by an update carrying
+    the resourceVersion read."""
+    index = cluster.get(ObjectRef(kind=CONFIG_MAP, namespace=namespace, name="index"))
+    data = index.setdefault("data", {})
+    names = [m for m in data.get("members", "").split(",") if m]
+    if name in names:
+        return
+    joined = ",".join(sorted(names + [name]))  # a set: the order of reconciles does not show
+    if with_version:
+        data["members"] = joined
+        cluster.update(index)
+    else:
+        ref = ObjectRef(kind=CONFIG_MAP, namespace=namespace, name="index")
+        cluster.patch(ref, {"data": {"members": joined}})
+
+
 class ClassicBugs(Controller):
     def registration(self):
         return (Registration("classic-bugs-py", "0.1.0")
                 .watch(Watch.all(CONFIG_MAP).labels("wcm.test/classic"))
                 .watch(Watch.all(CONFIG_MAP).labels(CHILD_OF).owned_by(CONFIG_MAP))
-                .permit(CONFIG_MAP, Verb.CREATE, Verb.PATCH))
+                .permit(CONFIG_MAP, Verb.CREATE, Verb.PATCH, Verb.UPDATE))
 
     def reconcile(self, request):
         ref = request.object()
@@ -83,6 +108,27 @@ class ClassicBugs(Controller):
         elif bug == "return-error":
             create_if_absent(parent, "made")
             cluster.patch_labels(ref, {"wcm.test/done": "true"})
+        elif bug in ("generate-then-mark", "name-then-mark") and "wcm.test/made" in labels:
+            pass
+        elif bug == "generate-then-mark":
+            create_child(parent, "")
+            cluster.patch_labels(ref, {"wcm.test/made": "true"})
+        elif bug == "name-then-mark":
+            create_if_absent(parent, "made")
+            cluster.patch_labels(ref, {"wcm.test/made": "true"})
+        elif bug in ("lost-update", "update-with-version"):
+            join_index(request.namespace, request.name, bug == "update-with-version")
+        elif bug in ("edge-triggered", "level-triggered"):
+            phase = (parent.get("data") or {}).get("phase", "")
+            last = labels.get("wcm.test/last-phase", "")
+            if bug == "edge-triggered":
+                started = last == "Pending" and phase == "Running"
+            else:
+                started = phase == "Running"
+            wanted = {"wcm.test/last-phase": phase}
+            if started:
+                wanted["wcm.test/started"] = "true"
+            cluster.patch_labels(ref, wanted)
         return Done()
 
 

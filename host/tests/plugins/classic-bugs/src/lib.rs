@@ -1,4 +1,4 @@
-//! Test plugin: three bugs controllers really have, each beside its fixed twin, for
+//! Test plugin: six bugs controllers really have, each beside its fixed twin, for
 //! `wasm-controller-manager test --faults`. It watches ConfigMaps labelled
 //! `wcm.test/classic` and their children (ConfigMaps it controls), and does what the
 //! parent's `bug` key says:
@@ -14,6 +14,20 @@
 //! - `swallow-error`: creates the child `<name>-made`, ignoring an error, then labels
 //!   the parent `wcm.test/done=true` and leaves alone a parent so labelled. A failed
 //!   create is never made again (found by `errors`). Fixed twin `return-error`.
+//! - `generate-then-mark`: creates a child with a generated name, then labels the
+//!   parent `wcm.test/made=true`, and leaves alone a parent so labelled: not
+//!   idempotent, a crash between the two writes makes a second child (found by
+//!   `crash`). Fixed twin `name-then-mark`: a fixed name, `already-exists` is success.
+//! - `lost-update`: adds its name to the `members` of the ConfigMap `index` (read
+//!   from the cache) by a merge patch without a precondition: read stale, it writes
+//!   over another parent's addition (found by `stale`). Fixed twin
+//!   `update-with-version`: an update carrying the resourceVersion it read, so a
+//!   stale read is a conflict, retried.
+//! - `edge-triggered`: labels the parent `wcm.test/started=true` when it sees its
+//!   `phase` go from `Pending` to `Running` (the phase it saw last kept in the label
+//!   `wcm.test/last-phase`): it assumes it sees every intermediate state, and a
+//!   `Pending` it was never told of starts nothing (found by `coalesce`). Fixed twin
+//!   `level-triggered`: started whenever the phase is `Running`.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -38,7 +52,7 @@ impl Controller for ClassicBugs {
                     .labels(CHILD_OF)
                     .owned_by::<ConfigMap>(),
             )
-            .permit::<ConfigMap>(&[Verb::Create, Verb::Patch])
+            .permit::<ConfigMap>(&[Verb::Create, Verb::Patch, Verb::Update])
     }
 
     fn reconcile(req: Request) -> Result<Action, Failure> {
@@ -53,6 +67,10 @@ impl Controller for ClassicBugs {
             labels.and_then(|l| l.get(key).cloned())
         };
         let me = ObjectRef::of(&parent);
+        let data = |key: &str| {
+            let data = parent.data.as_ref();
+            data.and_then(|d| d.get(key).cloned()).unwrap_or_default()
+        };
         match bug.as_deref() {
             Some("create-from-cache") | Some("create-by-name") => {
                 let selector = format!("{CHILD_OF}={}", req.name);
@@ -87,6 +105,36 @@ impl Controller for ClassicBugs {
                 create_child(&parent, "made").or_else(exists_is_fine)?;
                 cluster::patch_labels(&me, &[("wcm.test/done", "true")], &[])?;
             }
+            Some("generate-then-mark") | Some("name-then-mark")
+                if label("wcm.test/made").is_some() => {}
+            Some("generate-then-mark") => {
+                create_child(&parent, "")?;
+                cluster::patch_labels(&me, &[("wcm.test/made", "true")], &[])?;
+            }
+            Some("name-then-mark") => {
+                create_child(&parent, "made").or_else(exists_is_fine)?;
+                cluster::patch_labels(&me, &[("wcm.test/made", "true")], &[])?;
+            }
+            Some(bug @ ("lost-update" | "update-with-version")) => {
+                join_index(
+                    req.namespace.as_deref(),
+                    &req.name,
+                    bug == "update-with-version",
+                )?;
+            }
+            Some(bug @ ("edge-triggered" | "level-triggered")) => {
+                let phase = data("phase");
+                let last = label("wcm.test/last-phase").unwrap_or_default();
+                let started = match bug {
+                    "edge-triggered" => last == "Pending" && phase == "Running",
+                    _ => phase == "Running",
+                };
+                let mut set = vec![("wcm.test/last-phase", phase.as_str())];
+                if started {
+                    set.push(("wcm.test/started", "true"));
+                }
+                cluster::patch_labels(&me, &set, &[])?;
+            }
             _ => {}
         }
         Ok(Action::Done)
@@ -120,6 +168,28 @@ fn create_child(parent: &ConfigMap, suffix: &str) -> Result<(), Error> {
         ..ConfigMap::default()
     };
     cluster::create(&child).map(|_| ())
+}
+
+/// Adds `name` to the `members` of the ConfigMap `index`, as read from the cache: by
+/// a merge patch without a precondition, or (`with_version`) by an update carrying
+/// the resourceVersion read.
+fn join_index(namespace: Option<&str>, name: &str, with_version: bool) -> Result<(), Error> {
+    let mut index: ConfigMap = cluster::get(namespace, "index")?;
+    let data = index.data.get_or_insert_with(Default::default);
+    let members = data.get("members").cloned().unwrap_or_default();
+    let mut names: Vec<&str> = members.split(',').filter(|m| !m.is_empty()).collect();
+    if names.contains(&name) {
+        return Ok(());
+    }
+    names.push(name);
+    names.sort_unstable(); // a set: the order reconciles ran in does not show
+    let joined = names.join(",");
+    if with_version {
+        data.insert("members".into(), joined);
+        return cluster::update(&index).map(|_| ());
+    }
+    let patch = serde_json::json!({"data": {"members": joined}});
+    cluster::merge_patch(&ObjectRef::of(&index), &patch).map(|_| ())
 }
 
 fn exists_is_fine(e: Error) -> Result<(), Error> {
