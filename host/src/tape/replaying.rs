@@ -1,43 +1,10 @@
-//! The test kit's side of transcripts: a directory's transcripts read in order, and
-//! what replaying one found.
+//! The test kit's side of transcripts: a directory's transcripts read in order,
+//! each with the moment its reconcile began.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{CallTape, RecorderError, Transcript};
-
-/// What replaying one transcript found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Replayed {
-    /// The first call that differed from the transcript, if one did.
-    pub difference: Option<String>,
-    /// Recorded calls the plugin did not make.
-    pub leftover: usize,
-}
-
-impl CallTape {
-    /// What the replay on this tape found.
-    pub fn replayed(self) -> Replayed {
-        match self {
-            CallTape::Replaying {
-                expected,
-                difference,
-                ..
-            } => Replayed {
-                leftover: if difference.is_some() {
-                    0
-                } else {
-                    expected.len()
-                },
-                difference,
-            },
-            CallTape::Recording { .. } => Replayed {
-                difference: None,
-                leftover: 0,
-            },
-        }
-    }
-}
+use super::{RecorderError, Transcript};
 
 impl Transcript {
     /// The plugin's wall clock when the reconcile began, since the Unix epoch.
