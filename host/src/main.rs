@@ -71,6 +71,7 @@ async fn run(args: Box<RunArgs>) -> anyhow::Result<()> {
         kube,
         manager: manager_config(*args, &identity)?,
         identity,
+        pod: own_pod(),
     };
     Ok(daemon::run(config, shutdown).await?)
 }
@@ -414,6 +415,17 @@ fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
+}
+
+/// The Pod this host runs in, from the downward API (`POD_NAMESPACE`, `POD_NAME`,
+/// and `POD_UID` if given): Events about plugins from files are about it.
+fn own_pod() -> Option<(String, String, Option<String>)> {
+    let var = |name: &str| {
+        let value = std::env::var(name).ok()?;
+        let value = value.trim();
+        (!value.is_empty()).then(|| value.to_string())
+    };
+    Some((var("POD_NAMESPACE")?, var("POD_NAME")?, var("POD_UID")))
 }
 
 /// This replica's identity unless `--leader-elect-identity` names it: in the Leases,

@@ -39,6 +39,7 @@ mod plugin_chaos;
 mod plugin_copies;
 mod plugin_leases;
 mod plugin_settings;
+mod plugin_state_events;
 mod pod_counter;
 mod pod_counter_ending_namespace;
 mod probes;

@@ -356,6 +356,26 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
         condition(&missing, "Loaded").is_some_and(|c| c.1 == "NotPulled"),
         "{missing:#?}"
     );
+    // `kubectl describe wasmplugin unsigned` shows it too: a Warning Event about the
+    // resource (by uid), naming the key.
+    let uid = api.get("unsigned").await?.metadata.uid.context("no uid")?;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(ns.client(), ns.name());
+    let failed = eventually(WAIT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            let about = e.regarding.as_ref();
+            e.reason.as_deref() == Some("PluginFailed")
+                && about.is_some_and(|r| r.kind.as_deref() == Some("WasmPlugin"))
+                && about.and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
+        })
+    })
+    .await
+    .context("no PluginFailed Event about the WasmPlugin unsigned")?;
+    let note = failed.note.unwrap_or_default();
+    ensure!(
+        failed.type_.as_deref() == Some("Warning") && note.contains("is not signed by key sha256:"),
+        "{note}"
+    );
     let wrong = status_until(
         &api,
         "wrong",

@@ -17,6 +17,7 @@ mod election;
 
 pub use clients::counted_client;
 
+use crate::manager::state_events::{self, EventTargets};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -47,6 +48,10 @@ pub struct DaemonConfig {
     pub plugin_accounts: Option<ServiceAccounts>,
     /// The plugins directory and the limits of plugins.
     pub manager: ManagerConfig,
+    /// This host's Pod, which Events about plugins from files are about, if it runs
+    /// in one: namespace, name and uid (the downward API's `POD_NAMESPACE`,
+    /// `POD_NAME`, `POD_UID`).
+    pub pod: Option<(String, String, Option<String>)>,
 }
 
 /// Why the daemon stopped other than on a signal.
@@ -83,6 +88,11 @@ pub async fn run(
         )?),
         None => None,
     };
+    let targets = EventTargets {
+        pod: config.pod.clone(),
+        wasm_plugins: (config.manager.wasm_plugins.as_ref()).map(|w| w.namespace.clone()),
+    };
+    let _events = state_events::spawn(client.clone(), &config.identity, targets, table.clone());
     let mut election = Election::start(&config, &metrics, &probes);
     let identities =
         clients::plugin_identities(config.plugin_accounts, config.kube, client, &metrics);

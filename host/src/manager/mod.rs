@@ -35,6 +35,7 @@ mod resources;
 mod rights;
 mod slot;
 mod start;
+pub(crate) mod state_events;
 mod wait_for;
 mod waiting;
 

@@ -23,8 +23,8 @@ pub use render::{Naming, PodSecurity, render};
 
 /// The host's own rights, the same whatever plugins it runs: create
 /// SubjectAccessReviews (of its plugins' rights), list and watch RBAC itself (a change
-/// of a role or binding has the plugins it concerns reviewed at once), and hold its
-/// Lease in its namespace.
+/// of a role or binding has the plugins it concerns reviewed at once), hold its
+/// Lease in its namespace, and record Events there about plugins' states.
 pub fn host_rights(naming: &Naming) -> Rights {
     let mut rights = Rights::new();
     let reviews = Target::new(None, "authorization.k8s.io", "subjectaccessreviews");
@@ -52,7 +52,11 @@ pub fn host_rights(naming: &Naming) -> Rights {
     rights.insert(plugins, ["get", "list", "watch"].into());
     let status = Target::new(home.clone(), group, "wasmplugins/status");
     rights.insert(status, ["patch", "update"].into());
-    rights.insert(Target::new(home, "", "secrets"), ["get"].into());
+    rights.insert(Target::new(home.clone(), "", "secrets"), ["get"].into());
+    // Events of its own about plugins' states (on its Pod or their WasmPlugins),
+    // repeats patched into their series.
+    let events = Target::new(home, "events.k8s.io", "events");
+    rights.insert(events, ["create", "patch"].into());
     rights
 }
 

@@ -76,8 +76,9 @@ pub fn render(plugins: &[PluginRights], naming: &Naming) -> String {
          # `wasm-controller-manager rbac` from the plugins' registrations. Each plugin acts\n\
          # as its own ServiceAccount (the host impersonates it), so this is all a plugin\n\
          # may do; the host itself may only list and watch what the plugins watch and\n\
-         # RBAC itself, impersonate their ServiceAccounts, review their access and hold\n\
-         # its Lease. Apply it with `kubectl apply -f -`, and another plugin's later the\n\
+         # RBAC itself, impersonate their ServiceAccounts, review their access, hold\n\
+         # its Lease and record Events about plugins' states. Apply it with\n\
+         # `kubectl apply -f -`, and another plugin's later the\n\
          # same way: each plugin's objects are its own. To remove one plugin's alone:\n\
          #   wasm-controller-manager rbac P.wasm | kubectl delete -l {PLUGIN_LABEL}=P -f -\n\
          # (deleting all of it would remove the namespace too)."

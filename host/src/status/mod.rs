@@ -224,6 +224,8 @@ impl Rights {
 #[derive(Debug, Clone, Default)]
 pub struct PluginTable {
     rows: Arc<RwLock<BTreeMap<String, PluginStatus>>>,
+    /// Told of every change of a row's state (for the Events about plugins).
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl PluginTable {
@@ -231,6 +233,12 @@ impl PluginTable {
     pub fn set(&self, status: PluginStatus) {
         let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
         rows.insert(status.file.clone(), status);
+        self.changed.notify_one();
+    }
+
+    /// Waits until a row's state may have changed since the last wait returned.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     /// Sets the health of a running file's row: its state and why.
@@ -239,6 +247,7 @@ impl PluginTable {
         if let Some(row) = rows.get_mut(file) {
             row.state = state;
             row.reason = reason;
+            self.changed.notify_one();
         }
     }
 
@@ -282,6 +291,7 @@ impl PluginTable {
     pub fn remove(&self, file: &str) {
         let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
         rows.remove(file);
+        self.changed.notify_one();
     }
 
     /// Every row, by file name.
