@@ -11,6 +11,7 @@ mod capability_properties;
 mod churn;
 mod contract_policy;
 mod contract_versions;
+mod dashboard;
 mod deploy;
 mod deploy_every_replica;
 mod deployment_reconcile;

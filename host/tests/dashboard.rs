@@ -1,0 +1,199 @@
+//! The Grafana dashboard (`deploy/grafana/wasm-controller-manager.json`) against a
+//! running host: the file is a dashboard Grafana loads (panels with Prometheus
+//! targets, the plugin variable), and every metric its queries name is one the host
+//! exports — scraped from a host on the real control plane with leader election,
+//! pod-counter reconciling and a file that is no plugin — with every label the
+//! queries group or match by.
+
+use crate::support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
+use support::docs::repo;
+use support::election::{SHORT, flags};
+use support::{HostProcess, eventually, http_get, plugin_bytes, plugins_dir};
+use wcm_control_plane::TestNamespace;
+
+/// Labels Prometheus adds to every series it scrapes.
+const SCRAPE_LABELS: [&str; 2] = ["instance", "job"];
+
+/// Every `expr` of the dashboard's panels (rows' panels too) and the variable's
+/// query.
+fn queries(dashboard: &Value) -> Vec<String> {
+    fn walk(panels: &Value, out: &mut Vec<String>) {
+        for panel in panels.as_array().into_iter().flatten() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                out.extend(target["expr"].as_str().map(str::to_string));
+            }
+            walk(&panel["panels"], out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&dashboard["panels"], &mut out);
+    out
+}
+
+/// The metric names of a PromQL expression (names with `_` not called as a
+/// function, outside `{...}` and `by (...)`), and the labels it matches or groups by.
+fn names_and_labels(expr: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut labels = BTreeSet::new();
+    let mut bare = String::new();
+    let mut at = 0;
+    while at < expr.len() {
+        let rest = &expr[at..];
+        let after_word = expr[..at].chars().next_back().is_some_and(ident);
+        let (group, inside) = match rest {
+            r if r.starts_with('{') => (true, &r[1..]),
+            r if r.starts_with("by (") && !after_word => (false, &r[4..]),
+            r => {
+                let c = r.chars().next().unwrap_or(' ');
+                bare.push(c);
+                at += c.len_utf8();
+                continue;
+            }
+        };
+        let end = inside
+            .find(if group { '}' } else { ')' })
+            .unwrap_or(inside.len());
+        for part in inside[..end].split(',') {
+            let name = part.split(['=', '!', '~']).next().unwrap_or("").trim();
+            labels.extend((!name.is_empty()).then(|| name.to_string()));
+        }
+        bare.push(' ');
+        at += rest.len() - inside.len() + end + 1;
+    }
+    let mut names = BTreeSet::new();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut chars = bare.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        if !(c.is_ascii_alphabetic() || c == '_') {
+            continue;
+        }
+        let mut end = start + c.len_utf8();
+        while let Some((i, c)) = chars.peek().copied() {
+            if !ident(c) {
+                break;
+            }
+            end = i + c.len_utf8();
+            chars.next();
+        }
+        let word = &bare[start..end];
+        let called = bare[end..].trim_start().starts_with('(');
+        if word.contains('_') && !called {
+            names.insert(word.to_string());
+        }
+    }
+    (names, labels)
+}
+
+/// Each sample name of a scrape with the label names its series carry.
+fn exported(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut series: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in scrape
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let labels = series.entry(line[..name_end].to_string()).or_default();
+        if let Some(inner) = line[name_end..].strip_prefix('{') {
+            let inner = &inner[..inner.rfind('}').unwrap_or(inner.len())];
+            labels.extend(
+                inner
+                    .split("\",")
+                    .filter_map(|p| Some(p.split_once('=')?.0.trim().to_string())),
+            );
+        }
+    }
+    series
+}
+
+/// The first query that names a metric not exported, or a label its series lack.
+fn gap(queries: &[String], series: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    for expr in queries {
+        let (names, labels) = names_and_labels(expr);
+        if names.is_empty() {
+            return Some(format!("no metric in {expr}"));
+        }
+        for name in &names {
+            let Some(carried) = series.get(name) else {
+                let known: Vec<&String> = series.keys().collect();
+                return Some(format!(
+                    "{name} (in {expr}) is not exported; the host exports {known:?}"
+                ));
+            };
+            let scraped = |l: &&String| !SCRAPE_LABELS.contains(&l.as_str());
+            if let Some(label) = labels
+                .iter()
+                .filter(scraped)
+                .find(|l| !carried.contains(*l))
+            {
+                return Some(format!(
+                    "{name} has no label {label} (in {expr}): {carried:?}"
+                ));
+            }
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn every_query_of_the_dashboard_names_metrics_and_labels_the_host_exports() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let text = std::fs::read_to_string(repo("deploy/grafana/wasm-controller-manager.json"))?;
+    let dashboard: Value = serde_json::from_str(&text)?;
+    ensure!(dashboard["uid"] == "wasm-controller-manager", "no uid");
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .context("no variables")?;
+    ensure!(
+        variables.iter().any(|v| v["name"] == "plugin"),
+        "no plugin variable"
+    );
+    let mut all = queries(&dashboard);
+    ensure!(all.len() >= 20, "{} queries", all.len());
+    all.extend(variables.iter().filter_map(|v| {
+        let query = v["query"].as_str()?;
+        query
+            .strip_prefix("label_values(")
+            .map(|q| format!("{}{{}}", q.split(',').next().unwrap_or("")))
+    }));
+
+    let ns = TestNamespace::create("dashboard").await?;
+    let dir = plugins_dir(&[
+        ("pod-counter.wasm", plugin_bytes("pod-counter")),
+        ("broken.wasm", b"not a component".to_vec()),
+    ])?;
+    let flags = flags(SHORT, ns.name());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let host = HostProcess::start(dir.path(), &flags)?;
+    let address = host.metrics_address().await?;
+    // Series appear as the host works (a plugin's cache once measured, a histogram
+    // once observed): scraped until every query is answered, or the last scrape's
+    // first gap is the failure.
+    let answered = eventually(support::election::CONVERGE, || async {
+        let text = http_get(&address, "/metrics").await.ok()?;
+        gap(&all, &exported(&text)).is_none().then_some(())
+    })
+    .await;
+    if answered.is_none() {
+        let text = http_get(&address, "/metrics").await?;
+        anyhow::bail!("{}", gap(&all, &exported(&text)).unwrap_or_default());
+    }
+    drop(host);
+    Ok(())
+}
+
+#[test]
+fn a_query_is_read_into_its_metrics_and_labels() {
+    let (names, labels) = names_and_labels(
+        "histogram_quantile(0.99, sum by (name, le) (rate(workqueue_queue_duration_seconds_bucket{name=~\"$plugin\"}[5m])))",
+    );
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["workqueue_queue_duration_seconds_bucket"]
+    );
+    assert_eq!(labels.into_iter().collect::<Vec<_>>(), ["le", "name"]);
+}
