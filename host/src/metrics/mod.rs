@@ -8,6 +8,7 @@
 
 mod labels;
 pub mod plugin;
+mod process;
 pub mod rest;
 pub mod standard;
 
@@ -98,6 +99,7 @@ impl Metrics {
         let standard = Standard::register(&mut root);
         let plugin_metrics = plugin::PluginMetricsRegistry::default();
         root.register_collector(Box::new(plugin_metrics.clone()));
+        root.register_collector(Box::new(process::ProcessCollector));
         let registry = root.sub_registry_with_prefix("wcm");
         let plugin_events = Family::default();
         let help = "Informer changes delivered to a plugin's key mappings, before de-duplication";
