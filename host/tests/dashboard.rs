@@ -3,7 +3,7 @@
 //! targets, the plugin variable), and every metric its queries name is one the host
 //! exports — scraped from a host on the real control plane with leader election,
 //! pod-counter reconciling and a file that is no plugin — with every label the
-//! queries group or match by.
+//! queries group or match by; its instance memory is within the instance's limit.
 
 use crate::support;
 
@@ -182,6 +182,13 @@ async fn every_query_of_the_dashboard_names_metrics_and_labels_the_host_exports(
         let text = http_get(&address, "/metrics").await?;
         anyhow::bail!("{}", gap(&all, &exported(&text)).unwrap_or_default());
     }
+    // The instance memory is the plugin's, within the default 64 MiB limit.
+    let memory = (host.metric(
+        "wcm_plugin_instance_memory_bytes",
+        &[("plugin", "pod-counter")],
+    ))
+    .await?;
+    ensure!(memory > 0.0 && memory <= f64::from(64u32 << 20), "{memory}");
     drop(host);
     Ok(())
 }

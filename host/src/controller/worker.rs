@@ -125,10 +125,10 @@ impl Worker {
     async fn reconcile(&mut self, version: &Arc<Version>, key: &ReconcileKey) {
         let started = Instant::now();
         self.active.inc();
-        let called = match reuse_policy(&version.access.budget().budget) {
-            None => version.code.reconcile(version.access.clone(), key).await,
-            Some(policy) => self.reconcile_reusing(version, policy, key).await,
-        };
+        let policy = reuse_policy(&version.access.budget().budget);
+        let called = self
+            .reconcile_reusing(version, policy.unwrap_or(ReusePolicy::ONE_CALL), key)
+            .await;
         self.active.dec();
         let plugin = self.labels.plugin.as_str();
         let retry_in = self.queue.settle(key, requeue_of(&called));
@@ -180,7 +180,11 @@ impl Worker {
             }
         };
         let (called, recycle) = instance.reconcile(key).await;
+        self.metrics
+            .instance_memory(plugin, instance.memory_bytes());
         match recycle {
+            // A fresh instance for each reconcile is the rule, not a recycling.
+            Some(_) if policy == ReusePolicy::ONE_CALL => {}
             Some(reason) => {
                 tracing::debug!(plugin, key = %key, ?reason, calls = instance.calls(),
                     "reused instance retired");

@@ -54,6 +54,8 @@ pub struct Metrics {
     /// Bytes of the host's caches a plugin's watches hold, shared ones divided among
     /// the plugins that share them.
     pub plugin_cache_bytes: Family<PluginLabels, Gauge>,
+    /// Linear memory of the instance of a plugin's last finished reconcile.
+    pub plugin_instance_memory: Family<PluginLabels, Gauge>,
     /// One series, value 1, naming the Lease holder this replica last saw.
     pub leader_election_holder: Family<LeaderLabels, Gauge>,
     /// The Lease's `leaseTransitions` as this replica last saw it.
@@ -132,6 +134,13 @@ impl Metrics {
         let help = "Bytes of the host's caches a plugin's watches hold, shared ones divided \
                     among the plugins sharing them";
         registry.register("plugin_cache_bytes", help, plugin_cache_bytes.clone());
+        let plugin_instance_memory = Family::default();
+        let help = "Linear memory of the instance of the plugin's last finished reconcile";
+        registry.register(
+            "plugin_instance_memory_bytes",
+            help,
+            plugin_instance_memory.clone(),
+        );
         let leader_election_holder = Family::default();
         let help = "The leader Lease's holder as this replica last saw it (value 1)";
         registry.register(
@@ -215,6 +224,7 @@ impl Metrics {
             informer_watching,
             informer_bytes,
             plugin_cache_bytes,
+            plugin_instance_memory,
             plugin_metrics,
         }
     }
@@ -256,6 +266,17 @@ impl Metrics {
             cause,
         };
         self.call_failures.get_or_create(&labels).inc();
+    }
+
+    /// Notes the linear memory of the instance `plugin`'s last reconcile ran in.
+    pub fn instance_memory(&self, plugin: &str, bytes: usize) {
+        let labels = PluginLabels {
+            plugin: plugin.to_string(),
+        };
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.plugin_instance_memory
+            .get_or_create(&labels)
+            .set(bytes);
     }
 
     /// Counts a reused instance of `plugin` retired for `reason`.
@@ -319,6 +340,7 @@ impl Metrics {
         self.standard.forget(plugin);
         self.plugin_events.remove(&labels);
         self.plugin_cache_bytes.remove(&labels);
+        self.plugin_instance_memory.remove(&labels);
         for &function in HostFunction::ALL {
             for &result in HostCallResult::ALL {
                 self.host_calls.remove(&HostCallLabels {

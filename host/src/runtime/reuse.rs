@@ -156,6 +156,11 @@ impl ReusedInstance {
         (result, replayed)
     }
 
+    /// Linear memory of this instance now, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limits.memory_bytes()
+    }
+
     /// Reconciles this instance has served.
     pub fn calls(&self) -> u32 {
         self.calls
