@@ -3,6 +3,7 @@
 mod cli;
 mod rbac_cli;
 mod registry_cli;
+mod test_cli;
 
 use anyhow::Context;
 use clap::Parser;
@@ -26,7 +27,7 @@ fn main() -> anyhow::Result<()> {
             Command::Plugins(args) => list_plugins(&args.address).await,
             Command::Rbac(args) => rbac_cli::print_rbac(args).await,
             Command::Componentize(args) => componentize(&args),
-            Command::Test(args) => test_plugin(args).await,
+            Command::Test(args) => test_cli::run(args).await,
             Command::New(args) => new_project(&args),
             Command::GatherPlugins(args) => gather_plugins(&args),
             Command::Push(args) => registry_cli::push(args).await,
@@ -209,190 +210,6 @@ fn new_project(args: &cli::NewArgs) -> anyhow::Result<()> {
         dir.display()
     );
     Ok(())
-}
-
-/// Runs a plugin against its fixtures (`test`): prints the report; fails on a
-/// difference from the expected one, or without one on a failed reconcile.
-async fn test_plugin(args: cli::TestArgs) -> anyhow::Result<()> {
-    let options = wcm_host::testkit::TestOptions {
-        plugin: args.plugin.clone(),
-        fixtures: args.fixtures,
-        max_reconciles: args.max_reconciles,
-        limits: Limits {
-            reconcile_timeout: args.reconcile_timeout,
-            max_memory_bytes: args.max_memory_mib << 20,
-            ..Limits::default()
-        },
-        compile_cache: Some(default_compile_cache()),
-        not_fixtures: (args.expect.iter().chain(&args.settings).chain(&args.steps))
-            .cloned()
-            .collect(),
-        settings: args.settings,
-        run_for: args.run_for,
-        steps: args.steps,
-    };
-    if let Some(dir) = &args.replay {
-        return replay_plugin(&options, dir).await;
-    }
-    let (outcome, exploration) = match args.faults {
-        None => (wcm_host::testkit::run(&options).await?, None),
-        Some(kinds) => {
-            let explore = wcm_host::testkit::ExploreOptions {
-                kinds,
-                ignore: args.ignore,
-                max_runs: args.max_fault_runs,
-            };
-            let (outcome, found) = wcm_host::testkit::explore(&options, &explore).await?;
-            (outcome, Some(found))
-        }
-    };
-    let yaml = outcome.report.to_yaml()?;
-    let plugin = &outcome.report.plugin;
-    match (&args.expect, args.update) {
-        (Some(file), true) => std::fs::write(file, &yaml)
-            .with_context(|| format!("cannot write {}", file.display()))?,
-        (Some(file), false) => {
-            print!("{yaml}");
-            let expected = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            if let Some(diff) = outcome.report.differences(&expected)? {
-                eprintln!("{diff}");
-                anyhow::bail!(
-                    "plugin {plugin}: the report differs from {}",
-                    file.display()
-                );
-            }
-        }
-        (None, _) => print!("{yaml}"),
-    }
-    for pending in &outcome.report.pending {
-        eprintln!(
-            "plugin {plugin}: {} still scheduled when the time was up (next at {}): \
-             a periodic check, or a key that never settles",
-            pending.key, pending.at
-        );
-    }
-    let unsettled = outcome
-        .problems
-        .iter()
-        .find(|p| p.contains("--max-reconciles"));
-    let failed = match args.expect {
-        Some(_) => unsettled.into_iter().collect::<Vec<_>>(),
-        None => outcome.problems.iter().collect(),
-    };
-    for problem in &failed {
-        eprintln!("{problem}");
-    }
-    let differing = exploration.as_ref().map_or(0, |e| e.differences.len());
-    if let Some(exploration) = &exploration {
-        eprint!("{}", explored(plugin, exploration));
-    }
-    anyhow::ensure!(
-        failed.is_empty() && differing == 0,
-        "plugin {plugin}: {} problem(s), {differing} fault(s) ending in another state",
-        failed.len()
-    );
-    Ok(())
-}
-
-/// Replays the transcripts in `dir` (`test --replay`): prints each reconcile and
-/// whether it went as recorded; fails on any difference.
-async fn replay_plugin(
-    options: &wcm_host::testkit::TestOptions,
-    dir: &std::path::Path,
-) -> anyhow::Result<()> {
-    let replay = wcm_host::testkit::replay(options, dir).await?;
-    let (plugin, replayed) = (&replay.plugin, &replay.reconciles);
-    let mut differing = 0;
-    for r in replayed {
-        let file = r
-            .file
-            .file_name()
-            .map(|f| f.to_string_lossy())
-            .unwrap_or_default();
-        println!(
-            "- transcript: {file}\n  key: {:?}\n  recorded: {:?}\n  replayed: {:?}",
-            r.key, r.recorded, r.replayed
-        );
-        if let Some(difference) = &r.difference {
-            differing += 1;
-            eprintln!(
-                "plugin {plugin}, transcript {file} ({}): {difference}",
-                r.key
-            );
-        }
-        if r.leftover > 0 {
-            eprintln!(
-                "plugin {plugin}, transcript {file} ({}): {} recorded call(s) the plugin \
-                did not make",
-                r.key, r.leftover
-            );
-        }
-    }
-    anyhow::ensure!(
-        !replayed.is_empty(),
-        "{}: no transcripts (*.yaml) to replay",
-        dir.display()
-    );
-    anyhow::ensure!(
-        differing == 0,
-        "plugin {plugin}: {differing} of {} replayed reconcile(s) differ \
-        from their transcript",
-        replayed.len()
-    );
-    eprintln!(
-        "plugin {plugin}: {} reconcile(s) replayed as recorded",
-        replayed.len()
-    );
-    Ok(())
-}
-
-/// The first few of `names`, and how many more there are.
-fn shortened(names: &[String]) -> String {
-    const SHOWN: usize = 6;
-    let shown = names
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    match names.len().saturating_sub(SHOWN) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
-}
-
-/// What a fault exploration found, as `test --faults` prints it.
-fn explored(plugin: &str, exploration: &wcm_host::testkit::Exploration) -> String {
-    use std::fmt::Write;
-    let planned: Vec<String> = (exploration.planned.iter())
-        .map(|(kind, n)| format!("{kind} {n}"))
-        .collect();
-    let mut text = format!(
-        "plugin {plugin}: {} runs with a fault ({}); {} ended in another state than the run \
-         without\n",
-        exploration.ran,
-        planned.join(", "),
-        exploration.differences.len()
-    );
-    for difference in &exploration.differences {
-        let _ = writeln!(
-            text,
-            "\nplugin {plugin}: with {}, the run ends in another state: {}",
-            difference.fault,
-            shortened(&difference.objects)
-        );
-        if !difference.same.is_empty() {
-            let same: Vec<String> = difference.same.iter().map(ToString::to_string).collect();
-            let _ = writeln!(text, "(so do: {})", same.join("; "));
-        }
-        let _ = write!(text, "{}", difference.diff);
-        let _ = writeln!(text, "the calls on those objects in that run:");
-        for line in &difference.calls {
-            let _ = writeln!(text, "  {line}");
-        }
-    }
-    text
 }
 
 /// Prints the plugin table of the host listening at `address`.

@@ -182,48 +182,40 @@ pub fn answer_from_tape<T: Taped>(answer: &Value) -> Option<Result<Result<T, Gue
     if let Some(trap) = answer.get("trap") {
         return Some(Err(trap.as_str().unwrap_or_default().to_string()));
     }
-    let error = answer.get("error")?;
-    let text = |f: &str| {
-        error
-            .get(f)
+    error_from_tape(answer.get("error")?).map(|e| Ok(Err(e)))
+}
+
+/// The contract error a transcript's `error` holds.
+fn error_from_tape(error: &Value) -> Option<GuestError> {
+    let text = |v: &Value, f: &str| {
+        v.get(f)
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string()
     };
     let code = ErrorCode::ALL
         .into_iter()
-        .find(|c| c.as_str() == text("code"))?;
+        .find(|c| c.as_str() == text(error, "code"))?;
     let causes = (error
         .get("causes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten())
-    .map(|c| {
-        let text = |f: &str| {
-            c.get(f)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let manager = c.get("manager").and_then(Value::as_str).map(str::to_string);
-        Cause {
-            field: text("field"),
-            reason: text("reason"),
-            message: text("message"),
-            manager,
-        }
+    .map(|c| Cause {
+        field: text(c, "field"),
+        reason: text(c, "reason"),
+        message: text(c, "message"),
+        manager: c.get("manager").and_then(Value::as_str).map(str::to_string),
     })
     .collect();
-    Some(Ok(Err(GuestError {
+    let status = error.get("status").and_then(Value::as_u64);
+    Some(GuestError {
         code,
-        message: text("message"),
-        status: error
-            .get("status")
-            .and_then(Value::as_u64)
-            .and_then(|s| u16::try_from(s).ok()),
+        message: text(error, "message"),
+        status: status.and_then(|s| u16::try_from(s).ok()),
         retry_after_ms: error.get("retryAfterMs").and_then(Value::as_u64),
         causes,
-    })))
+    })
 }
 
 /// Replaces the values of `data` and `stringData` of every Secret in `value` (an

@@ -113,15 +113,24 @@ impl Recorder {
             }
             return;
         }
+        self.store(&text).await;
+    }
+}
+
+impl Recorder {
+    /// Writes `text` as the next transcript, whole or not at all (a file of its own
+    /// renamed into place).
+    async fn store(&self, text: &str) {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("{number:06}.yaml"));
         let partial = self.dir.join(format!(".{number:06}.yaml.tmp"));
         let written = async {
-            tokio::fs::write(&partial, &text).await?;
+            tokio::fs::write(&partial, text).await?;
             tokio::fs::rename(&partial, &path).await
         };
         if let Err(e) = written.await {
-            tracing::warn!(plugin = %self.plugin, path = %path.display(), error = %e, "cannot write a transcript");
+            tracing::warn!(plugin = %self.plugin, path = %path.display(), error = %e,
+                "cannot write a transcript");
         }
     }
 }

@@ -169,20 +169,7 @@ pub(super) async fn run_session(
     steps: &Steps,
     options: &TestOptions,
 ) -> Result<Outcome, TestError> {
-    let resync = session
-        .registration
-        .resync_period_ms
-        .map(Duration::from_millis);
-    let mut driver = Driver {
-        session,
-        queue: VirtualQueue::new(resync),
-        timed: options.run_for.is_some() || steps.wait(),
-        max_reconciles: options.max_reconciles,
-        reconciled: 0,
-        problems: Vec::new(),
-        loops: Loops::default(),
-    };
-    driver.queue.add(session.initial_keys());
+    let mut driver = Driver::new(session, options.run_for.is_some() || steps.wait(), options);
     // `--for` is the time the run may take after its last change.
     let run_for = options.run_for.unwrap_or_default();
     let last = steps.steps.len();
@@ -195,28 +182,7 @@ pub(super) async fn run_session(
         let span = step.wait.unwrap_or_default() + if is_last { run_for } else { Duration::ZERO };
         phases.push(driver.phase(span, Some(&step.name), is_last).await);
     }
-    let metrics = PluginMetrics::samples(session.access.plugin_metrics());
-    // Out of virtual time nothing is ever scheduled, so nothing is pending.
-    let pending = driver
-        .queue
-        .scheduled()
-        .into_iter()
-        .map(Pending::of)
-        .collect();
-    let fixtures = phases.remove(0);
-    let report = Report {
-        plugin: session.registration.name.clone(),
-        reconciles: fixtures.reconciles,
-        writes: fixtures.writes,
-        events: fixtures.events,
-        steps: phases,
-        metrics,
-        pending,
-    };
-    Ok(Outcome {
-        report,
-        problems: driver.problems,
-    })
+    Ok(driver.outcome(phases))
 }
 
 /// How long past a phase's time the retries of failed keys still run before the
@@ -240,7 +206,52 @@ struct Driver<'a> {
     loops: Loops,
 }
 
-impl Driver<'_> {
+impl<'a> Driver<'a> {
+    /// A driver for a run of `session`, in virtual time if `timed`, every watched
+    /// object's key queued.
+    fn new(session: &'a Session, timed: bool, options: &TestOptions) -> Driver<'a> {
+        let resync = (session.registration.resync_period_ms).map(Duration::from_millis);
+        let mut queue = VirtualQueue::new(resync);
+        queue.add(session.initial_keys());
+        Driver {
+            session,
+            queue,
+            timed,
+            max_reconciles: options.max_reconciles,
+            reconciled: 0,
+            problems: Vec::new(),
+            loops: Loops::default(),
+        }
+    }
+
+    /// The run's outcome: the first phase (the fixtures') in the report's own
+    /// fields, the steps' after it, and the keys still scheduled.
+    fn outcome(self, mut phases: Vec<StepReport>) -> Outcome {
+        let session = self.session;
+        let metrics = PluginMetrics::samples(session.access.plugin_metrics());
+        // Out of virtual time nothing is ever scheduled, so nothing is pending.
+        let pending = self
+            .queue
+            .scheduled()
+            .into_iter()
+            .map(Pending::of)
+            .collect();
+        let fixtures = phases.remove(0);
+        let report = Report {
+            plugin: session.registration.name.clone(),
+            reconciles: fixtures.reconciles,
+            writes: fixtures.writes,
+            events: fixtures.events,
+            steps: phases,
+            metrics,
+            pending,
+        };
+        Outcome {
+            report,
+            problems: self.problems,
+        }
+    }
+
     /// Runs keys until none is due within `span` of virtual time from now (the
     /// clock then at its end) or the run's bound is reached; what the plugin did
     /// meanwhile, under the step's name (none: the fixtures).
@@ -299,17 +310,14 @@ impl Driver<'_> {
         cluster.trace(format!("reconcile {key}"));
         let called = self.session.reconcile(&key).await;
         cluster.reconciled();
+        let at = self.timed.then(|| at_time(self.queue.now()));
         if cluster.take_crash() {
             // The host starts again: its queue is gone, its informers list anew.
             self.queue.restart();
             self.queue.add(self.session.initial_keys());
-            let at = self.timed.then(|| at_time(self.queue.now()));
             let result = "crashed after a write (--faults crash); the host started again".into();
-            return Some(Reconciled {
-                key: key.to_string(),
-                result,
-                at,
-            });
+            let key = key.to_string();
+            return Some(Reconciled { key, result, at });
         }
         let result = outcome_text(&called);
         if result != "done" && !result.starts_with("requeue") {
@@ -317,24 +325,31 @@ impl Driver<'_> {
                 format!("plugin {plugin}, step {number}{within}, reconcile of {key}: {result}");
             self.problems.push(problem);
         }
-        let at = self.timed.then(|| at_time(self.queue.now()));
         let woken = self.session.cluster.woken_keys();
         if self.timed {
-            let again = self.queue.settle(&key, requeue_of(&called));
-            let in_place = again == Some(self.queue.now()) && woken.is_empty();
-            if self.loops.looping(&key, in_place) {
-                self.problems.push(format!(
-                    "plugin {plugin}: {key} requeues itself at once without end: {LOOP_AFTER} \
-                     reconciles in a row at {}, none changing anything (`requeue-after 0`?); \
-                     dropped",
-                    at_time(self.queue.now())
-                ));
-                self.queue.drop_key(&key);
-            }
+            self.schedule(&key, &called, woken.is_empty());
         }
         self.queue.add(woken);
         let key = key.to_string();
         Some(Reconciled { key, result, at })
+    }
+
+    /// Schedules what the reconcile of `key` asked for on the virtual clock; a key
+    /// that asks to run again at once, `quiet` (changing nothing), too many times in
+    /// a row is a loop, reported and dropped.
+    fn schedule(&mut self, key: &ReconcileKey, called: &Result<Action, CallError>, quiet: bool) {
+        let again = self.queue.settle(key, requeue_of(called));
+        let in_place = again == Some(self.queue.now()) && quiet;
+        if self.loops.looping(key, in_place) {
+            let plugin = &self.session.registration.name;
+            self.problems.push(format!(
+                "plugin {plugin}: {key} requeues itself at once without end: {LOOP_AFTER} \
+                 reconciles in a row at {}, none changing anything (`requeue-after 0`?); \
+                 dropped",
+                at_time(self.queue.now())
+            ));
+            self.queue.drop_key(key);
+        }
     }
 }
 
