@@ -22,7 +22,8 @@ use crate::metrics::{HostCallResult, HostFunction, Limit};
 
 use super::HostState;
 use super::fault::{HostFault, panic_message};
-use crate::tape::{CallTape, Taped, answer_from_tape, answer_to_tape, kind_text, parsed};
+use crate::kube::discovery::display_gvk;
+use crate::tape::{CallTape, Taped, answer_from_tape, answer_to_tape, parsed};
 
 /// A host call's answer: the plugin's result, or a host fault that traps its call.
 pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
@@ -35,7 +36,7 @@ fn target(op: &str, plugin: &str, obj: ObjectRef) -> Result<Target, CapabilityEr
 
 /// A kind as a tape writes it: `group/version/kind`.
 fn kind_of(kind: &Gvk) -> String {
-    kind_text(&kind.group, &kind.version, &kind.kind)
+    display_gvk(&from_wit_gvk(kind))
 }
 
 /// An object a plugin names, as a tape writes it.

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::resources::PREFIX as WASMPLUGIN_ROW;
 use crate::contract::{EventRecord, Gvk, ObjectRef};
+use crate::kube::discovery::split_api_version;
 use crate::kube::events::PluginRecorder;
 use crate::status::{PluginStatus, PluginTable, State};
 
@@ -222,15 +223,11 @@ fn object_reference(
 /// The contract's reference to the same object (the recorder reads the Event's
 /// reason, action and note from the record, its object from the reference).
 fn contract_ref(object: &ObjectReference) -> ObjectRef {
-    let api_version = object.api_version.clone().unwrap_or_default();
-    let (group, version) = match api_version.split_once('/') {
-        Some((group, version)) => (group.to_string(), version.to_string()),
-        None => (String::new(), api_version),
-    };
+    let (group, version) = split_api_version(object.api_version.as_deref().unwrap_or_default());
     ObjectRef {
         kind: Gvk {
-            group,
-            version,
+            group: group.to_string(),
+            version: version.to_string(),
             kind: object.kind.clone().unwrap_or_default(),
         },
         namespace: object.namespace.clone(),

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::contract::{Cause, ErrorCode, GuestError};
 use crate::keys::ReconcileKey;
+use crate::kube::discovery::{display_gvk, split_api_version};
 
 /// What a redacted `stringData` value is replaced with.
 pub const REDACTED: &str = "<redacted>";
@@ -39,7 +40,8 @@ pub struct TapedCall {
 /// The key of a transcript's reconcile, as the plugin got it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TapedKey {
-    /// `group/version/kind`, none for a fixed key.
+    /// `v1/Pod`, `apps/v1/Deployment` (as `display_gvk` writes kinds); none for a
+    /// fixed key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// The namespace, if any.
@@ -53,7 +55,7 @@ impl TapedKey {
     /// `key` as a transcript writes it.
     pub fn of(key: &ReconcileKey) -> TapedKey {
         TapedKey {
-            kind: (key.kind.as_ref()).map(|k| kind_text(&k.group, &k.version, &k.kind)),
+            kind: key.kind.as_ref().map(display_gvk),
             namespace: key.namespace.clone(),
             name: key.name.clone(),
         }
@@ -61,28 +63,17 @@ impl TapedKey {
 
     /// The key it names.
     pub fn key(&self) -> ReconcileKey {
+        // As `display_gvk` writes it: `apiVersion/kind`.
         let kind = self.kind.as_deref().map(|text| {
-            let parts: Vec<&str> = text.split('/').collect();
-            let (g, v, k) = match parts.as_slice() {
-                [v, k] => ("", *v, *k),
-                [g, v, k] => (*g, *v, *k),
-                _ => ("", "", text),
-            };
-            kube::core::GroupVersionKind::gvk(g, v, k)
+            let (api_version, kind) = text.rsplit_once('/').unwrap_or(("", text));
+            let (group, version) = split_api_version(api_version);
+            kube::core::GroupVersionKind::gvk(group, version, kind)
         });
         ReconcileKey {
             kind,
             namespace: self.namespace.clone(),
             name: self.name.clone(),
         }
-    }
-}
-
-/// A kind as transcripts write it: `v1/Pod`, `apps/v1/Deployment`.
-pub fn kind_text(group: &str, version: &str, kind: &str) -> String {
-    match group {
-        "" => format!("{version}/{kind}"),
-        group => format!("{group}/{version}/{kind}"),
     }
 }
 

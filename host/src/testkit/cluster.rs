@@ -10,7 +10,9 @@ use kube::core::GroupVersionKind;
 
 use super::fixtures::{self, FixtureError, Scopes};
 use super::memory::{MemoryCluster, Watch};
-use super::store::Store;
+use serde_json::Value;
+
+use super::store::{ObjectId, Store};
 use crate::budget::{Budget, PluginBudget};
 use crate::capabilities::{ClusterAccess, Declared, grants};
 use crate::contract::{KeyMapping as WitMapping, Predicate, Registration};
@@ -30,6 +32,16 @@ pub(super) fn of_registration(
     (paths, left_out): Fixtures<'_>,
 ) -> Result<(Arc<MemoryCluster>, ClusterAccess), FixtureError> {
     let (objects, scopes) = fixtures::read(paths, left_out)?;
+    of_objects(registration, objects, scopes)
+}
+
+/// The in-memory cluster of fixtures read already (`objects` in `scopes`) as the
+/// plugin of `registration` sees it, and the plugin's access to it.
+pub(super) fn of_objects(
+    registration: &Registration,
+    objects: Vec<(ObjectId, Value)>,
+    scopes: Scopes,
+) -> Result<(Arc<MemoryCluster>, ClusterAccess), FixtureError> {
     let store = store_of(objects)?;
     let watches = watches_of(registration, &scopes);
     let cluster = MemoryCluster::new(&registration.name, watches, scopes, store);
@@ -64,9 +76,7 @@ fn access(declared: Declared, cluster: Arc<MemoryCluster>) -> ClusterAccess {
 }
 
 /// A store of `objects`; two of the same address are refused, naming it.
-fn store_of(
-    objects: Vec<(super::store::ObjectId, serde_json::Value)>,
-) -> Result<Store, FixtureError> {
+fn store_of(objects: Vec<(ObjectId, Value)>) -> Result<Store, FixtureError> {
     let mut store = Store::default();
     for (id, object) in objects {
         let name = format!("{} {:?}/{}", id.kind, id.namespace, id.name);

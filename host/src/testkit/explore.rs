@@ -80,7 +80,7 @@ pub async fn explore(
         .await?
         .report;
     let base_state = EndState::of(base.cluster(), &report, &explore.ignore);
-    let (writes, changes, calls, _) = base.cluster().counted();
+    let (writes, changes, calls) = base.cluster().counted();
     let (faults, planned) = plan(&explore.kinds, writes, changes, calls, explore.max_runs);
     let mut found: Vec<Difference> = Vec::new();
     for fault in &faults {
@@ -91,7 +91,7 @@ pub async fn explore(
         let Some(diff) = state.differences(&base_state) else {
             continue;
         };
-        let (_, _, _, trace) = perturbed.cluster().counted();
+        let trace = perturbed.cluster().take_trace();
         let calls = calls_on(&trace, &diff.objects);
         note(&mut found, *fault, diff, calls);
     }

@@ -195,16 +195,15 @@ impl MemoryCluster {
         self.world().injection = Injection::of(fault);
     }
 
-    /// The writes, changes and calls counted so far, and the run's trace.
-    pub(super) fn counted(&self) -> (usize, usize, usize, Vec<String>) {
-        let world = self.world();
-        let faults = &world.injection;
-        (
-            faults.writes,
-            faults.changes,
-            faults.calls,
-            faults.trace.clone(),
-        )
+    /// The writes, changes and calls counted so far.
+    pub(super) fn counted(&self) -> (usize, usize, usize) {
+        let faults = &self.world().injection;
+        (faults.writes, faults.changes, faults.calls)
+    }
+
+    /// The run's trace: each reconcile and the calls it made.
+    pub(super) fn take_trace(&self) -> Vec<String> {
+        std::mem::take(&mut self.world().injection.trace)
     }
 
     /// What the plugin wrote and recorded.

@@ -7,12 +7,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::cluster;
 use super::faults::Fault;
-use super::fixtures::FixtureError;
+use super::fixtures::{self, FixtureError, Scopes};
 use super::memory::MemoryCluster;
 use super::report::{Pending, Reconciled, Report, StepReport};
 use super::steps::{StepError, Steps};
+use super::store::ObjectId;
 use super::virtual_queue::{Next, VirtualQueue};
 use crate::capabilities::ClusterAccess;
 use crate::config::Limits;
@@ -92,8 +95,8 @@ pub struct Session {
     cluster: Arc<MemoryCluster>,
     /// The plugin's calls into it.
     access: Arc<ClusterAccess>,
-    /// The fixtures, and the files among them that are not, for a run anew.
-    fixtures: (Vec<PathBuf>, Vec<PathBuf>),
+    /// The fixtures' objects and their kinds' scopes, read once, for a run anew.
+    fixtures: (Vec<(ObjectId, Value)>, Scopes),
 }
 
 impl Session {
@@ -110,9 +113,9 @@ impl Session {
                 load_registered_with(&runtime, &options.plugin, Some(settings)).await?
             }
         };
-        let fixtures = (options.fixtures.clone(), options.not_fixtures.clone());
-        let (cluster, access) =
-            cluster::of_registration(&registration, (&fixtures.0, &fixtures.1))?;
+        let fixtures = fixtures::read(&options.fixtures, &options.not_fixtures)?;
+        let (objects, scopes) = fixtures.clone();
+        let (cluster, access) = cluster::of_objects(&registration, objects, scopes)?;
         Ok(Session {
             code,
             registration,
@@ -125,8 +128,8 @@ impl Session {
     /// The same plugin over its fixtures anew, with `fault` injected: a run of its
     /// own, nothing shared with this one's cluster.
     pub fn again(&self, fault: Option<Fault>) -> Result<Session, TestError> {
-        let fixtures = (self.fixtures.0.as_slice(), self.fixtures.1.as_slice());
-        let (cluster, access) = cluster::of_registration(&self.registration, fixtures)?;
+        let (objects, scopes) = self.fixtures.clone();
+        let (cluster, access) = cluster::of_objects(&self.registration, objects, scopes)?;
         cluster.inject(fault);
         Ok(Session {
             code: self.code.clone(),
