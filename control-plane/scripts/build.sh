@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned etcd and Kubernetes binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kubectl), the registry and cosign from the Go module proxy into the
-# cache.
+# kube-scheduler, kubelet, kubectl), the registry, cosign, promtool and helm from the Go
+# module proxy into the cache.
 #
-# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign ...]
+# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign|promtool|helm ...]
 # (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -112,6 +112,19 @@ cosign_steps() {
   go build -trimpath -o "$1/cosign" -ldflags "-s -w" github.com/sigstore/cosign/v2/cmd/cosign
 }
 
+# promtool_steps WORK: promtool, which checks and unit-tests the alerting rules.
+promtool_steps() {
+  go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
+  go build -trimpath -o "$1/promtool" -ldflags "-s -w" github.com/prometheus/prometheus/cmd/promtool
+}
+
+# helm_steps WORK: helm, which lints, renders and installs the chart in the tests.
+helm_steps() {
+  go get "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+  go build -trimpath -o "$1/helm" -ldflags "-s -w \
+    -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" helm.sh/helm/v4/cmd/helm
+}
+
 # The Go caches of these builds (some 9 GB of modules and build results for Kubernetes)
 # serve nothing once the binaries are cached, and CI machines are short of disk: they
 # live in a temporary directory, removed when this script ends. Nothing is built when
@@ -121,14 +134,16 @@ trap 'chmod -R u+w "$go_caches" 2>/dev/null; rm -rf "$go_caches"' EXIT
 export GOCACHE="$go_caches/build" GOMODCACHE="$go_caches/mod"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign promtool helm)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) go_build "$ETCD_BIN_DIR" "etcd $ETCD_VERSION" etcd_steps etcd ;;
     registry) go_build "$REGISTRY_BIN_DIR" "the registry $REGISTRY_VERSION" registry_steps registry wcm-htpasswd ;;
     cosign) go_build "$COSIGN_BIN_DIR" "cosign $COSIGN_VERSION" cosign_steps cosign ;;
+    promtool) go_build "$PROMTOOL_BIN_DIR" "promtool $PROMETHEUS_VERSION" promtool_steps promtool ;;
+    helm) go_build "$HELM_BIN_DIR" "helm $HELM_VERSION" helm_steps helm ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
       build_kubernetes_binary "$t" ;;
-    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign)" ;;
+    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign, promtool, helm)" ;;
   esac
 done

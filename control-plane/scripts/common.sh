@@ -13,6 +13,8 @@ K8S_BIN_DIR="$CACHE_ROOT/kubernetes-$KUBERNETES_VERSION"
 ETCD_BIN_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
 REGISTRY_BIN_DIR="$CACHE_ROOT/registry-$REGISTRY_VERSION"
 COSIGN_BIN_DIR="$CACHE_ROOT/cosign-$COSIGN_VERSION"
+PROMTOOL_BIN_DIR="$CACHE_ROOT/promtool-$PROMETHEUS_VERSION"
+HELM_BIN_DIR="$CACHE_ROOT/helm-$HELM_VERSION"
 
 # The sandbox image of the local node's Pods, built by images.sh from control-plane/images.
 PAUSE_IMAGE=wcm.local/pause:1

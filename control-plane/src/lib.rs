@@ -15,12 +15,14 @@ mod namespace;
 mod poll;
 mod private;
 mod registry;
+mod tools;
 
 pub use diagnose::describe_pods;
 pub use namespace::TestNamespace;
 pub use poll::poll_until;
 pub use private::PrivateControlPlane;
-pub use registry::{COSIGN_VERSION, LocalRegistry};
+pub use registry::LocalRegistry;
+pub use tools::{COSIGN_VERSION, HELM_VERSION, PROMETHEUS_VERSION};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -219,6 +221,8 @@ mod tests {
         for (key, version) in [
             ("KUBERNETES_VERSION", super::KUBERNETES_VERSION),
             ("COSIGN_VERSION", super::COSIGN_VERSION),
+            ("PROMETHEUS_VERSION", super::PROMETHEUS_VERSION),
+            ("HELM_VERSION", super::HELM_VERSION),
         ] {
             let line = format!("{key}={version}");
             assert!(

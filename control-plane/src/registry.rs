@@ -6,9 +6,6 @@ use std::path::{Path, PathBuf};
 
 use crate::{ControlPlane, Error};
 
-/// The pinned cosign version (`scripts/versions.env`).
-pub const COSIGN_VERSION: &str = "v2.6.5";
-
 /// Where the local registry listens and how to log in to it.
 #[derive(Debug, Clone)]
 pub struct LocalRegistry {
@@ -28,18 +25,6 @@ pub struct LocalRegistry {
 }
 
 impl ControlPlane {
-    /// The pinned cosign, built by `build.sh` into the cache.
-    pub fn cosign() -> PathBuf {
-        let kubectl = ControlPlane::kubectl();
-        let cache = kubectl
-            .parent()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("."));
-        cache
-            .join(format!("cosign-{COSIGN_VERSION}"))
-            .join("cosign")
-    }
-
     /// The registry started with this control plane.
     pub fn registry(&self) -> Result<LocalRegistry, Error> {
         LocalRegistry::read(self.state_dir())

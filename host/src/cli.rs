@@ -188,6 +188,19 @@ pub struct RbacArgs {
     /// namespace that also holds other Pods may need `baseline` or `privileged`.
     #[arg(long, value_enum, default_value_t = PodSecurity::Restricted)]
     pub pod_security: PodSecurity,
+    /// `kubectl`: RBAC objects for `kubectl apply -f -`; `chart-values`: the same
+    /// rights as values of the Helm chart (`helm install -f`).
+    #[arg(long, value_enum, default_value_t = RbacOutput::Kubectl)]
+    pub output: RbacOutput,
+}
+
+/// What `rbac` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RbacOutput {
+    /// The objects, as YAML for `kubectl apply -f -`.
+    Kubectl,
+    /// Values of the chart `charts/wasm-controller-manager`.
+    ChartValues,
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 //! `rbac`: the rights of plugins — files, directories of them, or `WasmPlugin`s pulled
-//! from their registries — and of the host, as YAML for `kubectl apply -f -`.
+//! from their registries — and of the host, as YAML for `kubectl apply -f -` or as
+//! values of the Helm chart.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -10,10 +11,10 @@ use wcm_host::contract::Registration;
 use wcm_host::loading::{registrations, resource_registrations};
 use wcm_host::registry::{DockerConfig, Registry};
 use wcm_host::rights::identity::{ServiceAccounts, valid_account};
-use wcm_host::rights::{Naming, plugin_rights, render};
+use wcm_host::rights::{Naming, chart_values, document, plugin_rights, render};
 use wcm_host::wasmplugin::parse;
 
-use crate::cli::RbacArgs;
+use crate::cli::{RbacArgs, RbacOutput};
 
 /// Prints the rights of every plugin in `args.paths` and of the host.
 pub async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
@@ -42,7 +43,10 @@ pub async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
         }
         plugins.push(plugin_rights(&registration));
     }
-    print!("{}", render(&plugins, &naming));
+    match args.output {
+        RbacOutput::Kubectl => print!("{}", render(&plugins, &naming)),
+        RbacOutput::ChartValues => print!("{}", chart_values(&document(&plugins, &naming))),
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 //! exports — scraped from a host on the real control plane with leader election,
 //! pod-counter reconciling and a file that is no plugin — with every label the
 //! queries group or match by; its instance memory is within the instance's limit.
+//! The alerting rules' expressions are held to the same.
 
 use crate::support;
 
@@ -16,8 +17,9 @@ use support::election::{SHORT, flags};
 use support::{HostProcess, eventually, http_get, plugin_bytes, plugins_dir};
 use wcm_control_plane::TestNamespace;
 
-/// Labels Prometheus adds to every series it scrapes.
-const SCRAPE_LABELS: [&str; 2] = ["instance", "job"];
+/// Labels Prometheus adds to every series it scrapes (`namespace` by the Prometheus
+/// Operator's ServiceMonitor).
+const SCRAPE_LABELS: [&str; 3] = ["instance", "job", "namespace"];
 
 /// Every `expr` of the dashboard's panels (rows' panels too) and the variable's
 /// query.
@@ -35,58 +37,55 @@ fn queries(dashboard: &Value) -> Vec<String> {
     out
 }
 
-/// The metric names of a PromQL expression (names with `_` not called as a
-/// function, outside `{...}` and `by (...)`), and the labels it matches or groups by.
-fn names_and_labels(expr: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+/// The metrics of a PromQL expression (names with `_` not called as a function),
+/// each with the labels it must carry: those its own `{...}` matches, and those the
+/// expression groups by (`by (...)`), which every metric under them needs.
+fn metrics_and_labels(expr: &str) -> BTreeMap<String, BTreeSet<String>> {
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
-    let mut labels = BTreeSet::new();
-    let mut bare = String::new();
+    let names_in = |text: &str| -> BTreeSet<String> {
+        let parts = text.split(',');
+        let names = parts.map(|p| p.split(['=', '!', '~']).next().unwrap_or("").trim());
+        names
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut grouped = BTreeSet::new();
+    let mut metrics: Vec<(String, BTreeSet<String>)> = Vec::new();
     let mut at = 0;
     while at < expr.len() {
         let rest = &expr[at..];
+        let c = rest.chars().next().unwrap_or(' ');
         let after_word = expr[..at].chars().next_back().is_some_and(ident);
-        let (group, inside) = match rest {
-            r if r.starts_with('{') => (true, &r[1..]),
-            r if r.starts_with("by (") && !after_word => (false, &r[4..]),
-            r => {
-                let c = r.chars().next().unwrap_or(' ');
-                bare.push(c);
-                at += c.len_utf8();
-                continue;
+        if rest.starts_with("by (") && !after_word {
+            let end = rest.find(')').unwrap_or(rest.len());
+            grouped.extend(names_in(&rest[4..end]));
+            at += end + 1;
+        } else if c == '{' {
+            let end = rest.find('}').unwrap_or(rest.len());
+            if let Some((_, labels)) = metrics.last_mut() {
+                labels.extend(names_in(&rest[1..end]));
             }
-        };
-        let end = inside
-            .find(if group { '}' } else { ')' })
-            .unwrap_or(inside.len());
-        for part in inside[..end].split(',') {
-            let name = part.split(['=', '!', '~']).next().unwrap_or("").trim();
-            labels.extend((!name.is_empty()).then(|| name.to_string()));
-        }
-        bare.push(' ');
-        at += rest.len() - inside.len() + end + 1;
-    }
-    let mut names = BTreeSet::new();
-    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
-    let mut chars = bare.char_indices().peekable();
-    while let Some((start, c)) = chars.next() {
-        if !(c.is_ascii_alphabetic() || c == '_') {
-            continue;
-        }
-        let mut end = start + c.len_utf8();
-        while let Some((i, c)) = chars.peek().copied() {
-            if !ident(c) {
-                break;
+            at += end + 1;
+        } else if (c.is_ascii_alphabetic() || c == '_') && !after_word {
+            let len = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+            let word = &rest[..len];
+            let called = rest[len..].trim_start().starts_with('(');
+            if word.contains('_') && !called {
+                metrics.push((word.to_string(), BTreeSet::new()));
             }
-            end = i + c.len_utf8();
-            chars.next();
-        }
-        let word = &bare[start..end];
-        let called = bare[end..].trim_start().starts_with('(');
-        if word.contains('_') && !called {
-            names.insert(word.to_string());
+            at += len;
+        } else {
+            at += c.len_utf8();
         }
     }
-    (names, labels)
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, labels) in metrics {
+        let entry = out.entry(name).or_default();
+        entry.extend(labels);
+        entry.extend(grouped.iter().cloned());
+    }
+    out
 }
 
 /// Each sample name of a scrape with the label names its series carry.
@@ -113,11 +112,11 @@ fn exported(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
 /// The first query that names a metric not exported, or a label its series lack.
 fn gap(queries: &[String], series: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
     for expr in queries {
-        let (names, labels) = names_and_labels(expr);
-        if names.is_empty() {
+        let metrics = metrics_and_labels(expr);
+        if metrics.is_empty() {
             return Some(format!("no metric in {expr}"));
         }
-        for name in &names {
+        for (name, labels) in &metrics {
             let Some(carried) = series.get(name) else {
                 let known: Vec<&String> = series.keys().collect();
                 return Some(format!(
@@ -140,7 +139,8 @@ fn gap(queries: &[String], series: &BTreeMap<String, BTreeSet<String>>) -> Optio
 }
 
 #[tokio::test]
-async fn every_query_of_the_dashboard_names_metrics_and_labels_the_host_exports() -> Result<()> {
+async fn every_query_of_the_dashboard_and_the_alerts_names_metrics_and_labels_the_host_exports()
+-> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let text = std::fs::read_to_string(repo("deploy/grafana/wasm-controller-manager.json"))?;
     let dashboard: Value = serde_json::from_str(&text)?;
@@ -160,6 +160,9 @@ async fn every_query_of_the_dashboard_names_metrics_and_labels_the_host_exports(
             .strip_prefix("label_values(")
             .map(|q| format!("{}{{}}", q.split(',').next().unwrap_or("")))
     }));
+    // `up` is Prometheus's own series of each target, not the host's.
+    let alerts = crate::alerts::expressions()?;
+    all.extend(alerts.into_iter().filter(|e| !e.starts_with("absent(up{")));
 
     let ns = TestNamespace::create("dashboard").await?;
     let dir = plugins_dir(&[
@@ -182,6 +185,10 @@ async fn every_query_of_the_dashboard_names_metrics_and_labels_the_host_exports(
         let text = http_get(&address, "/metrics").await?;
         anyhow::bail!("{}", gap(&all, &exported(&text)).unwrap_or_default());
     }
+    // A file that fails to load has its state, as the alert on it needs.
+    let failed = [("plugin", "broken"), ("state", "failed")];
+    let state = host.metric("wcm_plugin_state", &failed).await?;
+    ensure!(state == 1.0, "wcm_plugin_state of the broken file: {state}");
     // The instance memory is the plugin's, within the default 64 MiB limit.
     let memory = (host.metric(
         "wcm_plugin_instance_memory_bytes",
@@ -195,12 +202,21 @@ async fn every_query_of_the_dashboard_names_metrics_and_labels_the_host_exports(
 
 #[test]
 fn a_query_is_read_into_its_metrics_and_labels() {
-    let (names, labels) = names_and_labels(
+    let read = metrics_and_labels(
         "histogram_quantile(0.99, sum by (name, le) (rate(workqueue_queue_duration_seconds_bucket{name=~\"$plugin\"}[5m])))",
     );
-    assert_eq!(
-        names.into_iter().collect::<Vec<_>>(),
-        ["workqueue_queue_duration_seconds_bucket"]
+    let labels: Vec<&String> = read["workqueue_queue_duration_seconds_bucket"]
+        .iter()
+        .collect();
+    assert_eq!(read.len(), 1);
+    assert_eq!(labels, ["le", "name"]);
+    // Each selector's labels are its own metric's; a grouping's are every metric's.
+    let read = metrics_and_labels(
+        "sum by (plugin) (rate(wcm_plugin_limit_hits_total{limit=\"events\"}[5m])) / \
+         sum by (plugin) (rate(wcm_plugin_api_requests_total[5m]))",
     );
-    assert_eq!(labels.into_iter().collect::<Vec<_>>(), ["le", "name"]);
+    let hits: Vec<&String> = read["wcm_plugin_limit_hits_total"].iter().collect();
+    let requests: Vec<&String> = read["wcm_plugin_api_requests_total"].iter().collect();
+    assert_eq!(hits, ["limit", "plugin"]);
+    assert_eq!(requests, ["plugin"]);
 }

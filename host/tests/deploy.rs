@@ -19,14 +19,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::audit::writes_by;
 use support::deployed::{
-    NAMESPACE, deploy, diagnosis, holds, leader, lease, plane_with_node, plugin_image, ready_pods,
-    undeploy,
+    NAMESPACE, counts_pods_and_shows_metrics, deploy, diagnosis, earlier_pods_gone, holds, leader,
+    lease, node_count, plane_with_node, plugin_image, ready_pods, undeploy,
 };
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
@@ -36,30 +36,16 @@ use support::{http_get, kubectl, plugin_bytes, plugin_file};
 use wcm_control_plane::{ControlPlane, NODE_NAME, TestNamespace, WEB_IMAGE, poll_until};
 
 const WAIT: Duration = Duration::from_secs(120);
-const COUNT: &str = "pod-counter.example.com/count";
 /// `deploy/`'s Lease duration (the host's default): a hand-over faster than this was a
 /// release, not an expiry.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
-
-async fn node_count(client: &Client) -> Option<String> {
-    let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
-    node.metadata.labels?.get(COUNT).cloned()
-}
 
 #[tokio::test]
 async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_images()
 -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let (plane, client) = plane_with_node().await?;
-    // pod-counter marks every Pod of the cluster at its API rate (20/s): let earlier
-    // tests' Pods go first, so this scenario is about the deployment, not a backlog.
-    let all: Api<Pod> = Api::all(client.clone());
-    let quiet = poll_until(WAIT, || async {
-        let pods = all.list(&ListParams::default()).await.ok()?.items.len();
-        (pods < 100).then_some(())
-    })
-    .await;
-    quiet.context("earlier tests' Pods are still there")?;
+    earlier_pods_gone(&client).await?;
     install_crd(&client).await?;
     let overlay = tempfile::tempdir()?;
     let plugins = [
@@ -91,31 +77,6 @@ async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Resu
     fails_over_when_the_leader_goes(client).await?;
     runs_a_wasm_plugin_from_the_registry(plane, client).await?;
     takes_plugins_from_an_image(plane, client, overlay).await
-}
-
-/// pod-counter, in the cluster, counts every Pod, its own host's included; the
-/// leader's metrics, scraped on its Pod IP, show its reconciles.
-async fn counts_pods_and_shows_metrics(client: &Client, leader: &Pod) -> Result<()> {
-    let all: Api<Pod> = Api::all(client.clone());
-    let counted = poll_until(WAIT, || async {
-        let total = all.list(&ListParams::default()).await.ok()?.items.len();
-        (node_count(client).await? == total.to_string()).then_some(total)
-    })
-    .await
-    .context("the node's count never matched the cluster's Pods")?;
-    ensure!(counted >= 2);
-    let ip = leader
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
-        .context("no Pod IP")?;
-    let metrics = http_get(&format!("{ip}:8080"), "/metrics").await?;
-    ensure!(
-        metrics.contains(r#"controller_runtime_reconcile_total{controller="pod-counter""#),
-        "the leader's metrics have no reconciles"
-    );
-    ensure!(metrics.contains(r#"leader_election_master_status{name="wasm-controller-manager"} 1"#));
-    Ok(())
 }
 
 /// The deployed host's label writes on the node were made by its ServiceAccount

@@ -14,17 +14,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client};
 use serde_json::json;
-use support::deployed::{NAMESPACE, deploy, diagnosis, plane_with_node, ready_pods, undeploy};
+use support::deployed::{
+    NAMESPACE, deploy, diagnosis, node_count, plane_with_node, ready_pods, undeploy,
+};
 use support::webapp::{create_webapp, deployment_where, install_crd};
 use support::{docs, http_get, plugin_file};
-use wcm_control_plane::{NODE_NAME, TestNamespace, poll_until};
+use wcm_control_plane::{TestNamespace, poll_until};
 
 const WAIT: Duration = Duration::from_secs(120);
-const COUNT: &str = "pod-counter.example.com/count";
 /// `deploy/`'s Lease duration (the host's default): a hand-over faster than this was a
 /// release, not an expiry.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -84,11 +85,6 @@ async fn held_by_pods(client: &Client) -> Result<BTreeMap<String, String>> {
     })
     .await;
     held.context("the plugins' Leases were never held by ready host Pods")
-}
-
-async fn node_count(client: &Client) -> Option<String> {
-    let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
-    node.metadata.labels?.get(COUNT).cloned()
 }
 
 async fn scenario(client: &Client) -> Result<()> {

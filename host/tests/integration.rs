@@ -5,9 +5,11 @@
 
 mod support;
 
+mod alerts;
 mod capabilities;
 mod capability_backends;
 mod capability_properties;
+mod chart;
 mod churn;
 mod contract_policy;
 mod contract_versions;

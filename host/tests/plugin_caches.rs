@@ -5,7 +5,8 @@
 //! and caches only what the plugin it holds watches (`wcm_informer_watching`, and
 //! nothing in the other's cache); the replica that takes a killed one's plugin starts
 //! that plugin's watches, lists, and acts on what changed meanwhile; a replica that
-//! hands a plugin to a newcomer stops the watches no plugin it still holds needs.
+//! hands a plugin to a newcomer stops the watches no plugin it still holds needs; a
+//! plugin removed leaves no `leader_election_master_status` series for its Lease.
 
 use std::collections::BTreeMap;
 
@@ -177,5 +178,27 @@ async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first
     config_map(&ns, "source-3", ("wcm.test/source", "three")).await?;
     labelled(&ns, "step-3", ("wcm.test/seen", "true")).await?;
     labelled(&ns, "source-3", (MIRRORED, "three")).await?;
+
+    // `steps` removed: no replica takes part in its Lease any more, so none exports a
+    // standing 0 for it (which `max by (name)` would read as a Lease nobody holds,
+    // and alert); `mirror`'s Lease is still reported by its holder.
+    std::fs::remove_file(dir.path().join("steps.wasm"))?;
+    for host in [&hosts[&survivor], &newcomer] {
+        let gone = eventually(CONVERGE, || async {
+            let text = host.metrics().await.ok()?;
+            let statuses: Vec<&str> = (text.lines())
+                .filter(|l| l.starts_with("leader_election_master_status{"))
+                .collect();
+            let steps = statuses.iter().any(|l| l.contains("-steps\""));
+            let mirror = statuses.iter().any(|l| l.contains("-mirror\""));
+            (!steps && mirror).then_some(())
+        })
+        .await;
+        ensure!(
+            gone.is_some(),
+            "a replica still reports the removed plugin's Lease:\n{}",
+            host.metrics().await?
+        );
+    }
     Ok(())
 }

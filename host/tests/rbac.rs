@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use support::objects::{create_config_map, events_about};
-use support::rbac::{account_flags, apply_rbac_args, delete_rbac, rbac, rbac_file};
+use support::rbac::{EXAMPLES, account_flags, apply_rbac_args, delete_rbac, rbac, rbac_file};
 use support::{HostProcess, eventually, kubectl, plugin_bytes, plugin_file, plugins_dir};
 use tempfile::NamedTempFile;
 use wcm_control_plane::{ControlPlane, TestNamespace};
@@ -24,13 +24,6 @@ use wcm_host::status::State;
 
 const WAIT: Duration = Duration::from_secs(60);
 const EXPECTED: &str = include_str!("../../deploy/rbac.yaml");
-const EXAMPLES: [&str; 5] = [
-    "config-reloader",
-    "data-hash",
-    "deployment-reconcile",
-    "phase-labeller",
-    "pod-counter",
-];
 
 #[test]
 fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {

@@ -353,6 +353,7 @@ impl PluginController {
             controller: self.registration.name.clone(),
         };
         let standard = &self.ctx.metrics.standard;
+        standard.started(&controller.controller);
         let max = standard
             .max_concurrent_reconciles
             .get_or_create(&controller);

@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::probes::Probes;
 use crate::rights::identity::ServiceAccounts;
 use crate::server::ServerError;
-use crate::status::PluginTable;
+use crate::status::{PluginStateCollector, PluginTable};
 use election::Election;
 
 /// Everything `run` needs, from the flags.
@@ -76,9 +76,10 @@ pub async fn run(
     config: DaemonConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    let metrics = Arc::new(Metrics::new());
-    let client = counted_client(config.kube.clone(), &metrics).map_err(DaemonError::Client)?;
     let (table, probes) = (PluginTable::default(), Probes::default());
+    let states = Box::new(PluginStateCollector::new(table.clone()));
+    let metrics = Arc::new(Metrics::with_collectors(vec![states]));
+    let client = counted_client(config.kube.clone(), &metrics).map_err(DaemonError::Client)?;
     let _endpoint = match config.http {
         Some(addr) => Some(crate::server::serve(
             addr,

@@ -83,8 +83,13 @@ impl PluginLeases {
             lease.step(plugin, wanted, renewing, config, shared)
         });
         futures::future::join_all(steps).await;
-        self.leases
-            .retain(|plugin, lease| lease.held.is_some() || runs.contains(plugin));
+        self.leases.retain(|plugin, lease| {
+            let kept = lease.held.is_some() || runs.contains(plugin);
+            if !kept {
+                shared.metrics.forget_leading(lease.elector.lease_name());
+            }
+            kept
+        });
     }
 
     /// Notes who holds each plugin's Lease (for `/plugins`, and so a standby knows

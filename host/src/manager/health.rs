@@ -60,7 +60,6 @@ impl Manager {
                         "plugin forbidden: RBAC no longer lets it read a kind it watches"
                     ),
                 }
-                self.ctx.metrics.set_plugin_state(&plugin, health.name());
             }
             self.table.set_health(file, state, reason);
             running.health = health;

@@ -21,7 +21,7 @@ use super::Manager;
 use super::load::{FromResource, LoadJob, Source};
 use crate::config::WasmPluginSource;
 use crate::registry::{PulledPlugins, Registry, SignatureError, TrustedKey};
-use crate::status::PluginStatus;
+use crate::status::{PluginStatus, WASMPLUGIN_ROW};
 use crate::wasmplugin::{
     Facts, Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus,
     changes, status_of,
@@ -29,11 +29,8 @@ use crate::wasmplugin::{
 
 /// The table key of `WasmPlugin` `name`.
 pub(super) fn key_of(name: &str) -> String {
-    format!("{PREFIX}{name}")
+    format!("{WASMPLUGIN_ROW}{name}")
 }
-
-/// What table keys of resources start with (files end in `.wasm` and have no `/`).
-pub(super) const PREFIX: &str = "wasmplugin/";
 
 /// First pause before a failed pull is tried again; doubled up to [`MAX_PULL_PAUSE`].
 const FIRST_PULL_PAUSE: Duration = Duration::from_secs(5);
@@ -233,7 +230,7 @@ impl Manager {
     /// After a resource's load settled (`started`: its version now runs): schedules a
     /// retry of a failed pull, and writes its status.
     pub(super) fn resource_settled(&mut self, key: &str, started: bool) {
-        let Some(name) = key.strip_prefix(PREFIX) else {
+        let Some(name) = key.strip_prefix(WASMPLUGIN_ROW) else {
             return;
         };
         let Some(resources) = &mut self.resources else {

@@ -91,7 +91,7 @@ impl Manager {
         self.show_running(file, &loaded);
     }
 
-    /// Writes the running row of `file`, with its limits, and its state metric.
+    /// Writes the running row of `file`, with its limits.
     pub(super) fn show_running(&self, file: &str, loaded: &Loaded) {
         let Some(running) = self.files.running(file) else {
             return;
@@ -110,7 +110,6 @@ impl Manager {
         self.table
             .set(row.with_limits(limits).with_contract(contract));
         super::health::show_rights(&self.ctx, &self.table, file, controller);
-        self.ctx.metrics.set_plugin_state(&reg.name, "running");
     }
 
     /// Records a failure: a running version keeps running and its row notes the

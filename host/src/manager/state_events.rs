@@ -16,11 +16,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::resources::PREFIX as WASMPLUGIN_ROW;
 use crate::contract::{EventRecord, Gvk, ObjectRef};
 use crate::kube::discovery::split_api_version;
 use crate::kube::events::PluginRecorder;
-use crate::status::{PluginStatus, PluginTable, State};
+use crate::status::{PluginStatus, PluginTable, State, WASMPLUGIN_ROW};
 
 /// The host's name in the Events it records about plugins.
 pub const CONTROLLER: &str = "wasm-controller-manager";
@@ -131,7 +130,7 @@ struct Recording {
 
 impl Recording {
     async fn record(&self, row: &PluginStatus, warning: bool, reason: &'static str) {
-        let plugin = row.plugin.as_deref().unwrap_or(&row.file);
+        let plugin = row.identity();
         let Some(regarding) = self.regarding(&row.file).await else {
             tracing::debug!(
                 plugin,

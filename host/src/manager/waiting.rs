@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::contract::Registration;
 use crate::runtime::Loaded;
-use crate::status::{PluginStatus, Rights, State};
+use crate::status::{PluginStatus, Rights};
 
 use super::slot::Waiting;
 use super::wait_for::WaitFor;
@@ -51,9 +51,6 @@ impl Manager {
         if let (WaitFor::Rights(e), false) = (why, upgrade) {
             let rights = Rights::of(e.user.clone(), &e.review);
             self.table.set_rights(file, Some(rights));
-            self.ctx
-                .metrics
-                .set_plugin_state(&plugin, State::Forbidden.name());
             let labels = crate::metrics::PluginLabels { plugin };
             let missing = self.ctx.metrics.missing_rights.get_or_create(&labels);
             missing.set(e.review.denied.len() as i64);

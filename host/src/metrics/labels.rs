@@ -234,12 +234,9 @@ pub struct LimitLabels {
 pub struct StateLabels {
     /// The plugin's registered name.
     pub plugin: String,
-    /// `running`, `degraded`, `crash-looping` or `forbidden`.
+    /// `running`, `degraded`, `crash-looping`, `failed`, `waiting` or `forbidden`.
     pub state: String,
 }
-
-/// The states of a running plugin, as the state gauge names them.
-pub const PLUGIN_STATES: [&str; 4] = ["running", "degraded", "crash-looping", "forbidden"];
 
 /// Labels of the access review counter: whose rights, and what the API server said.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

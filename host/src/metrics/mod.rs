@@ -14,14 +14,15 @@ pub mod standard;
 
 pub use labels::{
     AccessReviewLabels, FailureCause, FailureLabels, HostCallLabels, HostCallResult, HostFunction,
-    InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels, PLUGIN_STATES, PluginLabels,
-    Recycle, RecycleLabels, ReviewResult, StateLabels,
+    InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels, PluginLabels, Recycle,
+    RecycleLabels, ReviewResult, StateLabels,
 };
 pub use standard::{QueueMetrics, ReconcileResult, Standard};
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -66,8 +67,6 @@ pub struct Metrics {
     pub plugin_api_wait: Family<PluginLabels, Counter<f64, AtomicU64>>,
     /// Times a per-plugin limit refused, dropped, cut, delayed or stopped something.
     pub limit_hits: Family<LimitLabels, Counter>,
-    /// 1 for the state a running plugin is in, per plugin.
-    pub plugin_state: Family<StateLabels, Gauge>,
     /// A plugin's Lease's `leaseTransitions` (per-plugin election): its hand-overs.
     pub plugin_lease_transitions: Family<PluginLabels, Gauge>,
     /// Reconciles of a plugin that trapped or timed out in a row.
@@ -97,12 +96,22 @@ impl Default for Metrics {
 impl Metrics {
     /// A fresh set of metrics, all registered under the `wcm` prefix.
     pub fn new() -> Metrics {
+        Metrics::with_collectors(Vec::new())
+    }
+
+    /// A fresh set of metrics with `collectors` registered under the `wcm` prefix too:
+    /// series read at each scrape from what modules above this one hold (the plugin
+    /// table's states).
+    pub fn with_collectors(collectors: Vec<Box<dyn Collector>>) -> Metrics {
         let mut root = Registry::default();
         let standard = Standard::register(&mut root);
         let plugin_metrics = plugin::PluginMetricsRegistry::default();
         root.register_collector(Box::new(plugin_metrics.clone()));
         root.register_collector(Box::new(process::ProcessCollector));
         let registry = root.sub_registry_with_prefix("wcm");
+        for collector in collectors {
+            registry.register_collector(collector);
+        }
         let plugin_events = Family::default();
         let help = "Informer changes delivered to a plugin's key mappings, before de-duplication";
         registry.register("plugin_events", help, plugin_events.clone());
@@ -164,9 +173,6 @@ impl Metrics {
         let limit_hits = Family::default();
         let help = "Times a per-plugin limit refused, dropped, cut, delayed or stopped something";
         registry.register("plugin_limit_hits", help, limit_hits.clone());
-        let plugin_state = Family::default();
-        let help = "1 for the state of each plugin: running, degraded, crash-looping or forbidden";
-        registry.register("plugin_state", help, plugin_state.clone());
         let plugin_lease_transitions = Family::default();
         let help = "leaseTransitions of a plugin's Lease (--leader-elect-mode=per-plugin)";
         registry.register(
@@ -209,7 +215,6 @@ impl Metrics {
             plugin_api_requests,
             plugin_api_wait,
             limit_hits,
-            plugin_state,
             plugin_lease_transitions,
             plugin_consecutive_failures,
             access_reviews,
@@ -299,6 +304,16 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
+    /// Drops `leader_election_master_status{name=lease}`: this replica no longer takes
+    /// part in that Lease (a plugin's, once the plugin stops here), so its standing 0
+    /// must not read as "no replica holds it".
+    pub fn forget_leading(&self, lease: &str) {
+        let labels = standard::LeaseLabels {
+            name: lease.to_string(),
+        };
+        self.standard.leader_status.remove(&labels);
+    }
+
     /// The counter of `limit` for `plugin`.
     pub fn limit_hit_counter(&self, plugin: &str, limit: Limit) -> Counter {
         let labels = LimitLabels {
@@ -306,21 +321,6 @@ impl Metrics {
             limit,
         };
         self.limit_hits.get_or_create(&labels).clone()
-    }
-
-    /// Sets the state gauge of `plugin`: 1 for `state`, no series for the others.
-    pub fn set_plugin_state(&self, plugin: &str, state: &str) {
-        for other in PLUGIN_STATES.iter().filter(|s| **s != state) {
-            self.plugin_state.remove(&StateLabels {
-                plugin: plugin.to_string(),
-                state: other.to_string(),
-            });
-        }
-        let labels = StateLabels {
-            plugin: plugin.to_string(),
-            state: state.to_string(),
-        };
-        self.plugin_state.get_or_create(&labels).set(1);
     }
 
     /// Counts one SubjectAccessReview of `plugin`'s ServiceAccount.
@@ -378,12 +378,6 @@ impl Metrics {
                 limit,
             });
         }
-        for state in PLUGIN_STATES {
-            self.plugin_state.remove(&StateLabels {
-                plugin: plugin.to_string(),
-                state: state.to_string(),
-            });
-        }
     }
 
     /// Records the Lease holder and transition count this replica just read.
@@ -429,6 +423,25 @@ mod tests {
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn a_started_controllers_counters_are_there_at_zero_and_keep_their_counts() {
+        let m = Metrics::new();
+        m.standard.started("quiet");
+        let text = m.encode();
+        for series in [
+            r#"controller_runtime_reconcile_total{controller="quiet",result="error"} 0"#,
+            r#"controller_runtime_reconcile_total{controller="quiet",result="success"} 0"#,
+            r#"controller_runtime_reconcile_errors_total{controller="quiet"} 0"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="quiet"} 0"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+        m.reconciled("quiet", ReconcileResult::error, Duration::ZERO);
+        m.standard.started("quiet");
+        let errors = r#"controller_runtime_reconcile_errors_total{controller="quiet"} 1"#;
+        assert!(m.encode().contains(errors), "{}", m.encode());
     }
 
     #[test]

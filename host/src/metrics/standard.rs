@@ -245,6 +245,24 @@ impl Standard {
         }
     }
 
+    /// Makes `plugin`'s reconcile counters exist at 0, as controller-runtime does when
+    /// a controller starts: a rate over a counter that appears at its first increment
+    /// misses that increment, and a ratio of errors to reconciles needs both series.
+    /// Counters already there keep their counts.
+    pub fn started(&self, plugin: &str) {
+        let c = ControllerLabels {
+            controller: plugin.to_string(),
+        };
+        for result in ReconcileResult::ALL {
+            let _ = self.reconcile_total.get_or_create(&ResultLabels {
+                controller: plugin.to_string(),
+                result,
+            });
+        }
+        let _ = self.reconcile_errors.get_or_create(&c);
+        let _ = self.terminal_errors.get_or_create(&c);
+    }
+
     /// Drops every series of `plugin`.
     pub fn forget(&self, plugin: &str) {
         let c = ControllerLabels {

@@ -1,7 +1,8 @@
 //! A plugin's rights, in one place: whom it acts as (`identity`: its ServiceAccount,
 //! by impersonation), what its registration needs (`needed`, by RBAC kind in
 //! `kinds`) and how that is rendered as least-privilege RBAC for an operator to
-//! review and apply (`render`, what `wasm-controller-manager rbac` prints), what RBAC
+//! review and apply (`render`, what `wasm-controller-manager rbac` prints, and
+//! `chart_values`, the same as values of the Helm chart), what RBAC
 //! grants it, asked with SubjectAccessReviews (`access`), what the host enforces
 //! from the last review (`granted`), and the changes of RBAC that call for a review
 //! at once (`changes`). The review loop of a running plugin is the controller's; the
@@ -9,17 +10,19 @@
 
 pub mod access;
 pub mod changes;
+mod chart_values;
 mod granted;
 pub mod identity;
 mod kinds;
 mod needed;
 mod render;
 
+pub use chart_values::chart_values;
 pub use granted::{Granted, Review};
 pub use identity::PLUGIN_LABEL;
 pub use kinds::{RbacKind, rbac_kind};
 pub use needed::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
-pub use render::{Naming, PodSecurity, render};
+pub use render::{Document, Naming, PodSecurity, document, render};
 
 /// The host's own rights, the same whatever plugins it runs: create
 /// SubjectAccessReviews (of its plugins' rights), list and watch RBAC itself (a change

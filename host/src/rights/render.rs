@@ -11,7 +11,7 @@
 //! other plugin's part of it.) Stable: everything is sorted, so the output of unchanged
 //! plugins never changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::identity::{PLUGIN_LABEL, ServiceAccounts};
@@ -54,21 +54,127 @@ pub struct Naming {
     pub pod_security: PodSecurity,
 }
 
-/// One set of roles and bindings to write.
-struct Roles<'a> {
-    /// Whose rights they are, for the comment.
-    what: &'a str,
-    rights: &'a Rights,
-    /// The roles' and bindings' name.
-    name: &'a str,
-    /// The ServiceAccount they are bound to.
-    subject: &'a str,
-    /// The plugin whose RBAC they are part of (labelled so), if any.
-    plugin: Option<&'a str>,
+/// One role — cluster-wide, or in one namespace — and its binding to one
+/// ServiceAccount: the unit both renderings write (`kubectl` YAML here, chart values
+/// in `chart_values`), so what RBAC a plugin gets is decided once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleSet {
+    /// Whose rights they are and where, for a comment ("plugin x 0.1.0: its rights in
+    /// default").
+    pub what: String,
+    /// The role's and binding's name.
+    pub name: String,
+    /// `None`: a ClusterRole and ClusterRoleBinding.
+    pub namespace: Option<String>,
+    /// The ServiceAccount bound (in the accounts' namespace).
+    pub subject: String,
+    /// The plugin whose RBAC it is part of (labelled so), if any.
+    pub plugin: Option<String>,
+    /// The rules, sorted.
+    pub rules: Vec<(Target, Vec<&'static str>)>,
 }
 
-/// The whole document for `plugins` and the host that runs them.
+/// One plugin's ServiceAccount and everything bound for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginPart {
+    /// The plugin's name.
+    pub plugin: String,
+    /// Its registered version, for a comment.
+    pub version: String,
+    /// Its ServiceAccount.
+    pub account: String,
+    /// Resources whose plural and scope were guessed.
+    pub guessed: Vec<String>,
+    /// Its own roles, then the host's roles for it.
+    pub roles: Vec<RoleSet>,
+}
+
+/// The RBAC of a host and its plugins, decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// The namespace of the accounts.
+    pub namespace: String,
+    /// What the namespace enforces of Pods.
+    pub pod_security: PodSecurity,
+    /// The host's ServiceAccount.
+    pub host: String,
+    /// The host's own roles.
+    pub host_roles: Vec<RoleSet>,
+    /// Each plugin's part.
+    pub plugins: Vec<PluginPart>,
+}
+
+/// The RBAC of `plugins` and of the host that runs them.
+pub fn document(plugins: &[PluginRights], naming: &Naming) -> Document {
+    let host_roles = role_sets(
+        "the host",
+        &host_rights(naming),
+        &naming.host,
+        &naming.host,
+        None,
+    );
+    let plugins = plugins
+        .iter()
+        .map(|plugin| {
+            let account = naming.accounts.name(&plugin.plugin);
+            let what = format!("plugin {} {}", plugin.plugin, plugin.version);
+            let name = Some(plugin.plugin.as_str());
+            let mut roles = role_sets(&what, &plugin.rights, &account, &account, name);
+            let for_it = host_rights_for(plugin, naming);
+            let what = format!("the host, for plugin {}", plugin.plugin);
+            let host_name = format!("{}:{account}", naming.host);
+            roles.extend(role_sets(&what, &for_it, &host_name, &naming.host, name));
+            PluginPart {
+                plugin: plugin.plugin.clone(),
+                version: plugin.version.clone(),
+                account,
+                guessed: plugin.guessed.iter().cloned().collect(),
+                roles,
+            }
+        })
+        .collect();
+    Document {
+        namespace: naming.accounts.namespace.clone(),
+        pod_security: naming.pod_security,
+        host: naming.host.clone(),
+        host_roles,
+        plugins,
+    }
+}
+
+/// A role set per namespace of `rights` (cluster-wide first).
+fn role_sets(
+    whose: &str,
+    rights: &Rights,
+    name: &str,
+    subject: &str,
+    plugin: Option<&str>,
+) -> Vec<RoleSet> {
+    let mut by_namespace: BTreeMap<Option<&str>, Vec<(Target, Vec<&'static str>)>> =
+        BTreeMap::new();
+    for (target, verbs) in rights {
+        let entry = by_namespace.entry(target.namespace.as_deref()).or_default();
+        entry.push((target.clone(), verbs.iter().copied().collect()));
+    }
+    (by_namespace.into_iter())
+        .map(|(namespace, rules)| {
+            let scope = namespace.map_or("cluster-wide".to_string(), |ns| format!("in {ns}"));
+            RoleSet {
+                what: format!("{whose}: its rights {scope}"),
+                name: name.to_string(),
+                namespace: namespace.map(str::to_string),
+                subject: subject.to_string(),
+                plugin: plugin.map(str::to_string),
+                rules,
+            }
+        })
+        .collect()
+}
+
+/// The whole document for `plugins` and the host that runs them, as `kubectl apply`
+/// takes it.
 pub fn render(plugins: &[PluginRights], naming: &Naming) -> String {
+    let document = document(plugins, naming);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -83,61 +189,35 @@ pub fn render(plugins: &[PluginRights], naming: &Naming) -> String {
          #   wasm-controller-manager rbac P.wasm | kubectl delete -l {PLUGIN_LABEL}=P -f -\n\
          # (deleting all of it would remove the namespace too)."
     );
-    let namespace = &naming.accounts.namespace;
+    let namespace = &document.namespace;
     let _ = write!(
         out,
         "---\n# the namespace of the host and the plugins' ServiceAccounts\napiVersion: v1\n\
          kind: Namespace\nmetadata:\n  name: {namespace}\n  labels:\n    \
          pod-security.kubernetes.io/enforce: {}\n",
-        naming.pod_security.as_str()
+        document.pod_security.as_str()
     );
-    let host = host_rights(naming);
-    roles(
-        &mut out,
-        &Roles {
-            what: "the host",
-            rights: &host,
-            name: &naming.host,
-            subject: &naming.host,
-            plugin: None,
-        },
-        naming,
-    );
-    for plugin in plugins {
-        let account = naming.accounts.name(&plugin.plugin);
-        let what = format!("plugin {} {}", plugin.plugin, plugin.version);
-        let label = labels(Some(&plugin.plugin));
+    for set in &document.host_roles {
+        role_set(&mut out, set, namespace);
+    }
+    for part in &document.plugins {
+        let (account, label) = (&part.account, labels(Some(&part.plugin)));
         let _ = write!(
             out,
-            "---\n# {what}: its identity\napiVersion: v1\nkind: ServiceAccount\n\
-             metadata:\n  name: {account}\n  namespace: {namespace}\n{label}"
+            "---\n# plugin {} {}: its identity\napiVersion: v1\nkind: ServiceAccount\n\
+             metadata:\n  name: {account}\n  namespace: {namespace}\n{label}",
+            part.plugin, part.version
         );
-        for guessed in &plugin.guessed {
+        for guessed in &part.guessed {
             let _ = writeln!(
                 out,
                 "# ({guessed} is not a built-in kind: its plural and namespaced scope are \
                  assumed)"
             );
         }
-        let own = Roles {
-            what: &what,
-            rights: &plugin.rights,
-            name: &account,
-            subject: &account,
-            plugin: Some(&plugin.plugin),
-        };
-        roles(&mut out, &own, naming);
-        let for_it = host_rights_for(plugin, naming);
-        let name = format!("{}:{account}", naming.host);
-        let what = format!("the host, for plugin {}", plugin.plugin);
-        let host = Roles {
-            what: &what,
-            rights: &for_it,
-            name: &name,
-            subject: &naming.host,
-            plugin: Some(&plugin.plugin),
-        };
-        roles(&mut out, &host, naming);
+        for set in &part.roles {
+            role_set(&mut out, set, namespace);
+        }
     }
     out
 }
@@ -149,57 +229,52 @@ fn labels(plugin: Option<&str>) -> String {
     })
 }
 
-/// A ClusterRole and binding for the cluster-wide rights, a Role and binding per
-/// namespace for the others.
-fn roles(out: &mut String, roles: &Roles, naming: &Naming) {
-    let mut by_namespace: BTreeMap<Option<&str>, Vec<(&Target, &BTreeSet<&str>)>> = BTreeMap::new();
-    for (target, verbs) in roles.rights {
-        let entry = by_namespace.entry(target.namespace.as_deref()).or_default();
-        entry.push((target, verbs));
-    }
-    let (name, label) = (roles.name, labels(roles.plugin));
-    for (namespace, rules) in by_namespace {
-        let (role, binding, meta) = match namespace {
-            None => (
-                "ClusterRole",
-                "ClusterRoleBinding",
-                format!("  name: {name}\n{label}"),
-            ),
-            Some(ns) => (
-                "Role",
-                "RoleBinding",
-                format!("  name: {name}\n  namespace: {ns}\n{label}"),
-            ),
-        };
-        let scope = namespace.map_or("cluster-wide".to_string(), |ns| format!("in {ns}"));
-        let _ = write!(
-            out,
-            "---\n# {}: its rights {scope}\napiVersion: rbac.authorization.k8s.io/v1\n\
-             kind: {role}\nmetadata:\n{meta}rules:\n",
-            roles.what
-        );
-        for (target, verbs) in rules {
-            rule(out, target, verbs);
-        }
-        let _ = write!(
-            out,
-            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\nmetadata:\n{meta}\
-             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: {role}\n  name: {name}\n\
-             subjects:\n  - kind: ServiceAccount\n    name: {}\n    namespace: {}\n",
-            roles.subject, naming.accounts.namespace
-        );
-    }
-}
-
-fn rule(out: &mut String, target: &Target, verbs: &BTreeSet<&str>) {
-    let verbs: Vec<&str> = verbs.iter().copied().collect();
+/// A role and its binding to a ServiceAccount of `accounts` (their namespace).
+fn role_set(out: &mut String, set: &RoleSet, accounts: &str) {
+    let (name, label) = (&set.name, labels(set.plugin.as_deref()));
+    let (role, binding, meta) = match &set.namespace {
+        None => (
+            "ClusterRole",
+            "ClusterRoleBinding",
+            format!("  name: {name}\n{label}"),
+        ),
+        Some(ns) => (
+            "Role",
+            "RoleBinding",
+            format!("  name: {name}\n  namespace: {ns}\n{label}"),
+        ),
+    };
     let _ = write!(
         out,
-        "  - apiGroups: [\"{}\"]\n    resources: [{}]\n",
+        "---\n# {}\napiVersion: rbac.authorization.k8s.io/v1\n\
+         kind: {role}\nmetadata:\n{meta}rules:\n",
+        set.what
+    );
+    for (target, verbs) in &set.rules {
+        let _ = write!(out, "{}", rule(target, verbs, "  "));
+    }
+    let _ = write!(
+        out,
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\nmetadata:\n{meta}\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: {role}\n  name: {name}\n\
+         subjects:\n  - kind: ServiceAccount\n    name: {}\n    namespace: {accounts}\n",
+        set.subject
+    );
+}
+
+/// One rule as a YAML list item, indented by `indent`.
+pub(super) fn rule(target: &Target, verbs: &[&str], indent: &str) -> String {
+    let mut out = format!(
+        "{indent}- apiGroups: [\"{}\"]\n{indent}  resources: [{}]\n",
         target.group, target.resource
     );
     if !target.names.is_empty() {
-        let _ = writeln!(out, "    resourceNames: [{}]", target.names.join(", "));
+        let _ = writeln!(
+            out,
+            "{indent}  resourceNames: [{}]",
+            target.names.join(", ")
+        );
     }
-    let _ = writeln!(out, "    verbs: [{}]", verbs.join(", "));
+    let _ = writeln!(out, "{indent}  verbs: [{}]", verbs.join(", "));
+    out
 }

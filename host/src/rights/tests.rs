@@ -355,3 +355,58 @@ fn create_update_and_subresource_patches_become_their_api_verbs() {
         ["patch"]
     );
 }
+
+#[test]
+fn chart_values_hold_the_same_role_sets_as_the_yaml() {
+    let plugins = [plugin_rights(&pod_counter())];
+    let document = crate::rights::document(&plugins, &naming());
+    let values: serde_json::Value =
+        serde_saphyr::from_str(&crate::rights::chart_values(&document)).expect("YAML");
+    let rbac = &values["rbac"];
+    assert_eq!(rbac["namespace"], "wcm-system");
+    assert_eq!(rbac["serviceAccount"], "wasm-controller-manager");
+    assert_eq!(
+        rbac["plugins"],
+        serde_json::json!([{"plugin": "pod-counter", "serviceAccount": "wcm-plugin-pod-counter"}])
+    );
+    let sets: Vec<_> = document
+        .host_roles
+        .iter()
+        .chain(document.plugins.iter().flat_map(|p| &p.roles))
+        .collect();
+    let roles = rbac["roles"].as_array().expect("roles");
+    assert_eq!(roles.len(), sets.len());
+    for (role, set) in roles.iter().zip(sets) {
+        assert_eq!(role["name"], set.name.as_str());
+        assert_eq!(role["namespace"].as_str(), set.namespace.as_deref());
+        assert_eq!(role["plugin"].as_str(), set.plugin.as_deref());
+        assert_eq!(role["subject"], set.subject.as_str());
+        let rules = role["rules"].as_array().expect("rules");
+        assert_eq!(rules.len(), set.rules.len());
+        for (rule, (target, verbs)) in rules.iter().zip(&set.rules) {
+            assert_eq!(rule["apiGroups"], serde_json::json!([target.group]));
+            assert_eq!(rule["resources"], serde_json::json!([target.resource]));
+            assert_eq!(rule["verbs"], serde_json::json!(verbs));
+            let names = rule.get("resourceNames").cloned();
+            let expected = (!target.names.is_empty()).then(|| serde_json::json!(target.names));
+            assert_eq!(names, expected);
+        }
+    }
+}
+
+#[test]
+fn the_charts_default_rbac_values_are_the_hosts_own_rights() {
+    let chart: serde_json::Value = serde_saphyr::from_str(include_str!(
+        "../../../charts/wasm-controller-manager/values.yaml"
+    ))
+    .expect("YAML");
+    let written = crate::rights::chart_values(&crate::rights::document(&[], &naming()));
+    let written: serde_json::Value = serde_saphyr::from_str(&written).expect("YAML");
+    let mut defaults = chart["rbac"].clone();
+    defaults.as_object_mut().expect("a map").remove("create");
+    assert_eq!(
+        defaults, written["rbac"],
+        "charts/wasm-controller-manager/values.yaml's rbac is not what \
+         `rbac --output chart-values` writes for no plugin"
+    );
+}

@@ -1,9 +1,11 @@
 //! What each plugin file is doing, for `/plugins` and `wasm-controller-manager plugins`.
 
 mod client;
+mod state_metric;
 mod table;
 
 pub use client::{FetchError, fetch};
+pub use state_metric::PluginStateCollector;
 pub use table::render as render_table;
 
 use std::collections::BTreeMap;
@@ -127,7 +129,27 @@ pub struct Rights {
     pub denied: Vec<String>,
 }
 
+/// What the table keys of `WasmPlugin`s start with: `wasmplugin/NAME` (a file's key
+/// is its name, which ends in `.wasm` and has no `/`).
+pub const WASMPLUGIN_ROW: &str = "wasmplugin/";
+
+/// The identity a plugin of table key `file` acts as: the `WasmPlugin`'s name, or the
+/// file's name without `.wasm`.
+pub fn identity_of(file: &str) -> &str {
+    match file.strip_prefix(WASMPLUGIN_ROW) {
+        Some(name) => name,
+        None => file.strip_suffix(".wasm").unwrap_or(file),
+    }
+}
+
 impl PluginStatus {
+    /// The identity of the plugin of this row, whether or not it registered.
+    pub fn identity(&self) -> &str {
+        self.plugin
+            .as_deref()
+            .unwrap_or_else(|| identity_of(&self.file))
+    }
+
     /// A file that runs `plugin` `version` with content hash `hash`, loaded now.
     pub fn running(file: &str, plugin: &str, version: &str, hash: &str) -> PluginStatus {
         PluginStatus {

@@ -108,7 +108,7 @@ fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// The CRD as YAML, as `deploy/crds/wasmplugins.yaml` holds it.
+/// The CRD as YAML, as `deploy/crds/wasmplugins.yaml` and the chart's `crds/` hold it.
 pub fn crd_yaml() -> String {
     use kube::CustomResourceExt;
     let header =
@@ -124,17 +124,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_crd_in_deploy_is_the_one_the_types_make() {
+    fn the_crds_in_deploy_and_the_chart_are_the_one_the_types_make() {
         let generated = crd_yaml();
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../deploy/crds/wasmplugins.yaml"
-        );
-        let written = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            written == generated,
-            "{path} is stale: run `cargo run -p wasm-controller-manager -- crd > deploy/crds/wasmplugins.yaml`"
-        );
+        for file in [
+            "deploy/crds/wasmplugins.yaml",
+            "charts/wasm-controller-manager/crds/wasmplugins.yaml",
+        ] {
+            let path = format!("{}/../{file}", env!("CARGO_MANIFEST_DIR"));
+            let written = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                written == generated,
+                "{file} is stale: run `cargo run -p wasm-controller-manager -- crd > {file}`"
+            );
+        }
     }
 
     #[test]

@@ -7,12 +7,12 @@ use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client};
-use wcm_control_plane::ControlPlane;
+use wcm_control_plane::{ControlPlane, NODE_NAME, poll_until};
 
-use super::kubectl;
+use super::{http_get, kubectl};
 
 /// The namespace, Deployment and Lease name of `deploy/`.
 pub const NAMESPACE: &str = "wcm-system";
@@ -48,7 +48,7 @@ pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()>
 /// Waits until [`NAMESPACE`] is not being deleted: [`undeploy`] does not wait for
 /// the previous scenario's namespace to go, and one still terminating refuses what
 /// the next deploys into it.
-fn namespace_gone_or_live(plane: &ControlPlane) -> Result<()> {
+pub fn namespace_gone_or_live(plane: &ControlPlane) -> Result<()> {
     let phase = ["get", "namespace", NAMESPACE, "--ignore-not-found"];
     let phase = [&phase[..], &["-o", "jsonpath={.status.phase}"]].concat();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
@@ -162,4 +162,54 @@ pub async fn diagnosis(client: &Client) -> String {
     }
     said.push(wcm_control_plane::describe_pods(client, NAMESPACE).await);
     said.join("\n")
+}
+
+/// pod-counter's label on the node: the count of Pods it last wrote.
+pub const COUNT: &str = "pod-counter.example.com/count";
+/// How long pod-counter may take to count the cluster's Pods.
+const COUNTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// pod-counter's count on the node, if it wrote one.
+pub async fn node_count(client: &Client) -> Option<String> {
+    let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await.ok()?;
+    node.metadata.labels?.get(COUNT).cloned()
+}
+
+/// pod-counter, in the cluster, counts every Pod, its own host's included; the
+/// leader's metrics, scraped on its Pod IP, show its reconciles.
+pub async fn counts_pods_and_shows_metrics(client: &Client, leader: &Pod) -> Result<()> {
+    let all: Api<Pod> = Api::all(client.clone());
+    let counted = poll_until(COUNTED_WITHIN, || async {
+        let total = all.list(&ListParams::default()).await.ok()?.items.len();
+        (node_count(client).await? == total.to_string()).then_some(total)
+    })
+    .await
+    .context("the node's count never matched the cluster's Pods")?;
+    ensure!(counted >= 2);
+    let ip = leader
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .context("no Pod IP")?;
+    let metrics = http_get(&format!("{ip}:8080"), "/metrics").await?;
+    ensure!(
+        metrics.contains(r#"controller_runtime_reconcile_total{controller="pod-counter""#),
+        "the leader's metrics have no reconciles"
+    );
+    ensure!(metrics.contains(r#"leader_election_master_status{name="wasm-controller-manager"} 1"#));
+    Ok(())
+}
+
+/// Waits until the cluster holds fewer than 100 Pods: pod-counter marks every Pod at
+/// its API rate (20/s), so earlier tests' Pods go first and a scenario is about the
+/// deployment, not a backlog.
+pub async fn earlier_pods_gone(client: &Client) -> Result<()> {
+    let all: Api<Pod> = Api::all(client.clone());
+    let quiet = poll_until(COUNTED_WITHIN, || async {
+        let pods = all.list(&ListParams::default()).await.ok()?.items.len();
+        (pods < 100).then_some(())
+    })
+    .await;
+    quiet.context("earlier tests' Pods are still there")?;
+    Ok(())
 }

@@ -19,6 +19,7 @@ pub mod audit;
 pub mod deployed;
 pub mod docs;
 pub mod election;
+pub mod helm;
 pub mod imports;
 pub mod lease_audit;
 pub mod objects;

@@ -10,6 +10,15 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use wcm_control_plane::ControlPlane;
 
+/// The example plugins whose RBAC `deploy/rbac.yaml` holds.
+pub const EXAMPLES: [&str; 5] = [
+    "config-reloader",
+    "data-hash",
+    "deployment-reconcile",
+    "phase-labeller",
+    "pod-counter",
+];
+
 /// The host's flags for plugins' ServiceAccounts named `<prefix><plugin>` in
 /// `namespace`, as `rbac --namespace --service-account-prefix` generated them, then
 /// `more`.

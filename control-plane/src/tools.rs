@@ -1,0 +1,42 @@
+//! The pinned tools `build.sh` builds beside the control plane into the cache, for the
+//! tests that need them: cosign (signature policies), promtool (the alerting rules)
+//! and helm (the chart).
+
+use std::path::PathBuf;
+
+use crate::ControlPlane;
+
+/// The pinned cosign version (`scripts/versions.env`).
+pub const COSIGN_VERSION: &str = "v2.6.5";
+/// The pinned Prometheus module version, whose promtool tests the alerting rules.
+pub const PROMETHEUS_VERSION: &str = "v0.316.0";
+/// The pinned helm version.
+pub const HELM_VERSION: &str = "v4.3.2";
+
+/// The binary `name` in `dir` of the control plane's cache (`build.sh`'s
+/// `$CACHE_ROOT`, where kubectl's directory is too).
+fn cached(dir: String, name: &str) -> PathBuf {
+    let kubectl = ControlPlane::kubectl();
+    let cache = kubectl.parent().and_then(|d| d.parent());
+    cache
+        .unwrap_or(std::path::Path::new("."))
+        .join(dir)
+        .join(name)
+}
+
+impl ControlPlane {
+    /// The pinned cosign.
+    pub fn cosign() -> PathBuf {
+        cached(format!("cosign-{COSIGN_VERSION}"), "cosign")
+    }
+
+    /// The pinned promtool.
+    pub fn promtool() -> PathBuf {
+        cached(format!("promtool-{PROMETHEUS_VERSION}"), "promtool")
+    }
+
+    /// The pinned helm.
+    pub fn helm() -> PathBuf {
+        cached(format!("helm-{HELM_VERSION}"), "helm")
+    }
+}
