@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned etcd and Kubernetes binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kubectl), the registry, cosign, promtool and helm from the Go
-# module proxy into the cache.
+# kube-scheduler, kubelet, kubectl), the registry, cosign, promtool, helm and an
+# OpenTelemetry Collector from the Go module proxy into the cache.
 #
-# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign|promtool|helm ...]
+# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign|promtool|helm|otelcol ...]
 # (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -125,6 +125,73 @@ helm_steps() {
     -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" helm.sh/helm/v4/cmd/helm
 }
 
+# otelcol_steps WORK: an OpenTelemetry Collector with only the OTLP receiver and the
+# file exporter (what the tests of the host's traces need), as the Collector's builder
+# would assemble it: a main that lists its factories.
+otelcol_steps() {
+  cat >main.go <<'GO'
+// An OpenTelemetry Collector with the OTLP receiver and the file exporter only.
+package main
+
+import (
+	"log"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+)
+
+func factories() (otelcol.Factories, error) {
+	receivers, err := otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
+	if err != nil {
+		return otelcol.Factories{}, err
+	}
+	exporters, err := otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory())
+	if err != nil {
+		return otelcol.Factories{}, err
+	}
+	telemetry := otelconftelemetry.NewFactory()
+	return otelcol.Factories{Receivers: receivers, Exporters: exporters, Telemetry: telemetry}, nil
+}
+
+func main() {
+	info := component.BuildInfo{Command: "otelcol", Description: "OTLP in, JSON files out", Version: "VERSION"}
+	settings := otelcol.CollectorSettings{
+		BuildInfo: info,
+		Factories: factories,
+		ConfigProviderSettings: otelcol.ConfigProviderSettings{
+			ResolverSettings: confmap.ResolverSettings{
+				// env: the default scheme of `${VAR}` in a configuration.
+				ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory(), envprovider.NewFactory()},
+			},
+		},
+	}
+	if err := otelcol.NewCommand(settings).Execute(); err != nil {
+		log.Fatal(err)
+	}
+}
+GO
+  sed -i "s/\"VERSION\"/\"$OTELCOL_VERSION\"/" main.go
+  go get "go.opentelemetry.io/collector/otelcol@$OTELCOL_VERSION" \
+    "go.opentelemetry.io/collector/service@$OTELCOL_VERSION" \
+    "go.opentelemetry.io/collector/receiver/otlpreceiver@$OTELCOL_VERSION" \
+    "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter@$OTELCOL_VERSION"
+  # The confmap providers at the release's confmap version (tidy would take the newest).
+  local confmap
+  confmap="$(go list -m -f '{{.Version}}' go.opentelemetry.io/collector/confmap)"
+  go get "go.opentelemetry.io/collector/confmap/provider/envprovider@$confmap" \
+    "go.opentelemetry.io/collector/confmap/provider/fileprovider@$confmap"
+  go mod tidy
+  go build -trimpath -o "$1/otelcol" -ldflags "-s -w" .
+}
+
 # The Go caches of these builds (some 9 GB of modules and build results for Kubernetes)
 # serve nothing once the binaries are cached, and CI machines are short of disk: they
 # live in a temporary directory, removed when this script ends. Nothing is built when
@@ -134,7 +201,7 @@ trap 'chmod -R u+w "$go_caches" 2>/dev/null; rm -rf "$go_caches"' EXIT
 export GOCACHE="$go_caches/build" GOMODCACHE="$go_caches/mod"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign promtool helm)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign promtool helm otelcol)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) go_build "$ETCD_BIN_DIR" "etcd $ETCD_VERSION" etcd_steps etcd ;;
@@ -142,8 +209,9 @@ for t in "${targets[@]}"; do
     cosign) go_build "$COSIGN_BIN_DIR" "cosign $COSIGN_VERSION" cosign_steps cosign ;;
     promtool) go_build "$PROMTOOL_BIN_DIR" "promtool $PROMETHEUS_VERSION" promtool_steps promtool ;;
     helm) go_build "$HELM_BIN_DIR" "helm $HELM_VERSION" helm_steps helm ;;
+    otelcol) go_build "$OTELCOL_BIN_DIR" "the OpenTelemetry Collector $OTELCOL_VERSION" otelcol_steps otelcol ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
       build_kubernetes_binary "$t" ;;
-    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign, promtool, helm)" ;;
+    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign, promtool, helm, otelcol)" ;;
   esac
 done

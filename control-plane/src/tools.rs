@@ -1,6 +1,6 @@
 //! The pinned tools `build.sh` builds beside the control plane into the cache, for the
-//! tests that need them: cosign (signature policies), promtool (the alerting rules)
-//! and helm (the chart).
+//! tests that need them: cosign (signature policies), promtool (the alerting rules),
+//! helm (the chart) and an OpenTelemetry Collector (the host's traces).
 
 use std::path::PathBuf;
 
@@ -12,6 +12,8 @@ pub const COSIGN_VERSION: &str = "v2.6.5";
 pub const PROMETHEUS_VERSION: &str = "v0.316.0";
 /// The pinned helm version.
 pub const HELM_VERSION: &str = "v4.3.2";
+/// The pinned OpenTelemetry Collector release (core and contrib).
+pub const OTELCOL_VERSION: &str = "v0.161.0";
 
 /// The binary `name` in `dir` of the control plane's cache (`build.sh`'s
 /// `$CACHE_ROOT`, where kubectl's directory is too).
@@ -38,5 +40,10 @@ impl ControlPlane {
     /// The pinned helm.
     pub fn helm() -> PathBuf {
         cached(format!("helm-{HELM_VERSION}"), "helm")
+    }
+
+    /// The pinned OpenTelemetry Collector (OTLP receiver, file exporter).
+    pub fn otelcol() -> PathBuf {
+        cached(format!("otelcol-{OTELCOL_VERSION}"), "otelcol")
     }
 }

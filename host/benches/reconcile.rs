@@ -19,6 +19,8 @@ use kube::api::PostParams;
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
+use tracing::Instrument;
+use tracing_subscriber::layer::SubscriberExt;
 use wcm_control_plane::TestNamespace;
 use wcm_host::budget::Budget;
 use wcm_host::capabilities::{ClusterAccess, Target};
@@ -27,6 +29,12 @@ use wcm_host::leader::LeaderGate;
 use wcm_host::queue::{Backoff, WorkQueue};
 use wcm_host::runtime::{PluginCode, ReusePolicy, ReusedInstance, Runtime};
 use wcm_host::testing::ReconcileKey;
+use wcm_host::traces::{TARGET, TraceExport};
+
+/// A real OpenTelemetry Collector, as the tests of traces start it.
+#[path = "../tests/support/collector.rs"]
+#[allow(dead_code, reason = "the tests read the spans back")]
+mod collector;
 
 /// The plugin's live view of one namespace's ConfigMaps, as the capability tests build it.
 #[path = "../tests/support/access.rs"]
@@ -107,6 +115,59 @@ async fn main() -> Result<()> {
             WARMUP + ITERATIONS
         );
     }
+    traced(&access, &key).await
+}
+
+/// The Rust plugin's reconcile with traces exported to a real collector
+/// (`--otlp-endpoint`: a span for the reconcile, one for its `get`) against the same
+/// with none, in alternating rounds.
+async fn traced(access: &Arc<ClusterAccess>, key: &ReconcileKey) -> Result<()> {
+    let collector = collector::Collector::start()?;
+    let export = TraceExport::start(&collector.endpoint, "bench")?;
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(export.layer()));
+    let code = load(Limits::default(), "bench-get").await?;
+    println!("the Rust plugin with traces exported to a collector against none:");
+    for reuse in [false, true] {
+        let slot = Arc::new(tokio::sync::Mutex::new(Reuse::default()));
+        let code = &code;
+        let once = |k: ReconcileKey| {
+            let span = tracing::info_span!(target: TARGET, "reconcile", key = %k);
+            let slot = slot.clone();
+            async move {
+                match reuse {
+                    true => reconcile_in(code, access, slot, k).await,
+                    false => reconcile_fresh(code, access, k).await,
+                }
+            }
+            .instrument(span)
+        };
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for _round in 0..3 {
+            // Traced first: with one dispatcher in the process, a span's call site is
+            // judged by the dispatcher in scope when it is first reached, and one
+            // first reached untraced would stay disabled (the host has one global
+            // dispatcher, the exporter's layer in it from the start).
+            {
+                let _traced = tracing::dispatcher::set_default(&dispatch);
+                on.extend(measure(key, once).await?);
+            }
+            off.extend(measure(key, once).await?);
+        }
+        off.sort();
+        on.sort();
+        let instance = if reuse { "reused" } else { "fresh" };
+        report_against(&format!("{instance} instance, no traces"), &off, None);
+        report_against(
+            &format!("{instance} instance, traced"),
+            &on,
+            Some((&off, "untraced")),
+        );
+    }
+    export.shutdown();
+    // The collector writes its file every 100 ms.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let exported = collector.spans().len();
+    println!("{:40} {exported} spans reached the collector", "");
     Ok(())
 }
 
@@ -207,16 +268,22 @@ where
     Ok(times)
 }
 
-fn report(name: &str, sorted: &[Duration], baseline: Option<&[Duration]>) {
+fn report(name: &str, sorted: &[Duration], native: Option<&[Duration]>) {
+    report_against(name, sorted, native.map(|n| (n, "native")));
+}
+
+/// Prints the median and p90 of `sorted`, and the ratio of medians to a baseline.
+fn report_against(name: &str, sorted: &[Duration], baseline: Option<(&[Duration], &str)>) {
     let at = |q: f64, v: &[Duration]| v[((v.len() - 1) as f64 * q) as usize];
     let median = at(0.5, sorted);
-    let ratio = baseline.map(|b| median.as_secs_f64() / at(0.5, b).as_secs_f64());
+    let ratio = baseline.map(|(b, what)| {
+        let r = median.as_secs_f64() / at(0.5, b).as_secs_f64();
+        format!("   {r:.2}× {what}")
+    });
     println!(
         "{name:40} median {:>9.1} µs   p90 {:>9.1} µs{}",
         median.as_secs_f64() * 1e6,
         at(0.9, sorted).as_secs_f64() * 1e6,
-        ratio
-            .map(|r| format!("   {r:.1}× native"))
-            .unwrap_or_default()
+        ratio.unwrap_or_default()
     );
 }

@@ -263,6 +263,11 @@ pub struct RunArgs {
     /// Address of the `/metrics` and `/healthz` endpoint; `0` turns it off.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_bind_address: BindAddress,
+    /// Base URL of an OpenTelemetry collector's OTLP/HTTP receiver
+    /// (`http://collector:4318`): a span per reconcile and per host call goes to its
+    /// `/v1/traces`, and API requests carry their trace context. Off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// Where compiled plugins are cached by content hash
     /// [default: $XDG_CACHE_HOME/wasm-controller-manager/compiled].
     #[arg(long)]

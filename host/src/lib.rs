@@ -38,6 +38,7 @@ pub mod status;
 pub mod tape;
 pub mod testing;
 pub mod testkit;
+pub mod traces;
 pub mod wasmplugin;
 pub(crate) mod watcher;
 

@@ -9,17 +9,21 @@ use anyhow::Context;
 use clap::Parser;
 use cli::{Cli, Command, LogFormat, RunArgs};
 use kube::config::KubeConfigOptions;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 use wcm_host::config::{
     Limits, ManagerConfig, WasmPluginSource, default_compile_cache, default_pulled_dir,
 };
 use wcm_host::daemon::{self, DaemonConfig};
 use wcm_host::queue::Backoff;
 use wcm_host::rights::identity::ServiceAccounts;
+use wcm_host::traces::TraceExport;
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let mut cli = Cli::parse();
+    let traces = trace_export(&mut cli)?;
+    init_logging(cli.log_format, traces.as_ref());
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
         match cli.command {
@@ -41,20 +45,45 @@ fn main() -> anyhow::Result<()> {
     // Do not wait for a plugin still compiling on a blocking thread: its result
     // would be dropped anyway, and a stopping host must not hang on it.
     runtime.shutdown_background();
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     result
 }
 
-/// Logs to standard error, filtered by `RUST_LOG` (default `info`), as text or JSON.
-fn init_logging(format: LogFormat) {
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr);
-    match format {
+/// The span exporter of `run --otlp-endpoint`; `run`'s identity is settled here, so
+/// the spans name the replica as its Leases do.
+fn trace_export(cli: &mut Cli) -> anyhow::Result<Option<TraceExport>> {
+    let Command::Run(args) = &mut cli.command else {
+        return Ok(None);
+    };
+    let Some(endpoint) = args.otlp_endpoint.clone() else {
+        return Ok(None);
+    };
+    let id = (args.election.leader_elect_identity.clone()).unwrap_or_else(identity);
+    args.election.leader_elect_identity = Some(id.clone());
+    Ok(Some(TraceExport::start(&endpoint, &id)?))
+}
+
+/// Logs to standard error, filtered by `RUST_LOG` (default `info`), as text or JSON;
+/// with `traces`, their layer beside it
+/// (the log never shows the spans, the exporter takes nothing but them).
+fn init_logging(format: LogFormat, traces: Option<&TraceExport>) {
+    let no_spans = format!("{}=off", wcm_host::traces::TARGET);
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info".into())
+        .add_directive(no_spans.parse().expect("a static directive"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
         LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().flatten_event(true).init(),
-    }
+            .boxed(),
+        LogFormat::Json => logs.json().flatten_event(true).boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(traces.map(TraceExport::layer))
+        .init();
 }
 
 /// `run`: the daemon, until a signal or a lost Lease (then non-zero, to restart).

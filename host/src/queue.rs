@@ -118,8 +118,8 @@ struct State<K> {
     timer_running: bool,
     /// When each pending key was first added since it was last taken.
     added: HashMap<K, Instant>,
-    /// When each key being processed was taken.
-    started: HashMap<K, Instant>,
+    /// When each key being processed was taken, and how long it had waited for it.
+    started: HashMap<K, (Instant, Duration)>,
     /// Consecutive failures per key, for backoff.
     failures: HashMap<K, u32>,
     /// The overall retry budget.
@@ -265,7 +265,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         let ages = s
             .started
             .values()
-            .map(|at| now.duration_since(*at).as_secs_f64());
+            .map(|(at, _)| now.duration_since(*at).as_secs_f64());
         let (sum, longest) = ages.fold((0.0, 0.0f64), |(sum, max), age| (sum + age, max.max(age)));
         m.unfinished.set(sum);
         m.longest.set(longest);
@@ -354,18 +354,25 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     fn taken(&self, s: &mut State<K>, key: &K) {
         let now = Instant::now();
         let waited = s.added.remove(key).map(|at| now.duration_since(at));
-        s.started.insert(key.clone(), now);
+        s.started
+            .insert(key.clone(), (now, waited.unwrap_or_default()));
         if let (Some(m), Some(waited)) = (&self.inner.metrics, waited) {
             m.queue_duration.observe(waited.as_secs_f64());
         }
         self.publish_work(s);
     }
 
+    /// How long `key`, which a worker holds now, waited from being added to being
+    /// taken (`workqueue_queue_duration_seconds` of that key).
+    pub fn waited(&self, key: &K) -> Option<Duration> {
+        self.state().started.get(key).map(|(_, waited)| *waited)
+    }
+
     /// Ends the processing of `key`; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &K) {
         let mut s = self.state();
         s.processing.remove(key);
-        if let (Some(at), Some(m)) = (s.started.remove(key), &self.inner.metrics) {
+        if let (Some((at, _)), Some(m)) = (s.started.remove(key), &self.inner.metrics) {
             m.work_duration
                 .observe(Instant::now().duration_since(at).as_secs_f64());
         }

@@ -56,6 +56,7 @@ mod testkit;
 mod testkit_faults;
 mod testkit_steps;
 mod testkit_time;
+mod traces;
 mod wasm_plugin_leases;
 mod wasm_plugin_sizes;
 mod wasm_plugins;

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::capabilities::ClusterAccess;
 use crate::contract::Action;
@@ -17,6 +18,7 @@ use crate::leader::LeaderGate;
 use crate::metrics::{Metrics, PluginLabels, ReconcileResult};
 use crate::queue::WorkQueue;
 use crate::runtime::{Blame, CallError, PluginCode, Recycle, ReusePolicy, ReusedInstance};
+use crate::traces::TARGET;
 
 use super::health::CrashLoop;
 use super::requeue::requeue_of;
@@ -125,9 +127,11 @@ impl Worker {
     async fn reconcile(&mut self, version: &Arc<Version>, key: &ReconcileKey) {
         let started = Instant::now();
         self.active.inc();
+        let span = self.span_of(key);
         let policy = reuse_policy(&version.access.budget().budget);
         let called = self
             .reconcile_reusing(version, policy.unwrap_or(ReusePolicy::ONE_CALL), key)
+            .instrument(span.clone())
             .await;
         self.active.dec();
         let plugin = self.labels.plugin.as_str();
@@ -158,6 +162,28 @@ impl Worker {
             }
         };
         self.metrics.reconciled(plugin, outcome, started.elapsed());
+        if !span.is_disabled() {
+            span.record("result", format!("{outcome:?}"));
+            if outcome == ReconcileResult::error {
+                span.record("otel.status_code", "error");
+            }
+        }
+    }
+
+    /// The span of one reconcile of `key` (exported with `--otlp-endpoint`; the host
+    /// calls it makes are its children).
+    fn span_of(&self, key: &ReconcileKey) -> tracing::Span {
+        let plugin = self.labels.plugin.as_str();
+        let span = tracing::info_span!(target: TARGET, "reconcile",
+            otel.name = %format_args!("reconcile {plugin}"), plugin, key = %key,
+            result = tracing::field::Empty, queue_wait_seconds = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty);
+        if !span.is_disabled()
+            && let Some(waited) = self.queue.waited(key)
+        {
+            span.record("queue_wait_seconds", waited.as_secs_f64());
+        }
+        span
     }
 
     /// Reconciles `key` in the worker's kept instance, made anew when there is none or

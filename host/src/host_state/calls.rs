@@ -9,21 +9,23 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use kube::core::GroupVersionKind;
 
 use crate::capabilities::{
     CapabilityError, ClusterAccess, Target, bounds, check_kind, check_namespace, list_call,
 };
-use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, Level, ObjectRef, PatchKind};
+use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, ObjectRef, PatchKind};
 use crate::keys::from_wit_gvk;
-use crate::metrics::plugin::{MetricError, Update};
-use crate::metrics::{HostCallResult, HostFunction, Limit};
+use crate::metrics::{HostCallResult, HostFunction};
 
 use super::HostState;
 use super::fault::{HostFault, panic_message};
 use crate::kube::discovery::display_gvk;
 use crate::tape::{CallTape, Taped, answer_from_tape, answer_to_tape, parsed};
+
+use super::call_span::{Call, kind_in};
 
 /// A host call's answer: the plugin's result, or a host fault that traps its call.
 pub(crate) type Answer<T> = wasmtime::Result<Result<T, GuestError>>;
@@ -63,7 +65,11 @@ impl HostState {
     /// Counts one host call in `wcm_host_calls_total{plugin,function,result}` and
     /// hands its result on as the contract's error, or as a trap when the host failed
     /// at its own part (logged, since the plugin never sees it).
-    fn counted<T>(&self, function: HostFunction, result: Result<T, CapabilityError>) -> Answer<T> {
+    pub(super) fn counted<T>(
+        &self,
+        function: HostFunction,
+        result: Result<T, CapabilityError>,
+    ) -> Answer<T> {
         let budget = self.access.as_ref().map(|access| access.budget());
         if let Err(CapabilityError::HostFault(message)) = result {
             let fault = HostFault::new(&self.plugin, function, message);
@@ -91,7 +97,7 @@ impl HostState {
     /// without reaching the cluster.
     async fn call<T: Taped, Fut>(
         &mut self,
-        function: HostFunction,
+        Call { function, span }: Call,
         args: Option<Value>,
         work: impl FnOnce(Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) -> Fut,
     ) -> Answer<T>
@@ -101,12 +107,13 @@ impl HostState {
         if let (Some(CallTape::Replaying { .. }), Some(args)) = (&self.tape, &args) {
             return self.replayed(function, args);
         }
-        let working = work(self.shared_access(), self.plugin.clone());
+        let working = work(self.shared_access(), self.plugin.clone()).instrument(span.clone());
         let result = match AssertUnwindSafe(working).catch_unwind().await {
             Ok(result) => result,
             Err(payload) => Err(CapabilityError::HostFault(panic_message(&*payload))),
         };
         let answer = self.counted(function, result);
+        Call::ended(&span, &answer);
         if let (Some(tape), Some(args)) = (&mut self.tape, args) {
             tape.record(function.name(), args, answer_to_tape(&answer));
         }
@@ -148,10 +155,14 @@ impl HostState {
     /// `get`: one object's JSON.
     pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": object_of(&obj)}));
-        self.call(HostFunction::Get, args, |access, plugin| async move {
-            let target = target("get", &plugin, obj)?;
-            Ok(access?.get(&target).await?.to_string())
-        })
+        self.call(
+            Call::new(HostFunction::Get, || Some(kind_of(&obj.kind))),
+            args,
+            |access, plugin| async move {
+                let target = target("get", &plugin, obj)?;
+                Ok(access?.get(&target).await?.to_string())
+            },
+        )
         .await
     }
 
@@ -171,13 +182,17 @@ impl HostState {
             json!({"kind": kind_of(&kind), "namespace": namespace, "labelSelector": label_selector,
                 "limit": limit})
         });
-        self.call(called, args, |access, plugin| async move {
-            bounds::selector(function, &plugin, label_selector.as_deref())?;
-            let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
-            let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
-            let found = access?.list(&gvk, ns, selector, limit).await?;
-            Ok(found.iter().map(|j| j.to_string()).collect())
-        })
+        self.call(
+            Call::new(called, || Some(kind_of(&kind))),
+            args,
+            |access, plugin| async move {
+                bounds::selector(function, &plugin, label_selector.as_deref())?;
+                let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
+                let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
+                let found = access?.list(&gvk, ns, selector, limit).await?;
+                Ok(found.iter().map(|j| j.to_string()).collect())
+            },
+        )
         .await
     }
 
@@ -191,12 +206,16 @@ impl HostState {
         let args = self.tape_args(|| {
             json!({"kind": kind_of(&kind), "namespace": namespace, "labelSelector": label_selector})
         });
-        self.call(HostFunction::Count, args, |access, plugin| async move {
-            bounds::selector("count", &plugin, label_selector.as_deref())?;
-            let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
-            let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
-            Ok(access?.count(&gvk, ns, selector).await? as u64)
-        })
+        self.call(
+            Call::new(HostFunction::Count, || Some(kind_of(&kind))),
+            args,
+            |access, plugin| async move {
+                bounds::selector("count", &plugin, label_selector.as_deref())?;
+                let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
+                let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
+                Ok(access?.count(&gvk, ns, selector).await? as u64)
+            },
+        )
         .await
     }
 
@@ -213,7 +232,7 @@ impl HostState {
             json!({"object": object_of(&obj), "set": set, "remove": remove})
         });
         self.call(
-            HostFunction::PatchLabels,
+            Call::new(HostFunction::PatchLabels, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
                 bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
@@ -234,7 +253,7 @@ impl HostState {
         let args =
             self.tape_args(|| json!({"object": object_of(&obj), "add": add, "remove": remove}));
         self.call(
-            HostFunction::PatchFinalizers,
+            Call::new(HostFunction::PatchFinalizers, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
                 let target = target("patch-finalizers", &plugin, obj)?;
@@ -253,7 +272,9 @@ impl HostState {
                 "reason": event.reason, "action": event.action, "note": event.note})
         });
         self.call(
-            HostFunction::RecordEvent,
+            Call::new(HostFunction::RecordEvent, || {
+                Some(kind_of(&event.regarding.kind))
+            }),
             args,
             |access, plugin| async move {
                 let regarding = target("record-event", &plugin, event.regarding.clone())?;
@@ -273,20 +294,28 @@ impl HostState {
     /// `apply`: server-side apply of a whole object.
     pub(crate) async fn host_apply(&mut self, object: String, force: bool) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": parsed(&object), "force": force}));
-        self.call(HostFunction::Apply, args, |access, plugin| async move {
-            bounds::body("apply", &plugin, "the object", &object)?;
-            access?.apply(&object, force).await
-        })
+        self.call(
+            Call::new(HostFunction::Apply, || kind_in(&object)),
+            args,
+            |access, plugin| async move {
+                bounds::body("apply", &plugin, "the object", &object)?;
+                access?.apply(&object, force).await
+            },
+        )
         .await
     }
 
     /// `create`: the stored object's JSON.
     pub(crate) async fn host_create(&mut self, object: String) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": parsed(&object)}));
-        self.call(HostFunction::Create, args, |access, plugin| async move {
-            bounds::body("create", &plugin, "the object", &object)?;
-            access?.create(&object).await
-        })
+        self.call(
+            Call::new(HostFunction::Create, || kind_in(&object)),
+            args,
+            |access, plugin| async move {
+                bounds::body("create", &plugin, "the object", &object)?;
+                access?.create(&object).await
+            },
+        )
         .await
     }
 
@@ -306,21 +335,29 @@ impl HostState {
             json!({"object": object_of(&obj), "type": kind, "patch": parsed(&patch),
                 "subresource": subresource})
         });
-        self.call(HostFunction::Patch, args, |access, plugin| async move {
-            bounds::body("patch", &plugin, "the patch", &patch)?;
-            let target = target("patch", &plugin, obj)?;
-            (access?.patch(&target, kind, &patch, subresource.as_deref())).await
-        })
+        self.call(
+            Call::new(HostFunction::Patch, || Some(kind_of(&obj.kind))),
+            args,
+            |access, plugin| async move {
+                bounds::body("patch", &plugin, "the patch", &patch)?;
+                let target = target("patch", &plugin, obj)?;
+                (access?.patch(&target, kind, &patch, subresource.as_deref())).await
+            },
+        )
         .await
     }
 
     /// `update`: the stored object's JSON.
     pub(crate) async fn host_update(&mut self, object: String) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": parsed(&object)}));
-        self.call(HostFunction::Update, args, |access, plugin| async move {
-            bounds::body("update", &plugin, "the object", &object)?;
-            access?.update(&object).await
-        })
+        self.call(
+            Call::new(HostFunction::Update, || kind_in(&object)),
+            args,
+            |access, plugin| async move {
+                bounds::body("update", &plugin, "the object", &object)?;
+                access?.update(&object).await
+            },
+        )
         .await
     }
 
@@ -328,7 +365,7 @@ impl HostState {
     pub(crate) async fn host_patch_status(&mut self, obj: ObjectRef, status: String) -> Answer<()> {
         let args = self.tape_args(|| json!({"object": object_of(&obj), "status": parsed(&status)}));
         self.call(
-            HostFunction::PatchStatus,
+            Call::new(HostFunction::PatchStatus, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
                 bounds::body("patch-status", &plugin, "the status", &status)?;
@@ -354,69 +391,19 @@ impl HostState {
             json!({"object": object_of(&obj), "propagation": propagation, "uid": options.uid,
                 "resourceVersion": options.resource_version})
         });
-        self.call(HostFunction::Delete, args, |access, plugin| async move {
-            let preconditions = [&options.uid, &options.resource_version];
-            for value in preconditions.into_iter().flatten() {
-                let max = bounds::MAX_PRECONDITION_BYTES;
-                bounds::at_most("delete", &plugin, "a precondition", value.len(), max)?;
-            }
-            let target = target("delete", &plugin, obj)?;
-            access?.delete(&target, &options).await
-        })
+        self.call(
+            Call::new(HostFunction::Delete, || Some(kind_of(&obj.kind))),
+            args,
+            |access, plugin| async move {
+                let preconditions = [&options.uid, &options.resource_version];
+                for value in preconditions.into_iter().flatten() {
+                    let max = bounds::MAX_PRECONDITION_BYTES;
+                    bounds::at_most("delete", &plugin, "a precondition", value.len(), max)?;
+                }
+                let target = target("delete", &plugin, obj)?;
+                access?.delete(&target, &options).await
+            },
+        )
         .await
-    }
-
-    /// `metrics.add`, `metrics.set`, `metrics.observe`: one update of a metric the
-    /// plugin declared; a series over its bound is counted as a limit hit.
-    pub(crate) fn host_metric(
-        &mut self,
-        update: Update,
-        name: &str,
-        labels: &[String],
-        value: f64,
-    ) -> Answer<()> {
-        let result = (|| {
-            let access = self.access()?;
-            let done = access.plugin_metrics().update(update, name, labels, value);
-            if let Err(MetricError::TooManySeries(_)) = &done {
-                access.budget().hit(Limit::metric_series);
-            }
-            done.map_err(|e| CapabilityError::Invalid(e.to_string()))
-        })();
-        self.counted(HostFunction::Metrics, result)
-    }
-
-    /// `config.settings`: the version's settings, in `register` and `reconcile`.
-    pub(crate) fn host_settings(&self) -> Option<String> {
-        self.settings.as_deref().map(str::to_string)
-    }
-
-    /// `log`: the plugin's line, escaped and cut to size, with its fields as one
-    /// logfmt value, within its log rate.
-    pub(crate) fn host_log(&mut self, level: Level, message: &str, fields: Vec<(String, String)>) {
-        let Some(line) = self.logs.admit(message) else {
-            return;
-        };
-        let (plugin, key) = (&*self.plugin, self.key.as_deref().unwrap_or("-"));
-        if line.dropped_before > 0 {
-            tracing::warn!(
-                plugin,
-                dropped = line.dropped_before,
-                "plugin log lines dropped: over its log rate (--plugin-log-rate)"
-            );
-        }
-        if let (true, Some(access)) = (line.was_cut, &self.access) {
-            access.budget().hit(Limit::log_size);
-        }
-        let message = line.message;
-        let fields = crate::logs::fields_text(&fields);
-        let fields = (!fields.is_empty()).then_some(fields.as_str());
-        match level {
-            Level::Trace => tracing::trace!(plugin, key, fields, "{message}"),
-            Level::Debug => tracing::debug!(plugin, key, fields, "{message}"),
-            Level::Info => tracing::info!(plugin, key, fields, "{message}"),
-            Level::Warn => tracing::warn!(plugin, key, fields, "{message}"),
-            Level::Error => tracing::error!(plugin, key, fields, "{message}"),
-        }
     }
 }

@@ -4,9 +4,11 @@
 //! instances are reused. Below both the runtime, which makes Stores of it, and the
 //! bindings, which hand the imports to it, so neither depends on the other for it.
 
+mod call_span;
 mod calls;
 mod fault;
 mod limiter;
+mod own_calls;
 mod stderr;
 
 pub(crate) use calls::Answer;

@@ -16,6 +16,7 @@ pub use wcm_control_plane::poll_until as eventually;
 
 pub mod access;
 pub mod audit;
+pub mod collector;
 pub mod deployed;
 pub mod docs;
 pub mod election;
