@@ -1,9 +1,9 @@
 //! Traces against a real OpenTelemetry Collector (built from pinned modules: the OTLP
-//! receiver and the file exporter): a host given `--otlp-endpoint` exports a span per
-//! pod-counter reconcile — plugin, key, result, queue wait, a root of its own trace —
-//! whose children are the host calls it made (function, kind, API verb, status),
-//! within its time; the resource names the service and the replica. The log shows
-//! none of the spans.
+//! receiver and the file exporter): a host given `--otlp-endpoint` and a Pod of the
+//! test's own to count exports a span per pod-counter reconcile — plugin, key, result,
+//! queue wait, a root of its own trace — whose children are the host calls it made
+//! (function, kind, API verb, status), within its time; the resource names the service
+//! and the replica. The log shows none of the spans.
 
 use crate::support;
 
@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use support::collector::{Collector, Span};
+use support::objects::create_pod;
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
+use wcm_control_plane::TestNamespace;
 
 /// A reconcile of pod-counter whose children include a label patch that succeeded.
 fn reconcile_with_a_write(spans: &[Span]) -> Option<(Span, Vec<Span>)> {
@@ -43,6 +45,10 @@ async fn a_reconcile_is_a_span_with_a_child_per_host_call() -> Result<()> {
         "traced-1",
     ];
     let host = HostProcess::start(dir.path(), &flags)?;
+    // A Pod of its own, which pod-counter has not counted: its reconcile marks it
+    // (a label write) whatever earlier tests left counted.
+    let ns = TestNamespace::create("traces").await?;
+    create_pod(&ns.client(), ns.name(), "counted-in-a-trace").await?;
     let found = eventually(Duration::from_secs(90), || async {
         reconcile_with_a_write(&collector.spans())
     })
