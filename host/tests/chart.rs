@@ -222,9 +222,12 @@ async fn install_and_check(plane: &ControlPlane, client: &kube::Client) -> Resul
         "--wait=watcher",
         "--timeout",
         "300s",
-        // ClusterRoles of pod-counter that another file's test applied with `rbac |
-        // kubectl apply` and left are adopted, as when moving from deploy/ to the chart.
+        // What another file's test applied with kubectl and left (pod-counter's
+        // ClusterRoles, the WasmPlugin CRD) is adopted, as when moving from deploy/ to
+        // the chart: its objects taken over, and the CRD's fields kubectl's server-side
+        // apply owns applied over.
         "--take-ownership",
+        "--force-conflicts",
     ];
     helm(&args, Some(plane.admin_kubeconfig()))?;
     let pods = ready_pods(client).await?;

@@ -316,6 +316,16 @@ impl PluginTable {
         self.changed.notify_one();
     }
 
+    /// Each row's plugin identity and state, without copying the rest of the rows
+    /// (reasons, limits, rights), for the state metric at each scrape.
+    pub fn states(&self) -> Vec<(String, State)> {
+        let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
+        let states = rows
+            .values()
+            .map(|row| (row.identity().to_string(), row.state));
+        states.collect()
+    }
+
     /// Every row, by file name.
     pub fn rows(&self) -> Vec<PluginStatus> {
         let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());

@@ -31,11 +31,8 @@ impl Collector for PluginStateCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         // A set: a file and a WasmPlugin claiming one identity are two rows (one of
         // them failed), and two rows of one state must still be one series.
-        let series: BTreeSet<(String, &'static str)> = self
-            .table
-            .rows()
-            .iter()
-            .map(|row| (row.identity().to_string(), row.state.name()))
+        let series: BTreeSet<(String, &'static str)> = (self.table.states().into_iter())
+            .map(|(plugin, state)| (plugin, state.name()))
             .collect();
         let family = Family::<StateLabels, Gauge>::default();
         for (plugin, state) in series {

@@ -166,8 +166,9 @@ pub async fn diagnosis(client: &Client) -> String {
 
 /// pod-counter's label on the node: the count of Pods it last wrote.
 pub const COUNT: &str = "pod-counter.example.com/count";
-/// How long pod-counter may take to count the cluster's Pods.
-const COUNTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long the cluster may take to settle: earlier tests' Pods going, pod-counter
+/// counting the Pods there are.
+const SETTLED_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// pod-counter's count on the node, if it wrote one.
 pub async fn node_count(client: &Client) -> Option<String> {
@@ -179,7 +180,7 @@ pub async fn node_count(client: &Client) -> Option<String> {
 /// leader's metrics, scraped on its Pod IP, show its reconciles.
 pub async fn counts_pods_and_shows_metrics(client: &Client, leader: &Pod) -> Result<()> {
     let all: Api<Pod> = Api::all(client.clone());
-    let counted = poll_until(COUNTED_WITHIN, || async {
+    let counted = poll_until(SETTLED_WITHIN, || async {
         let total = all.list(&ListParams::default()).await.ok()?.items.len();
         (node_count(client).await? == total.to_string()).then_some(total)
     })
@@ -205,7 +206,7 @@ pub async fn counts_pods_and_shows_metrics(client: &Client, leader: &Pod) -> Res
 /// deployment, not a backlog.
 pub async fn earlier_pods_gone(client: &Client) -> Result<()> {
     let all: Api<Pod> = Api::all(client.clone());
-    let quiet = poll_until(COUNTED_WITHIN, || async {
+    let quiet = poll_until(SETTLED_WITHIN, || async {
         let pods = all.list(&ListParams::default()).await.ok()?.items.len();
         (pods < 100).then_some(())
     })
