@@ -292,9 +292,8 @@ pub struct RunArgs {
     /// removed (and pulled again when next needed).
     #[arg(long, default_value_t = wcm_host::registry::DEFAULT_PULLED_MAX_BYTES >> 20)]
     pub pulled_plugins_max_mib: u64,
-    /// A PEM file of a CA that registries may use besides the system's (repeatable).
-    #[arg(long = "registry-ca-file")]
-    pub registry_ca_files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub registry: crate::registry_cli::RegistryArgs,
     /// A PEM file of an ECDSA P-256 public key every `WasmPlugin` must be signed by
     /// (cosign's format, over its manifest digest), checked before anything is
     /// compiled (repeatable: each key is required).

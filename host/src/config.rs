@@ -91,8 +91,9 @@ pub struct WasmPluginSource {
     pub pulled_dir: PathBuf,
     /// Most bytes of pulled plugins kept there (least recently used go first).
     pub pulled_max_bytes: u64,
-    /// PEM files of CAs registries may use besides the system's.
-    pub ca_files: Vec<PathBuf>,
+    /// How registries are reached (CAs, plain http), which are allowed, and the
+    /// bounds of what they may send.
+    pub registry: crate::registry::RegistryOptions,
     /// PEM files of public keys every `WasmPlugin` must be signed by.
     pub verify_keys: Vec<PathBuf>,
 }

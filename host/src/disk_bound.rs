@@ -86,6 +86,31 @@ fn prune(mut files: Vec<CacheFile>, max_bytes: u64, kept: &Path) -> Pruned {
     pruned
 }
 
+/// How old a temporary file must be to count as a leftover: a write in flight (of
+/// another process sharing the directory) takes seconds.
+pub const LEFTOVER_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Removes the files of `dir` that `leftover` names and that are older than
+/// [`LEFTOVER_AGE`]: what a write interrupted by a crash left behind (a temporary file
+/// never renamed into place). Called when a cache is opened; returns how many bytes
+/// went, and logs them as `what`'s.
+pub fn remove_leftovers(dir: &Path, leftover: impl Fn(&str) -> bool, what: &str) -> u64 {
+    let before = SystemTime::now() - LEFTOVER_AGE;
+    let files = files_of(dir, |name| leftover(name).then_some(0));
+    let files: Vec<CacheFile> = files.into_iter().filter(|f| f.modified < before).collect();
+    let mut freed = 0;
+    for file in &files {
+        if std::fs::remove_file(&file.path).is_ok() {
+            freed += file.len;
+        }
+    }
+    if !files.is_empty() {
+        tracing::info!(dir = %dir.display(), files = files.len(), freed,
+            "{what}: interrupted writes removed");
+    }
+    freed
+}
+
 /// Marks a file as just used; best effort (a read-only cache stays as it is).
 pub fn touch(path: &Path) {
     if let Ok(file) = std::fs::File::options().append(true).open(path) {
@@ -106,6 +131,18 @@ mod tests {
         let handle = std::fs::File::options().append(true).open(&path);
         handle.expect("open").set_modified(at).expect("time");
         path
+    }
+
+    #[test]
+    fn leftovers_of_interrupted_writes_go_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let left = file(dir.path(), "abc.tmp-123", 10, 3600);
+        let in_flight = file(dir.path(), "abd.tmp-456", 10, 1);
+        let whole = file(dir.path(), "abc", 10, 3600);
+        let freed = remove_leftovers(dir.path(), |n| n.contains(".tmp-"), "test");
+        assert_eq!(freed, 10);
+        assert!(!left.exists() && whole.exists());
+        assert!(in_flight.exists(), "a write that may be in flight stays");
     }
 
     #[test]

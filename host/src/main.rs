@@ -189,7 +189,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         namespace,
         pulled_dir: args.pulled_plugins_dir.unwrap_or_else(default_pulled_dir),
         pulled_max_bytes: args.pulled_plugins_max_mib.saturating_mul(1 << 20),
-        ca_files: args.registry_ca_files,
+        registry: args.registry.options(),
         verify_keys: args.verify_keys,
     });
     Ok(config)

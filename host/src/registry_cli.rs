@@ -3,10 +3,61 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use wcm_host::registry::{DockerConfig, Reference, Registry, RegistryAuth};
+use wcm_host::registry::{
+    DockerConfig, Reference, Registry, RegistryAuth, RegistryLimits, RegistryOptions,
+};
+
+/// How the daemon reaches the registries of `WasmPlugin`s, which it may reach, and
+/// how much it reads from them.
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// A PEM file of a CA that registries may use besides the system's (repeatable).
+    #[arg(long = "registry-ca-file")]
+    pub ca_files: Vec<PathBuf>,
+    /// A registry (`host[:port]`) spoken to over plain http instead of https, such as
+    /// a local `registry:2` (repeatable); redirects and token realms over http are
+    /// followed only to these.
+    #[arg(long = "plain-http-registry")]
+    pub plain_http: Vec<String>,
+    /// The only registries (`host[:port]`) `WasmPlugin`s may name (repeatable or
+    /// comma-separated); any other is refused in the `WasmPlugin`'s status. Unset:
+    /// every registry.
+    #[arg(long = "allowed-registries", value_delimiter = ',')]
+    pub allowed: Vec<String>,
+    /// How long one pull (resolving its tag, signatures, manifest and component) may
+    /// take before it fails.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub registry_pull_timeout: Duration,
+    /// How many pulls run at once; the others wait their turn (within their timeout).
+    #[arg(long, default_value_t = wcm_host::registry::DEFAULT_CONCURRENT_PULLS)]
+    pub registry_max_concurrent_pulls: usize,
+    /// How many MiB of components the pulls in flight may hold together.
+    #[arg(long, default_value_t = wcm_host::registry::DEFAULT_PULL_MEMORY_BYTES >> 20)]
+    pub registry_max_pull_mib: u64,
+}
+
+impl RegistryArgs {
+    /// The registry client's options these flags give.
+    pub fn options(&self) -> RegistryOptions {
+        let allowed = (!self.allowed.is_empty())
+            .then(|| self.allowed.iter().map(|r| r.trim().to_string()).collect());
+        RegistryOptions {
+            ca_files: self.ca_files.clone(),
+            plain_http: self.plain_http.iter().cloned().collect(),
+            allowed,
+            limits: RegistryLimits {
+                pull_timeout: self.registry_pull_timeout,
+                max_concurrent_pulls: self.registry_max_concurrent_pulls,
+                max_pull_memory_bytes: self.registry_max_pull_mib.saturating_mul(1 << 20),
+                ..RegistryLimits::default()
+            },
+        }
+    }
+}
 
 /// How to reach a registry: credentials and CAs.
 #[derive(Debug, Args)]
@@ -24,6 +75,24 @@ pub struct RegistryAccess {
     /// (repeatable).
     #[arg(long = "ca-file")]
     pub ca_files: Vec<PathBuf>,
+    /// Speak plain http to the registry, not https (a local `registry:2`).
+    #[arg(long)]
+    pub plain_http: bool,
+}
+
+impl RegistryAccess {
+    /// A client for `reference`'s registry as these flags say, with the host's bounds
+    /// and a pull taking at most `timeout`.
+    fn registry(&self, reference: &Reference, timeout: Duration) -> anyhow::Result<Registry> {
+        let mut options = RegistryOptions::with_ca_files(&self.ca_files);
+        if self.plain_http {
+            options
+                .plain_http
+                .insert(reference.resolve_registry().to_string());
+        }
+        options.limits.pull_timeout = timeout;
+        Ok(Registry::with(options)?)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -46,9 +115,15 @@ pub struct PullArgs {
     /// Refuse a component larger than this (MiB).
     #[arg(long, default_value_t = 128)]
     pub max_mib: u64,
+    /// How long the pull may take, from its first request to its last byte.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
     #[command(flatten)]
     pub access: RegistryAccess,
 }
+
+/// How long a push may take: a plugin of the largest size over a slow link.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `push`: prints the pushed reference pinned to its digest, as the last line.
 pub async fn push(args: PushArgs) -> anyhow::Result<()> {
@@ -61,7 +136,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("cannot read {}", args.plugin.display()))?;
     let auth = auth_for(&reference, &args.access)?;
-    let registry = Registry::new(&args.access.ca_files)?;
+    let registry = args.access.registry(&reference, PUSH_TIMEOUT)?;
     let digest = registry.push(&reference, bytes, &auth).await?;
     println!("{}@{digest}", args.reference);
     Ok(())
@@ -71,7 +146,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
 pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
     let reference = wcm_host::registry::reference(&args.reference)?;
     let auth = auth_for(&reference, &args.access)?;
-    let registry = Registry::new(&args.access.ca_files)?;
+    let registry = args.access.registry(&reference, args.timeout)?;
     let pulled = registry.pull(&reference, &auth, args.max_mib << 20).await?;
     std::fs::write(&args.output, &pulled.bytes)
         .with_context(|| format!("cannot write {}", args.output.display()))?;

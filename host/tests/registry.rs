@@ -347,14 +347,21 @@ async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secr
     let client = Registry::new(std::slice::from_ref(&registry.ca_file))?;
     let store = PulledPlugins::new(&empty.path().join("pulled"));
     let max = 128 << 20;
-    let first = store.fetch(&client, &pinned.parse()?, &auth, max).await?;
+    let fetch = |text: String| {
+        let (client, store, auth) = (&client, &store, auth.clone());
+        async move {
+            let reference: wcm_host::registry::Reference = text.parse()?;
+            let pull = wcm_host::registry::Access::Pull;
+            let mut session = client.session(&reference, auth, pull).await?;
+            anyhow::Ok(store.fetch(&mut session, &reference, max).await?)
+        }
+    };
+    let first = fetch(pinned.clone()).await?;
     ensure!(!first.cached && first.bytes == std::fs::read(&file)?);
-    let again = store.fetch(&client, &pinned.parse()?, &auth, max).await?;
+    let again = fetch(pinned.clone()).await?;
     ensure!(again.cached && again.bytes == first.bytes, "pulled again");
     let elsewhere = pinned.replace(&registry.address, "127.0.0.1:1");
-    let offline = store
-        .fetch(&client, &elsewhere.parse()?, &auth, max)
-        .await?;
+    let offline = fetch(elsewhere).await?;
     ensure!(offline.cached && offline.digest == first.digest);
     Ok(())
 }

@@ -298,6 +298,14 @@ impl PluginController {
         self.queue.retry_failed_now();
     }
 
+    /// Queues every cached object of each watch the plugin is served again (a right
+    /// came back, a failing informer works again): what changed while it was not
+    /// served queued nothing. Called at every health look.
+    pub fn replay_reopened(&mut self) {
+        let granted = self.current.borrow().access.granted().clone();
+        self.watches.replay_reopened(&self.queue, &granted);
+    }
+
     /// The plugin's budgets.
     pub fn budget(&self) -> &crate::budget::Budget {
         &self.budget.budget

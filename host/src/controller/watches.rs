@@ -34,6 +34,9 @@ pub struct Watches {
     /// Subscription ids while attached to a queue.
     attached: Vec<u64>,
     resync: Option<JoinHandle<()>>,
+    /// Per watch: whether the plugin was served it at the last look (see
+    /// [`Watches::replay_reopened`]).
+    served: Vec<bool>,
 }
 
 impl Watches {
@@ -67,6 +70,7 @@ impl Watches {
             }
         }
         Ok(Watches {
+            served: vec![true; watches.len()],
             watches,
             attached: Vec::new(),
             resync: None,
@@ -135,6 +139,29 @@ impl Watches {
             let watches = self.watches.clone();
             tokio::spawn(run_resync(period, watches, queue.clone(), granted))
         });
+    }
+
+    /// Queues, through its key mappings, every cached object of each watch the plugin
+    /// is served again since the last look: its read right came back, or its informer
+    /// works again. While a watch was closed its changes queued nothing, so a
+    /// level-based plugin must look at everything once, as after a relist; its
+    /// predicates are not asked (nothing is compared with a version it missed).
+    pub fn replay_reopened(&mut self, queue: &WorkQueue<ReconcileKey>, granted: &Granted) {
+        for (index, feed) in self.watches.iter().enumerate() {
+            let served = granted.is_open(index) && feed.informer.problem().is_none();
+            let was = std::mem::replace(&mut self.served[index], served);
+            if !served || was {
+                continue;
+            }
+            let objects = feed.informer.cache().list(|_| true);
+            tracing::info!(kind = %feed.informer.scope().gvk.kind, objects = objects.len(),
+                "served a watch again: every cached object goes through its mappings once");
+            for obj in objects {
+                for key in feed.mapping.keys_for(&Change::added(obj)) {
+                    queue.add(key);
+                }
+            }
+        }
     }
 
     /// Stops feeding the queue; the informers are released when this is dropped.

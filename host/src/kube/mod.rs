@@ -2,6 +2,7 @@
 //! cache, label rules and selectors, writes and Events.
 
 pub mod cache;
+pub mod decoded;
 pub mod discovery;
 pub mod event_filter;
 pub mod event_series;

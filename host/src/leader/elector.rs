@@ -129,9 +129,14 @@ impl Elector {
         self.attempt_on(lease, now).await
     }
 
+    /// The election's part of `lease`, its duration at most this candidate's own.
+    fn record_of(&self, lease: &Lease) -> LeaseRecord {
+        to_record(lease, self.config.lease_duration)
+    }
+
     /// Decides on `lease` as read at `now`, and writes if the rules allow.
     async fn attempt_on(&mut self, lease: Lease, now: Instant) -> Result<Attempt, kube::Error> {
-        let observation = observe(self.observed.as_ref(), to_record(&lease), now);
+        let observation = observe(self.observed.as_ref(), self.record_of(&lease), now);
         let decision = decide(
             &observation,
             &self.config.identity,
@@ -156,7 +161,7 @@ impl Elector {
         changes.default_backoff().filter_map(|event| async move {
             match event {
                 Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))
-                    if to_record(&lease).holder.is_empty() =>
+                    if lease_holder(&lease).is_empty() =>
                 {
                     Some(())
                 }
@@ -172,7 +177,7 @@ impl Elector {
         let Some(lease) = self.api.get_opt(&self.config.lease_name).await? else {
             return Ok(());
         };
-        let record = to_record(&lease);
+        let record = self.record_of(&lease);
         if record.holder != self.config.identity {
             return Ok(());
         }
@@ -262,16 +267,31 @@ impl Elector {
     }
 }
 
-/// The election's part of `lease`.
-pub(super) fn to_record(lease: &Lease) -> LeaseRecord {
+/// The election's part of `lease`, its duration at most `max_duration`.
+///
+/// The duration a Lease says is another process's word: a Lease written with a
+/// holder no replica knows and a duration of years would otherwise hold the election
+/// (or a plugin) that long. Every replica of a group is configured with the same
+/// duration and renews far more often than it, so a longer one is read as that one.
+pub(super) fn to_record(lease: &Lease, max_duration: std::time::Duration) -> LeaseRecord {
     let spec = lease.spec.clone().unwrap_or_default();
+    let max_seconds = i32::try_from(max_duration.as_secs())
+        .unwrap_or(i32::MAX)
+        .max(1);
     LeaseRecord {
         holder: spec.holder_identity.unwrap_or_default(),
-        lease_duration_seconds: spec.lease_duration_seconds.unwrap_or(0),
+        lease_duration_seconds: spec.lease_duration_seconds.unwrap_or(0).min(max_seconds),
         transitions: spec.lease_transitions.unwrap_or(0),
         renew_time: spec.renew_time.map(|t| t.0.to_string()),
         acquire_time: spec.acquire_time.map(|t| t.0.to_string()),
     }
+}
+
+/// Who holds `lease`, as its spec says (empty when released).
+fn lease_holder(lease: &Lease) -> &str {
+    let spec = lease.spec.as_ref();
+    spec.and_then(|s| s.holder_identity.as_deref())
+        .unwrap_or_default()
 }
 
 fn to_spec(record: &LeaseRecord) -> LeaseSpec {

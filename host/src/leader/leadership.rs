@@ -38,12 +38,12 @@ impl Leadership {
         }
     }
 
-    /// Whether this replica pulls plugins from registries: the leader with one Lease,
-    /// every replica with a Lease per plugin (each runs every plugin's informers).
-    pub fn pulls(&self) -> bool {
+    /// Whether this replica acts for every plugin: no election, or it holds the one
+    /// Lease. False with a Lease per plugin (each plugin's gate says).
+    pub fn leads_all(&self) -> bool {
         match self {
             Leadership::Replica(gate) => gate.is_open(),
-            Leadership::PerPlugin(_) => true,
+            Leadership::PerPlugin(_) => false,
         }
     }
 

@@ -42,8 +42,10 @@ impl Watched {
 }
 
 /// The Leases one watch has seen, by name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Seen {
+    /// The longest duration a Lease is taken to last (the group's own).
+    max_duration: std::time::Duration,
     /// When the first list arrived.
     synced_at: Option<Instant>,
     leases: BTreeMap<String, Watched>,
@@ -52,6 +54,16 @@ pub(super) struct Seen {
 }
 
 impl Seen {
+    /// Nothing seen yet; a Lease's duration read as at most `max_duration`.
+    pub(super) fn new(max_duration: std::time::Duration) -> Seen {
+        Seen {
+            max_duration,
+            synced_at: None,
+            leases: BTreeMap::new(),
+            relisting: BTreeMap::new(),
+        }
+    }
+
     /// Takes in one watch event seen at `now`; whether a Lease changed hands (a new
     /// Lease, another holder, a release, a delete, a fresh list).
     pub(super) fn apply(&mut self, event: watcher::Event<Lease>, now: Instant) -> bool {
@@ -62,7 +74,7 @@ impl Seen {
                 };
                 let previous = self.leases.get(&name).map(|w| &w.observed);
                 let holder = previous.map(|o| o.record.holder.clone());
-                let observed = observe(previous, to_record(&lease), now);
+                let observed = observe(previous, to_record(&lease, self.max_duration), now);
                 let changed = holder.as_ref() != Some(&observed.record.holder);
                 self.leases.insert(name, Watched { lease, observed });
                 changed
@@ -80,7 +92,7 @@ impl Seen {
                     return false;
                 };
                 let previous = self.leases.get(&name).map(|w| &w.observed);
-                let observed = observe(previous, to_record(&lease), now);
+                let observed = observe(previous, to_record(&lease, self.max_duration), now);
                 self.relisting.insert(name, Watched { lease, observed });
                 false
             }
@@ -112,8 +124,13 @@ pub struct LeaseWatch {
 impl LeaseWatch {
     /// Watches the Leases of `api` labelled as `selector` says; `handed` is notified
     /// each time one changes hands. Spawned on the caller's runtime.
-    pub fn start(api: Api<Lease>, selector: &str, handed: Arc<Notify>) -> LeaseWatch {
-        let seen = Arc::new(Mutex::new(Seen::default()));
+    pub fn start(
+        api: Api<Lease>,
+        selector: &str,
+        max_duration: std::time::Duration,
+        handed: Arc<Notify>,
+    ) -> LeaseWatch {
+        let seen = Arc::new(Mutex::new(Seen::new(max_duration)));
         let config = watcher::Config::default().labels(selector);
         let (into, selector) = (seen.clone(), selector.to_string());
         let task = tokio::spawn(async move {
@@ -189,7 +206,7 @@ mod tests {
     }
 
     fn synced(leases: &[Lease], now: Instant) -> Seen {
-        let mut seen = Seen::default();
+        let mut seen = Seen::new(Duration::from_secs(15));
         seen.apply(watcher::Event::Init, now);
         for l in leases {
             seen.apply(watcher::Event::InitApply(l.clone()), now);
@@ -219,6 +236,19 @@ mod tests {
         assert_eq!(
             seen.leases["p"].observed.expires_at(),
             Some(later + Duration::from_secs(4))
+        );
+    }
+
+    #[test]
+    fn a_lease_that_says_it_lasts_years_is_read_as_lasting_the_groups_duration() {
+        let t0 = Instant::now();
+        let mut decoy = lease("p", "far-away", 1);
+        decoy.spec.as_mut().expect("spec").lease_duration_seconds = Some(i32::MAX);
+        let seen = synced(&[decoy], t0);
+        assert_eq!(
+            seen.next_expiry("me", t0),
+            Some(t0 + Duration::from_secs(15)),
+            "the group's 15 s, not 68 years"
         );
     }
 

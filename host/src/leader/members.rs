@@ -65,7 +65,7 @@ impl Membership {
         let selector = format!("{MEMBER_LABEL}={}", config.lease_name);
         Membership {
             me: Elector::new(client, own).labelled(labels.into()),
-            watch: LeaseWatch::start(api.clone(), &selector, handed),
+            watch: LeaseWatch::start(api.clone(), &selector, config.lease_duration, handed),
             api,
         }
     }

@@ -39,6 +39,8 @@ pub(super) struct PluginLeases {
     watch: LeaseWatch,
     config: ElectionConfig,
     leases: BTreeMap<String, PluginLease>,
+    /// Leases labelled for a plugin but not named after it, each reported once.
+    ignored: BTreeSet<String>,
 }
 
 /// One plugin's Lease as this replica takes part in it.
@@ -60,10 +62,11 @@ impl PluginLeases {
     ) -> PluginLeases {
         let api = Api::namespaced(client.clone(), &config.lease_namespace);
         PluginLeases {
-            watch: LeaseWatch::start(api, PLUGIN_LABEL, handed),
+            watch: LeaseWatch::start(api, PLUGIN_LABEL, config.lease_duration, handed),
             client,
             config: config.clone(),
             leases: BTreeMap::new(),
+            ignored: BTreeSet::new(),
         }
     }
 
@@ -100,12 +103,19 @@ impl PluginLeases {
     pub(super) fn note_holders(&mut self, shared: &Shared) -> BTreeMap<String, String> {
         let mut holders = BTreeMap::new();
         let prefix = format!("{}-", self.config.lease_name);
+        let mut ignored = BTreeSet::new();
         for (name, watched) in self.watch.leases() {
             let labels = watched.lease.metadata.labels.as_ref();
             let Some(plugin) = labels.and_then(|l| l.get(PLUGIN_LABEL)) else {
                 continue;
             };
             if !name.starts_with(&prefix) {
+                continue; // another group's
+            }
+            // A plugin's Lease is the one named after it; any other carrying its
+            // label (written by someone else) says nothing about who runs it.
+            if name.strip_prefix(&prefix) != Some(plugin.as_str()) {
+                ignored.insert(name.clone());
                 continue;
             }
             if let Some(ours) = self.leases.get_mut(plugin) {
@@ -129,7 +139,20 @@ impl PluginLeases {
             };
             shared.gates.set_holder(plugin, holder);
         }
+        self.report_ignored(ignored, shared);
         holders
+    }
+
+    /// Says once of each Lease labelled for a plugin but not named after it that it
+    /// is ignored, and counts them.
+    fn report_ignored(&mut self, ignored: BTreeSet<String>, shared: &Shared) {
+        for name in ignored.difference(&self.ignored) {
+            tracing::warn!(lease = %crate::logs::shorten(name), label = PLUGIN_LABEL,
+                "a Lease labelled for a plugin but not named after it is ignored: a plugin's \
+                 Lease is <group>-<plugin>; whoever wrote it may create Leases in this namespace");
+        }
+        shared.metrics.ignored_leases.set(ignored.len() as i64);
+        self.ignored = ignored;
     }
 
     /// When the plugin Leases were first listed.

@@ -18,6 +18,7 @@ impl Manager {
         let mut over_cache = Vec::new();
         for (file, running) in self.files.all_running_mut() {
             running.controller.refresh_metrics();
+            running.controller.replay_reopened();
             if let Some(cached) = over_its_cache(&self.ctx, &running.controller) {
                 over_cache.push((file.clone(), cached));
                 continue;

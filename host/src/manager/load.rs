@@ -21,8 +21,8 @@ use super::PluginError;
 pub(super) enum Source {
     /// A file of the plugins directory.
     File(PathBuf),
-    /// A `WasmPlugin`: its component fetched (pulled by the leading replica, else
-    /// taken from the disk), its settings from its spec.
+    /// A `WasmPlugin`: its component fetched (from the disk, else pulled), its
+    /// settings from its spec.
     Resource(Box<FromResource>),
 }
 
@@ -33,8 +33,6 @@ pub(super) struct FromResource {
     /// The reference its status pinned, if any.
     pub pinned: Option<String>,
     pub fetcher: Fetcher,
-    /// Whether this replica leads (only the leader pulls).
-    pub leading: bool,
     pub pulls: Pulls,
 }
 
@@ -171,10 +169,9 @@ async fn read_resource(resource: FromResource) -> Result<(String, Version), Load
         spec,
         pinned,
         fetcher,
-        leading,
         pulls,
     } = resource;
-    let fetched = fetcher.fetch(&spec, pinned.as_deref(), leading).await;
+    let fetched = fetcher.fetch(&spec, pinned.as_deref()).await;
     let pull = match &fetched {
         Ok(f) => Pull::Done {
             pinned: f.pinned.clone(),

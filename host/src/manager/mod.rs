@@ -31,6 +31,7 @@ use slot::Files;
 
 mod health;
 mod load;
+mod resource_status;
 mod resources;
 mod rights;
 mod slot;
@@ -115,6 +116,8 @@ pub struct Manager {
     rbac: Option<RbacChanges>,
     /// The host's `WasmPlugin`s, when it follows them (`--wasm-plugin-namespace`).
     resources: Option<resources::Resources>,
+    /// Whether this replica acted for every plugin at the last health tick.
+    leading: bool,
 }
 
 impl Manager {
@@ -163,6 +166,7 @@ impl Manager {
                 source,
                 ctx.identities.host().clone(),
                 config.limits.max_plugin_file_bytes,
+                &ctx.metrics,
             )?),
             None => None,
         };
@@ -178,6 +182,7 @@ impl Manager {
             probes,
             rbac,
             resources,
+            leading: false,
             config,
         };
         for path in files {
@@ -220,6 +225,7 @@ impl Manager {
                 }
                 _ = health.tick() => {
                     self.refresh_health();
+                    self.note_leadership();
                     self.retry_pulls();
                     self.refresh_resource_statuses();
                 }
@@ -311,6 +317,16 @@ impl Manager {
         self.settle(&file, outcome, retry);
         self.resource_settled(&file, started);
         self.warn_if_idle();
+    }
+
+    /// Notes whether this replica acts for every plugin; once it comes to, the pulls
+    /// that failed are tried again at once.
+    fn note_leadership(&mut self) {
+        let leading = self.ctx.leader.leads_all();
+        if leading && !self.leading {
+            self.retry_pulls_now();
+        }
+        self.leading = leading;
     }
 
     /// Once the first scan's files are all loaded (or failed), warns if nothing runs.

@@ -6,26 +6,39 @@
 //! The resource's name is the plugin's identity; a file of the same identity and a
 //! resource never both run: whichever comes second is refused, saying which holds it.
 //! A failed pull is tried again with a doubling pause (5 s to 5 min) while the running
-//! version, if any, runs on. Only the leading replica pulls and writes status; a
-//! standby loads a pinned digest it already holds on disk, so it takes over warm.
+//! version, if any, runs on; at once when its pull Secret changes, or when this
+//! replica comes to act for its plugins (it took the Lease). Every replica pulls and
+//! loads (reads only), so a standby takes over warm; only the one that acts for a
+//! plugin writes its status.
+//!
+//! A resource the host cannot decode, or whose name cannot be a plugin's, is refused
+//! on its own: its plugin stops, its status and the plugin table say why, and the
+//! others run on; it is taken up again as soon as it reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
 use super::Manager;
 use super::load::{FromResource, LoadJob, Source};
 use crate::config::WasmPluginSource;
+use crate::kube::decoded::{Decoded, Undecodable};
+use crate::metrics::InformerLabels;
 use crate::registry::{PulledPlugins, Registry, SignatureError, TrustedKey};
 use crate::status::{PluginStatus, WASMPLUGIN_ROW};
 use crate::wasmplugin::{
-    Facts, Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus,
-    changes, status_of,
+    Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus, changes,
+    secret_changes,
 };
+
+/// The reason a resource the host cannot decode is refused for.
+const UNDECODABLE: &str = "Undecodable";
+
+/// The pull failures a change of the pull Secret may mend.
+const CREDENTIAL_REASONS: [&str; 2] = ["Unauthorized", "PullSecretUnusable"];
 
 /// The table key of `WasmPlugin` `name`.
 pub(super) fn key_of(name: &str) -> String {
@@ -38,24 +51,31 @@ const FIRST_PULL_PAUSE: Duration = Duration::from_secs(5);
 const MAX_PULL_PAUSE: Duration = Duration::from_secs(300);
 
 /// One resource as last seen.
-struct Known {
-    spec: WasmPluginSpec,
-    generation: Option<i64>,
+pub(super) struct Known {
+    pub spec: WasmPluginSpec,
+    pub generation: Option<i64>,
     /// Its status as last seen or written: the pin, and conditions' transition times.
-    status: Option<WasmPluginStatus>,
+    pub status: Option<WasmPluginStatus>,
     /// When a failed pull is tried again, and the pause after that.
     retry: Option<(Instant, Duration)>,
     /// The pinned reference and digest of the version running.
-    running: Option<(String, String)>,
+    pub running: Option<(String, String)>,
+    /// Why the host refuses the resource itself (condition reason, message).
+    pub refused: Option<(&'static str, String)>,
 }
 
 /// The manager's view of the host's `WasmPlugin`s.
 pub(super) struct Resources {
     fetcher: Fetcher,
-    api: Api<WasmPlugin>,
+    /// Writes statuses; its answers are decoded alone, so a status written to a
+    /// resource that does not decode is not taken for a failed write.
+    pub api: Api<Decoded<WasmPlugin>>,
+    /// The resources' changes, and the namespace's Secrets'.
     changes: BoxStream<'static, ResourceChange>,
-    known: BTreeMap<String, Known>,
+    pub known: BTreeMap<String, Known>,
     pulls: Pulls,
+    /// `wcm_informer_undecodable_objects` of the `WasmPlugin`s.
+    undecodable: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl Resources {
@@ -65,22 +85,43 @@ impl Resources {
         source: &WasmPluginSource,
         client: kube::Client,
         max_bytes: u64,
+        metrics: &crate::metrics::Metrics,
     ) -> Result<Resources, super::ManagerError> {
-        let registry = Registry::new(&source.ca_files)?;
+        let registry = Registry::with(source.registry.clone())?;
         let store = PulledPlugins::new(&source.pulled_dir).with_max_bytes(source.pulled_max_bytes);
+        store.remove_leftovers();
         let namespace = &source.namespace;
         let keys = (source.verify_keys.iter())
             .map(|path| read_key(path))
             .collect::<Result<_, _>>()?;
         let fetcher =
             Fetcher::new(registry, store, client.clone(), namespace, max_bytes).requiring(keys);
+        let labels = InformerLabels {
+            kind: "wasm-controller-manager.io/v1alpha1/WasmPlugin".into(),
+            namespace: namespace.clone(),
+            selector: String::new(),
+            fields: String::new(),
+            view: "object",
+        };
         Ok(Resources {
             fetcher,
             api: Api::namespaced(client.clone(), namespace),
-            changes: changes(client, namespace).boxed(),
+            changes: futures::stream::select(
+                changes(client.clone(), namespace),
+                secret_changes(client, namespace),
+            )
+            .boxed(),
             known: BTreeMap::new(),
             pulls: Pulls::default(),
+            undecodable: metrics.informer_undecodable.get_or_create(&labels).clone(),
         })
+    }
+
+    /// Counts the resources refused as undecodable.
+    fn count_undecodable(&self) {
+        let refused =
+            (self.known.values()).filter(|k| matches!(&k.refused, Some((UNDECODABLE, _))));
+        self.undecodable.set(refused.count() as i64);
     }
 
     /// The next change of the resources.
@@ -97,7 +138,7 @@ impl Resources {
         self.known.iter().filter_map(due).collect()
     }
 
-    fn pull_of(&self, name: &str) -> Pull {
+    pub(super) fn pull_of(&self, name: &str) -> Pull {
         let pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
         pulls.get(name).cloned().unwrap_or(Pull::None)
     }
@@ -126,27 +167,103 @@ impl Manager {
     pub(super) fn resource_changed(&mut self, change: ResourceChange) {
         match change {
             ResourceChange::Applied(plugin) => self.resource_applied(*plugin),
+            ResourceChange::Undecodable(found) => self.resource_undecodable(*found),
             ResourceChange::Deleted(name) => self.resource_deleted(&name),
             ResourceChange::Listed(names) => self.resources_listed(&names),
+            ResourceChange::SecretChanged(name) => self.pull_secret_changed(&name),
+        }
+        if let Some(resources) = &self.resources {
+            resources.count_undecodable();
+        }
+    }
+
+    /// A resource the host cannot decode: refused on its own.
+    fn resource_undecodable(&mut self, found: Undecodable) {
+        let Some(name) = found.meta.name.clone() else {
+            return tracing::warn!(cause = %found.cause, "a WasmPlugin without a readable name");
+        };
+        let why = format!("the host cannot decode this WasmPlugin: {}", found.cause);
+        self.refuse_resource(&name, found.meta.generation, UNDECODABLE, why);
+    }
+
+    /// Refuses resource `name` (of `generation`) for `reason`: its plugin stops, the
+    /// table and its status say `why`.
+    fn refuse_resource(
+        &mut self,
+        name: &str,
+        generation: Option<i64>,
+        reason: &'static str,
+        why: String,
+    ) {
+        let Some(resources) = &mut self.resources else {
+            return;
+        };
+        let status = resources.known.remove(name).and_then(|k| k.status);
+        let shown = crate::logs::shorten(name);
+        tracing::error!(plugin = %shown, reason, why, "WasmPlugin refused");
+        resources.known.insert(
+            name.to_string(),
+            Known {
+                spec: WasmPluginSpec::default(),
+                generation,
+                status,
+                retry: None,
+                running: None,
+                refused: Some((reason, why.clone())),
+            },
+        );
+        let key = key_of(name);
+        self.stop_slot(&key);
+        self.table.set(PluginStatus::failed(&key, &why));
+        self.write_status(name);
+    }
+
+    /// A pull Secret changed: each of its resources whose pull failed for want of
+    /// credentials is tried again now.
+    fn pull_secret_changed(&mut self, secret: &str) {
+        let Some(resources) = &self.resources else {
+            return;
+        };
+        let waiting: Vec<String> = (resources.known.iter())
+            .filter(|(_, k)| k.spec.pull_secret.as_deref() == Some(secret))
+            .filter(|(name, _)| match resources.pull_of(name) {
+                Pull::Failed { reason, .. } => CREDENTIAL_REASONS.contains(&reason),
+                _ => false,
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in waiting {
+            tracing::info!(plugin = %name, secret, "its pull Secret changed: pulling again now");
+            self.begin_resource_load(&name);
         }
     }
 
     fn resource_applied(&mut self, plugin: WasmPlugin) {
+        let name = plugin.name_any();
+        let generation = plugin.metadata.generation;
+        if let Err(rule) = crate::plugin::name::check(&name) {
+            let why = format!(
+                "the name {:?} cannot be a plugin's: {rule}",
+                crate::logs::shorten(&name)
+            );
+            return self.refuse_resource(&name, generation, "InvalidName", why);
+        }
         let Some(resources) = &mut self.resources else {
             return;
         };
-        let name = plugin.name_any();
-        let generation = plugin.metadata.generation;
-        let spec_changed = (resources.known.get(&name)).is_none_or(|k| k.spec != plugin.spec);
         let previous = resources.known.remove(&name);
+        // A spec change (or a resource refused until now) starts its load afresh; our
+        // own status write does not.
+        let spec_changed =
+            (previous.as_ref()).is_none_or(|k| k.spec != plugin.spec || k.refused.is_some());
         let running = previous.as_ref().and_then(|p| p.running.clone());
         let known = Known {
             spec: plugin.spec.clone(),
             generation,
             status: plugin.status.clone(),
-            // A spec change starts its pulls afresh; our own status write does not.
             retry: previous.filter(|_| !spec_changed).and_then(|p| p.retry),
             running: running.filter(|_| !plugin.spec.paused),
+            refused: None,
         };
         resources.known.insert(name.clone(), known);
         if !spec_changed {
@@ -215,7 +332,6 @@ impl Manager {
             spec: known.spec.clone(),
             pinned: known.status.as_ref().and_then(|s| s.image.clone()),
             fetcher: resources.fetcher.clone(),
-            leading: self.ctx.leader.pulls(),
             pulls: resources.pulls.clone(),
         }));
         self.drop_next(&key);
@@ -253,6 +369,23 @@ impl Manager {
         self.write_status(name);
     }
 
+    /// Tries again every pull that failed, now: this replica has just come to act for
+    /// its plugins (it took the Lease), and a pull backed off for minutes must not
+    /// hold up the plugin it now runs.
+    pub(super) fn retry_pulls_now(&mut self) {
+        let failed: Vec<String> = match &self.resources {
+            Some(resources) => (resources.known.iter())
+                .filter(|(_, k)| k.retry.is_some())
+                .map(|(name, _)| name.clone())
+                .collect(),
+            None => return,
+        };
+        for name in failed {
+            tracing::info!(plugin = %name, "this replica leads now: pulling again at once");
+            self.begin_resource_load(&name);
+        }
+    }
+
     /// Tries again the pulls that failed and are due.
     pub(super) fn retry_pulls(&mut self) {
         let due = match &self.resources {
@@ -267,57 +400,5 @@ impl Manager {
             }
             self.begin_resource_load(&name);
         }
-    }
-
-    /// Writes every resource's status that changed (health moves rows without a load).
-    pub(super) fn refresh_resource_statuses(&mut self) {
-        let names: Vec<String> = match &self.resources {
-            Some(resources) => resources.known.keys().cloned().collect(),
-            None => return,
-        };
-        for name in names {
-            self.write_status(&name);
-        }
-    }
-
-    /// Writes `name`'s status if it changed, while this replica acts for it (a
-    /// standby's view is the holder's to report).
-    fn write_status(&mut self, name: &str) {
-        if !self.ctx.leader.reports_on(name) {
-            return;
-        }
-        let row = self.table.row(&key_of(name));
-        let Some(resources) = &mut self.resources else {
-            return;
-        };
-        let pull = resources.pull_of(name);
-        let Some(known) = resources.known.get_mut(name) else {
-            return;
-        };
-        let facts = Facts {
-            generation: known.generation,
-            paused: known.spec.paused,
-            pull: &pull,
-            running: known.running.as_ref(),
-            row: row.as_ref(),
-        };
-        // Whole seconds, as the API server keeps them, so a status read back equals it.
-        let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        let now = k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or_default();
-        let status = status_of(&facts, known.status.as_ref(), now);
-        if known.status.as_ref() == Some(&status) {
-            return;
-        }
-        known.status = Some(status.clone());
-        let (api, name) = (resources.api.clone(), name.to_string());
-        tokio::spawn(async move {
-            let patch = Patch::Merge(serde_json::json!({ "status": status }));
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &patch)
-                .await
-            {
-                tracing::warn!(plugin = %name, error = %e, "could not write the WasmPlugin's status");
-            }
-        });
     }
 }

@@ -52,6 +52,8 @@ pub struct Metrics {
     pub informer_watching: Family<InformerLabels, Gauge>,
     /// Bytes of JSON an informer's cache holds.
     pub informer_bytes: Family<InformerLabels, Gauge>,
+    /// Objects an informer (or the watch of `WasmPlugin`s) cannot decode.
+    pub informer_undecodable: Family<InformerLabels, Gauge>,
     /// Bytes of the host's caches a plugin's watches hold, shared ones divided among
     /// the plugins that share them.
     pub plugin_cache_bytes: Family<PluginLabels, Gauge>,
@@ -61,6 +63,8 @@ pub struct Metrics {
     pub leader_election_holder: Family<LeaderLabels, Gauge>,
     /// The Lease's `leaseTransitions` as this replica last saw it.
     pub leader_election_transitions: Gauge,
+    /// Leases labelled for a plugin of this group but not named after it, ignored.
+    pub ignored_leases: Gauge,
     /// API requests a plugin made (writes, deletions, Events).
     pub plugin_api_requests: Family<PluginLabels, Counter>,
     /// Seconds a plugin's requests waited for its API rate.
@@ -139,6 +143,14 @@ impl Metrics {
         let informer_bytes = Family::default();
         let help = "Bytes of JSON held in an informer's cache";
         registry.register("informer_bytes", help, informer_bytes.clone());
+        let informer_undecodable = Family::default();
+        let help = "Objects a watch cannot decode (too deep, a field of the wrong type): left \
+                    out of its cache, or held at their last decodable version";
+        registry.register(
+            "informer_undecodable_objects",
+            help,
+            informer_undecodable.clone(),
+        );
         let plugin_cache_bytes = Family::default();
         let help = "Bytes of the host's caches a plugin's watches hold, shared ones divided \
                     among the plugins sharing them";
@@ -163,6 +175,14 @@ impl Metrics {
             "leader_election_transitions",
             help,
             leader_election_transitions.clone(),
+        );
+        let ignored_leases = Gauge::default();
+        let help = "Leases labelled for a plugin of this group but not named after it: \
+                    ignored (written by someone else)";
+        registry.register(
+            "leader_election_ignored_leases",
+            help,
+            ignored_leases.clone(),
         );
         let plugin_api_requests = Family::default();
         let help = "API requests a plugin made: writes, deletions and Events";
@@ -221,6 +241,7 @@ impl Metrics {
             missing_rights,
             leader_election_holder,
             leader_election_transitions,
+            ignored_leases,
             standard,
             plugin_events,
             informer_events,
@@ -228,6 +249,7 @@ impl Metrics {
             informer_objects,
             informer_watching,
             informer_bytes,
+            informer_undecodable,
             plugin_cache_bytes,
             plugin_instance_memory,
             plugin_metrics,

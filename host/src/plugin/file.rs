@@ -19,7 +19,6 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::kube::names::{LABEL_MAX, is_dns_label};
 use crate::logs::shorten;
 
 /// The ending of a plugin file's name.
@@ -31,12 +30,13 @@ pub enum PluginFileError {
     /// The file's name does not make a plugin identity.
     #[error(
         "file name {name:?} does not name a plugin: a plugin's identity is its file's name \
-         without `.wasm`, which must be a DNS-1123 label (lower-case letters, digits and \
-         '-', at most {LABEL_MAX} characters); rename the file"
+         without `.wasm`, and {rule}; rename the file"
     )]
     Identity {
         /// The file's name as found.
         name: String,
+        /// The rule it breaks.
+        rule: super::name::NameError,
     },
     /// The file cannot be opened or read.
     #[error("cannot read {}: {source}", .path.display())]
@@ -88,10 +88,12 @@ pub fn identity(path: &Path) -> Result<String, PluginFileError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match name.strip_suffix(PLUGIN_SUFFIX) {
-        Some(stem) if is_dns_label(stem) => Ok(stem.to_string()),
-        _ => Err(PluginFileError::Identity {
+    let stem = name.strip_suffix(PLUGIN_SUFFIX).unwrap_or_default();
+    match super::name::check(stem) {
+        Ok(()) => Ok(stem.to_string()),
+        Err(rule) => Err(PluginFileError::Identity {
             name: shorten(&name),
+            rule,
         }),
     }
 }

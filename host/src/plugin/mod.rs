@@ -4,6 +4,7 @@
 //! the test kit, below all of them.
 
 pub mod file;
+pub mod name;
 mod validate;
 
 pub use validate::{InvalidRegistration, validate};

@@ -11,7 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Pulled, Reference, Registry, RegistryAuth, RegistryError};
+use super::manifest::is_sha256;
+use super::{Pulled, Reference, RegistryError, Session};
 use crate::disk_bound;
 
 /// A plugin fetched by digest.
@@ -51,19 +52,19 @@ impl PulledPlugins {
     }
 
     /// The plugin at `reference`: from disk when it is pinned to a digest held here
-    /// intact, else pulled from `registry` (at most `max_bytes`) and kept. (A tag is
+    /// intact, else pulled in `session` (at most `max_bytes`) and kept. (A tag is
     /// resolved by the caller, which needs the digest first: signatures name it.)
     pub async fn fetch(
         &self,
-        registry: &Registry,
+        session: &mut Session<'_>,
         reference: &Reference,
-        auth: &RegistryAuth,
         max_bytes: u64,
     ) -> Result<Fetched, RegistryError> {
         if let Some(fetched) = self.fetch_cached(reference).await {
             return Ok(fetched);
         }
-        let Pulled { digest, bytes, .. } = registry.pull(reference, auth, max_bytes).await?;
+        let pulled = super::pull(session, reference, max_bytes).await?;
+        let Pulled { digest, bytes, .. } = pulled;
         if let Err(e) = self.keep(&digest, &bytes).await {
             tracing::warn!(reference = %reference, error = %e,
                 "a pulled plugin could not be kept on disk; it will be pulled again");
@@ -102,11 +103,26 @@ impl PulledPlugins {
         }
     }
 
+    /// `verified/sha256/<manifest hex>/<key hex>`: a key by its whole digest only.
     fn verified_path(&self, digest: &str, key: &str) -> Option<PathBuf> {
-        let key = key.strip_prefix("sha256:")?;
-        let well_formed = key.bytes().all(|b| b.is_ascii_hexdigit());
         let base = self.path("verified", digest)?;
-        well_formed.then(|| base.join(key))
+        let key = key.strip_prefix("sha256:").filter(|_| is_sha256(key))?;
+        Some(base.join(key))
+    }
+
+    /// Removes what writes interrupted by a crash left in the store (`*.tmp-<pid>`,
+    /// never renamed into place): they would otherwise stay, uncounted by the
+    /// store's bound, for the life of its volume. Called when the store is opened.
+    pub fn remove_leftovers(&self) {
+        let leftover = |name: &str| name.contains(".tmp-");
+        for kind in ["layers", "manifests"] {
+            let dir = self.dir.join(kind).join("sha256");
+            disk_bound::remove_leftovers(&dir, leftover, "store of pulled plugins");
+        }
+        let verified = self.dir.join("verified").join("sha256");
+        for entry in std::fs::read_dir(verified).into_iter().flatten().flatten() {
+            disk_bound::remove_leftovers(&entry.path(), leftover, "store of pulled plugins");
+        }
     }
 
     /// The component of manifest `digest`, if kept and intact.
@@ -140,7 +156,12 @@ impl PulledPlugins {
         let Some(layers) = kept.parent() else {
             return;
         };
-        let rank = |name: &str| (!name.contains(".tmp-")).then_some(0);
+        // Another process's interrupted write first; this one's may be in flight.
+        let ours = format!(".tmp-{}", std::process::id());
+        let rank = |name: &str| match name.contains(".tmp-") {
+            true => (!name.ends_with(&ours)).then_some(0),
+            false => Some(1),
+        };
         disk_bound::keep_within(
             layers,
             rank,
@@ -224,6 +245,54 @@ mod tests {
                 "/cache/layers/sha256/{}",
                 &DIGEST[7..]
             )))
+        );
+    }
+
+    #[tokio::test]
+    async fn interrupted_writes_are_removed_at_open_and_counted_by_the_bound() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PulledPlugins::new(dir.path()).with_max_bytes(12);
+        let layers = dir.path().join("layers/sha256");
+        std::fs::create_dir_all(&layers).expect("dir");
+        let left = layers.join("abc.tmp-1");
+        std::fs::write(&left, [0u8; 100]).expect("write");
+        store.keep(DIGEST, b"component").await.expect("kept");
+        assert!(
+            !left.exists(),
+            "another process's leftover counts, and goes first"
+        );
+        std::fs::write(&left, [0u8; 100]).expect("write");
+        let old = std::time::SystemTime::now() - crate::disk_bound::LEFTOVER_AGE * 2;
+        let file = std::fs::File::options()
+            .append(true)
+            .open(&left)
+            .expect("open");
+        file.set_modified(old).expect("time");
+        store.remove_leftovers();
+        assert!(!left.exists(), "removed when the store is opened");
+        assert_eq!(
+            store.cached(DIGEST).await.as_deref(),
+            Some(&b"component"[..])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_verification_is_kept_under_the_keys_whole_digest_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PulledPlugins::new(dir.path());
+        let key = format!("sha256:{}", "ab".repeat(32));
+        store.mark_verified(DIGEST, &key).await;
+        assert!(store.is_verified(DIGEST, &key).await);
+        let short = format!("sha256:{}", "ab".repeat(8));
+        store.mark_verified(DIGEST, &short).await;
+        assert!(
+            !store.is_verified(DIGEST, &short).await,
+            "a short name is no key"
+        );
+        let other = format!("sha256:{}{}", "ab".repeat(8), "cd".repeat(24));
+        assert!(
+            !store.is_verified(DIGEST, &other).await,
+            "the same start is another key"
         );
     }
 }

@@ -12,8 +12,29 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
+
+/// How a pull or push authenticates to a registry.
+#[derive(Clone, PartialEq, Eq)]
+pub enum RegistryAuth {
+    /// No credentials.
+    Anonymous,
+    /// A user and password, sent as HTTP Basic (to the registry, or to its token realm).
+    Basic(String, String),
+    /// A token sent as it is (a Docker config's `identitytoken`).
+    Bearer(String),
+}
+
+/// Never the secret: a pull's credentials may show up in a debug line.
+impl std::fmt::Debug for RegistryAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistryAuth::Anonymous => write!(f, "Anonymous"),
+            RegistryAuth::Basic(user, _) => write!(f, "Basic({user:?}, <redacted>)"),
+            RegistryAuth::Bearer(_) => write!(f, "Bearer(<redacted>)"),
+        }
+    }
+}
 
 /// Credentials for registries, read from one Docker config document.
 #[derive(Debug, Default, Deserialize)]

@@ -4,29 +4,40 @@
 //! command line and for `WasmPlugin`s.
 
 mod cache;
+mod challenge;
 mod client;
 mod credentials;
+mod http;
 mod layout;
+mod limits;
+mod manifest;
+mod refusal;
+mod session;
 mod signature;
 
 pub use cache::{DEFAULT_MAX_BYTES as DEFAULT_PULLED_MAX_BYTES, Fetched, PulledPlugins};
-pub use client::{Pulled, Registry};
-pub use credentials::{CredentialsError, DockerConfig};
+pub use client::{Pulled, Registry, pull};
+pub use credentials::{CredentialsError, DockerConfig, RegistryAuth};
 pub use layout::{ACCEPTED_LAYERS, LEGACY_WASM_LAYER, NotAComponent, WASM_CONFIG, WASM_LAYER};
-pub use oci_client::Reference;
-pub use oci_client::secrets::RegistryAuth;
+pub use limits::{
+    DEFAULT_CONCURRENT_PULLS, DEFAULT_PULL_MEMORY_BYTES, DEFAULT_PULL_TIMEOUT, MAX_MANIFEST_BYTES,
+    MAX_REDIRECTS, MAX_SMALL_ANSWER_BYTES, RegistryLimits, RegistryOptions,
+};
+pub use manifest::is_sha256;
+pub use oci_spec::distribution::Reference;
+pub use refusal::Refusal;
+pub use session::{Access, Session};
 pub use signature::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING, SignatureError, TrustedKey, verify};
 
-use std::path::PathBuf;
+use std::time::Duration;
 
-/// Why a push or pull failed; each names the reference and the cause.
+/// Why a push or pull failed; each names the reference and the cause. What a registry
+/// said is carried only as its status and its bounded error codes and messages.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// A CA file given for the registry could not be read.
-    #[error("cannot read the CA file {path}: {why}")]
-    CaFile {
-        /// The file.
-        path: PathBuf,
+    /// The client could not be set up (a CA file unreadable or not PEM).
+    #[error("cannot set up the registry client: {why}")]
+    Setup {
         /// The cause.
         why: String,
     },
@@ -39,10 +50,20 @@ pub enum RegistryError {
     /// Not an OCI reference.
     #[error("{reference:?} is not an OCI reference: {why}")]
     BadReference {
-        /// The text given.
+        /// The text given (cut).
         reference: String,
         /// The parser's complaint.
         why: String,
+    },
+    /// The operator does not let plugins come from this registry.
+    #[error("{reference}: the registry {registry} is not among --allowed-registries ({allowed})")]
+    NotAllowed {
+        /// The reference.
+        reference: String,
+        /// Its registry.
+        registry: String,
+        /// The registries allowed.
+        allowed: String,
     },
     /// The registry has no such manifest (or repository).
     #[error("{reference}: not found in the registry")]
@@ -53,26 +74,68 @@ pub enum RegistryError {
     /// The registry refused the credentials, or asks for some.
     #[error(
         "{reference}: not authorized: the registry refused the credentials, or wants some \
-         (--username with --password-stdin, the Docker config file, or a pull Secret)"
+         (--username with --password-stdin, the Docker config file, or a pull Secret){}",
+        said.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
     )]
     Unauthorized {
         /// The reference.
         reference: String,
+        /// What the registry said, if it said why.
+        said: Option<Refusal>,
+    },
+    /// The registry refused otherwise.
+    #[error("{reference}: the registry refused: {refusal}")]
+    Refused {
+        /// The reference.
+        reference: String,
+        /// Its status, error codes and messages.
+        refusal: Refusal,
     },
     /// The registry could not be reached (down, wrong address, TLS not trusted).
     #[error("{reference}: the registry cannot be reached: {why}")]
     Unreachable {
         /// The reference.
         reference: String,
-        /// The transport's error, with its causes.
+        /// The transport's error, with its causes (escaped, cut).
         why: String,
     },
-    /// The registry refused or failed, or a digest did not match.
+    /// The pull did not finish within its deadline (a registry that drips, or the
+    /// pulls in flight all busy).
+    #[error(
+        "{reference}: the pull did not finish within {} (--registry-pull-timeout; pull --timeout)",
+        humantime::format_duration(*timeout)
+    )]
+    TimedOut {
+        /// The reference.
+        reference: String,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// An answer (a manifest, a token reply, an error body) was larger than its bound.
+    #[error("{reference}: the registry's {what} is larger than {bound} bytes; refused unread")]
+    AnswerTooLarge {
+        /// The reference.
+        reference: String,
+        /// What was being read.
+        what: &'static str,
+        /// The bound.
+        bound: u64,
+    },
+    /// A redirect the host does not follow.
+    #[error("{reference}: a redirect refused: {why}")]
+    Redirect {
+        /// The reference.
+        reference: String,
+        /// Why.
+        why: String,
+    },
+    /// The registry's answer is not what a plugin's pull expects, or a digest did not
+    /// match.
     #[error("{reference}: {why}")]
     Registry {
         /// The reference.
         reference: String,
-        /// The registry's or the client's error.
+        /// What is wrong.
         why: String,
     },
     /// The manifest does not hold exactly one layer.
@@ -91,7 +154,7 @@ pub enum RegistryError {
     MediaType {
         /// The reference.
         reference: String,
-        /// The layer's media type.
+        /// The layer's media type (cut).
         media_type: String,
     },
     /// The layer is larger than the bound.
@@ -108,61 +171,10 @@ pub enum RegistryError {
 
 /// `text` as an OCI reference (`registry[:port]/repository[:tag][@digest]`).
 pub fn reference(text: &str) -> Result<Reference, RegistryError> {
-    text.parse()
-        .map_err(|e: oci_client::ParseError| RegistryError::BadReference {
-            reference: text.to_string(),
+    text.parse().map_err(
+        |e: oci_spec::distribution::ParseError| RegistryError::BadReference {
+            reference: crate::logs::shorten(text),
             why: e.to_string(),
-        })
-}
-
-impl RegistryError {
-    /// An error of `oci-client` about `reference`.
-    fn of(reference: &Reference, e: oci_client::errors::OciDistributionError) -> RegistryError {
-        use oci_client::errors::OciDistributionError as E;
-        let reference = reference.to_string();
-        match e {
-            E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
-                RegistryError::Unauthorized { reference }
-            }
-            E::ServerError {
-                code: 401 | 403, ..
-            } => RegistryError::Unauthorized { reference },
-            E::ImageManifestNotFoundError(_) | E::ServerError { code: 404, .. } => {
-                RegistryError::NotFound { reference }
-            }
-            E::RegistryError { envelope, .. } if envelope.errors.iter().any(unknown) => {
-                RegistryError::NotFound { reference }
-            }
-            E::RequestError(e) => RegistryError::Unreachable {
-                reference,
-                why: causes(&e),
-            },
-            e => RegistryError::Registry {
-                reference,
-                why: e.to_string(),
-            },
-        }
-    }
-}
-
-/// Whether the registry says the manifest, repository or blob is unknown.
-fn unknown(error: &oci_client::errors::OciError) -> bool {
-    use oci_client::errors::OciErrorCode as C;
-    matches!(
-        error.code,
-        C::ManifestUnknown | C::NameUnknown | C::BlobUnknown
+        },
     )
-}
-
-/// An error and its causes on one line: a transport error's own text is only
-/// "error sending request"; the cause says connection refused or certificate unknown.
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

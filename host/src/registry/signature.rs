@@ -15,7 +15,8 @@ use p256::ecdsa::{Signature, VerifyingKey};
 use p256::pkcs8::{DecodePublicKey, EncodePublicKey};
 use serde_json::Value;
 
-use super::{Reference, Registry, RegistryAuth, RegistryError};
+use super::limits::{MAX_SIGNATURE_BYTES, MAX_SIGNATURES};
+use super::{RegistryError, Session};
 
 /// The layer media type of a cosign signature.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -30,6 +31,7 @@ const NONE: &str = ": it has no signature";
 pub struct TrustedKey {
     key: VerifyingKey,
     name: String,
+    digest: String,
 }
 
 /// Why a plugin is not verified by a key; each names the key.
@@ -90,12 +92,19 @@ impl TrustedKey {
         Ok(TrustedKey {
             key,
             name: format!("sha256:{}", &hex[..16]),
+            digest: format!("sha256:{hex}"),
         })
     }
 
-    /// The key's name: the start of the SHA-256 of its DER form.
+    /// The key's name, as errors show it: the start of the SHA-256 of its DER form.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The whole SHA-256 of its DER form: what a record of a verification is kept
+    /// under, so no other key (one sharing the name's 64 bits) can pass for it.
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// Whether `signature` (base64 DER) over `payload` is this key's, and the payload
@@ -119,28 +128,21 @@ impl TrustedKey {
     }
 }
 
-/// Checks that the plugin of manifest `digest` in `reference`'s repository is signed by
+/// Checks that the plugin of manifest `digest` in `session`'s repository is signed by
 /// `key`.
 pub async fn verify(
-    registry: &Registry,
-    reference: &Reference,
+    session: &mut Session<'_>,
     digest: &str,
-    auth: &RegistryAuth,
     key: &TrustedKey,
 ) -> Result<(), SignatureError> {
     let tag = format!("{}.sig", digest.replace(':', "-"));
-    let signatures = Reference::with_tag(
-        reference.registry().to_string(),
-        reference.repository().to_string(),
-        tag,
-    );
     let not_signed = |found: String| SignatureError::NotSigned {
         digest: digest.to_string(),
         key: key.name().to_string(),
         missing: found == NONE,
         found,
     };
-    let layers = match registry.signatures(&signatures, auth).await {
+    let layers = match signatures(session, &tag).await {
         Ok(layers) => layers,
         Err(RegistryError::NotFound { .. }) => {
             return Err(not_signed(NONE.into()));
@@ -163,6 +165,25 @@ pub async fn verify(
         true => Err(not_signed(NONE.into())),
         false => Err(not_signed(format!(": found {}", found.join(", ")))),
     }
+}
+
+/// The payloads and signatures of the cosign signature artifact tagged `tag` in
+/// `session`'s repository: at most [`MAX_SIGNATURES`], each payload at most 64 KiB.
+async fn signatures(
+    session: &mut Session<'_>,
+    tag: &str,
+) -> Result<Vec<(Vec<u8>, String)>, RegistryError> {
+    let (manifest, _) = session.manifest(tag).await?;
+    let signed = (manifest.layers.iter())
+        .filter(|l| l.media_type == SIMPLE_SIGNING && l.size <= MAX_SIGNATURE_BYTES)
+        .filter_map(|l| Some((l, l.annotations.as_ref()?.get(SIGNATURE_ANNOTATION)?)))
+        .take(MAX_SIGNATURES);
+    let mut found = Vec::new();
+    for (layer, signature) in signed {
+        let payload = session.blob(layer, MAX_SIGNATURE_BYTES).await?;
+        found.push((payload, signature.clone()));
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -49,13 +49,16 @@ pub fn host_rights(naming: &Naming) -> Rights {
         leases,
         ["create", "delete", "get", "list", "update", "watch"].into(),
     );
-    // The WasmPlugins of its namespace, their status, and their pull Secrets.
+    // The WasmPlugins of its namespace, their status, and their pull Secrets (read at
+    // each pull; their changes watched, metadata only, so a mended Secret retries a
+    // failed pull at once).
     let group = "wasm-controller-manager.io";
     let plugins = Target::new(home.clone(), group, "wasmplugins");
     rights.insert(plugins, ["get", "list", "watch"].into());
     let status = Target::new(home.clone(), group, "wasmplugins/status");
     rights.insert(status, ["patch", "update"].into());
-    rights.insert(Target::new(home.clone(), "", "secrets"), ["get"].into());
+    let secrets = Target::new(home.clone(), "", "secrets");
+    rights.insert(secrets, ["get", "list", "watch"].into());
     // Events of its own about plugins' states (on its Pod or their WasmPlugins),
     // repeats patched into their series.
     let events = Target::new(home, "events.k8s.io", "events");

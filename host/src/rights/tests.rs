@@ -256,7 +256,7 @@ fn the_host_lists_what_plugins_watch_and_impersonates_only_their_accounts() {
         verbs(&host, home, group, "wasmplugins/status"),
         ["patch", "update"]
     );
-    assert_eq!(verbs(&host, home, "", "secrets"), ["get"]);
+    assert_eq!(verbs(&host, home, "", "secrets"), ["get", "list", "watch"]);
     let own = [
         "leases",
         "subjectaccessreviews",

@@ -88,6 +88,8 @@ impl ArtifactCache {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let fingerprint = crate::sha256::hex(&hasher.0.finalize()[..8]);
+        // What a write interrupted by a crash left (a `NamedTempFile`, `.tmpXXXXXX`).
+        disk_bound::remove_leftovers(dir, |name| name.starts_with(".tmp"), "compile cache");
         ArtifactCache {
             dir: dir.to_path_buf(),
             fingerprint,

@@ -14,6 +14,10 @@ use crate::plugin::file::{self as plugin_file, PluginFileError, SizeLimit};
 
 /// Largest settings file read.
 pub const MAX_SETTINGS_BYTES: u64 = 64 << 10;
+/// Deepest nesting of settings handed to a plugin: far deeper than any plugin's
+/// settings need, and shallow enough for every language's parser (serde_json stops
+/// at 128, whatever the host would pass).
+pub const MAX_SETTINGS_DEPTH: usize = 32;
 /// The endings of a settings file, after the plugin's file stem.
 pub const SETTINGS_SUFFIXES: [&str; 2] = [".settings.json", ".settings.yaml"];
 
@@ -88,13 +92,19 @@ pub fn of_object(
     object: &serde_json::Map<String, Value>,
     label: &str,
 ) -> Result<Settings, SettingsError> {
-    let json = Value::Object(object.clone()).to_string();
+    let invalid = |reason: String| SettingsError::Invalid {
+        file: PathBuf::from(label),
+        reason,
+    };
+    let value = Value::Object(object.clone());
+    let json = value.to_string();
     if json.len() as u64 > MAX_SETTINGS_BYTES {
-        return Err(SettingsError::Invalid {
-            file: PathBuf::from(label),
-            reason: format!("{} bytes, over {MAX_SETTINGS_BYTES}", json.len()),
-        });
+        return Err(invalid(format!(
+            "{} bytes, over {MAX_SETTINGS_BYTES}",
+            json.len()
+        )));
     }
+    check_depth(&value).map_err(invalid)?;
     Ok(Settings {
         hash: content_hash(json.as_bytes()),
         json: json.into(),
@@ -122,6 +132,7 @@ pub async fn read(file: &Path) -> Result<Settings, SettingsError> {
     if !value.is_object() {
         return Err(invalid("must be a mapping of names to values".into()));
     }
+    check_depth(&value).map_err(invalid)?;
     let json = value.to_string();
     Ok(Settings {
         hash: content_hash(json.as_bytes()),
@@ -130,9 +141,49 @@ pub async fn read(file: &Path) -> Result<Settings, SettingsError> {
     })
 }
 
+/// Whether `value` nests at most [`MAX_SETTINGS_DEPTH`] levels (walked without
+/// recursion); why not.
+fn check_depth(value: &Value) -> Result<(), String> {
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Object(map) => Box::new(map.values()),
+            Value::Array(items) => Box::new(items.iter()),
+            _ => continue,
+        };
+        if depth > MAX_SETTINGS_DEPTH {
+            return Err(format!("nested more than {MAX_SETTINGS_DEPTH} levels deep"));
+        }
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_nested_past_the_bound_are_refused_by_name() {
+        let mut deep = serde_json::json!(1);
+        for _ in 0..MAX_SETTINGS_DEPTH {
+            deep = serde_json::json!({ "a": deep });
+        }
+        let Value::Object(fits) = deep.clone() else {
+            panic!("an object")
+        };
+        assert!(of_object(&fits, "WasmPlugin x").is_ok());
+        let Value::Object(over) = serde_json::json!({ "b": deep }) else {
+            panic!("an object")
+        };
+        let refused = of_object(&over, "WasmPlugin x")
+            .expect_err("too deep")
+            .to_string();
+        assert!(
+            refused.contains("WasmPlugin x") && refused.contains("32 levels"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn settings_files_belong_to_the_plugin_beside_them() {

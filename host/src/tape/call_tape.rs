@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use super::{TapedCall, redact};
+use super::{TapedCall, redact_call};
 
 /// A reconcile's tape, in its host state: being recorded, or being replayed.
 #[derive(Debug)]
@@ -62,8 +62,7 @@ impl CallTape {
             return;
         };
         if *hide {
-            redact(&mut args);
-            redact(&mut answer);
+            redact_call(&mut args, &mut answer);
         }
         let size = args.to_string().len() + answer.to_string().len() + call.len();
         if *truncated || *bytes + size > MAX_TRANSCRIPT_BYTES {
@@ -150,7 +149,7 @@ fn same_args(recorded: &Value, args: &Value) -> bool {
         return true;
     }
     let mut hidden = args.clone();
-    redact(&mut hidden);
+    redact_call(&mut hidden, &mut Value::Null);
     *recorded == hidden
 }
 

@@ -209,8 +209,33 @@ fn error_from_tape(error: &Value) -> Option<GuestError> {
     })
 }
 
-/// Replaces the values of `data` and `stringData` of every Secret in `value` (an
-/// object, or a list of them at any depth) with [`REDACTED_DATA`] and [`REDACTED`].
+/// Hides what a call's arguments and answer hold of Secrets: every Secret object in
+/// them (at any depth) as [`redact`] does, and, when the object the call names is a
+/// Secret (a `patch`, `patch-status` or `patch-labels` of one, whose body carries no
+/// kind), every value its body sets.
+pub fn redact_call(args: &mut Value, answer: &mut Value) {
+    let named = args.pointer("/object/kind").and_then(Value::as_str);
+    if named.is_some_and(is_secret_kind) {
+        for body in ["patch", "status", "add"] {
+            if let Some(body) = args.get_mut(body) {
+                hide_values(body, false);
+            }
+        }
+    }
+    redact(args);
+    redact(answer);
+}
+
+/// Whether `kind` (`v1/Secret`, as `display_gvk` writes it, or a bare `Secret`) is a
+/// Secret's.
+fn is_secret_kind(kind: &str) -> bool {
+    kind == "Secret" || kind.ends_with("/Secret")
+}
+
+/// Replaces, in every Secret in `value` (an object, or a list of them at any depth),
+/// the values of `data` and `stringData` with [`REDACTED_DATA`] and [`REDACTED`], and
+/// every annotation's value with [`REDACTED`]: `kubectl apply` keeps a Secret's whole
+/// content in its `last-applied-configuration` annotation.
 pub fn redact(value: &mut Value) {
     match value {
         Value::Array(items) => items.iter_mut().for_each(redact),
@@ -221,8 +246,33 @@ pub fn redact(value: &mut Value) {
                         data.values_mut().for_each(|v| *v = json!(hidden));
                     }
                 }
+                let annotations = map
+                    .get_mut("metadata")
+                    .and_then(|m| m.get_mut("annotations"));
+                if let Some(Value::Object(annotations)) = annotations {
+                    annotations.values_mut().for_each(|v| *v = json!(REDACTED));
+                }
             }
             map.values_mut().for_each(redact);
+        }
+        _ => {}
+    }
+}
+
+/// Every string `value` sets replaced (under a `data` key by [`REDACTED_DATA`], else
+/// by [`REDACTED`]), but a JSON patch's `op`, `path` and `from`, which say where, not
+/// what.
+fn hide_values(value: &mut Value, in_data: bool) {
+    match value {
+        Value::String(_) if in_data => *value = json!(REDACTED_DATA),
+        Value::String(_) => *value = json!(REDACTED),
+        Value::Array(items) => items.iter_mut().for_each(|v| hide_values(v, in_data)),
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if !matches!(key.as_str(), "op" | "path" | "from") {
+                    hide_values(v, in_data || key == "data");
+                }
+            }
         }
         _ => {}
     }
@@ -239,6 +289,35 @@ mod tests {
         redact(&mut list);
         assert_eq!(list[0]["data"]["token"], REDACTED_DATA);
         assert_eq!(list[1]["data"]["a"], "b");
+    }
+
+    #[test]
+    fn a_secret_applied_by_kubectl_keeps_nothing_in_its_annotations() {
+        let last = r#"{"apiVersion":"v1","kind":"Secret","stringData":{"password":"hunter2"}}"#;
+        let mut secret = json!({"kind": "Secret", "metadata": {"name": "s",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last}},
+            "data": {"password": "aHVudGVyMg=="}});
+        redact(&mut secret);
+        assert!(!secret.to_string().contains("hunter2"), "{secret}");
+        assert!(!secret.to_string().contains("aHVudGVyMg"), "{secret}");
+    }
+
+    #[test]
+    fn a_patch_of_a_secret_hides_what_it_sets_whatever_its_shape() {
+        let object = json!({"kind": "v1/Secret", "namespace": "ns", "name": "s"});
+        let mut merge = json!({"object": object, "type": "merge",
+            "patch": {"stringData": {"token": "t0ps3cret"}, "metadata": {"annotations": {"a": "t0ps3cret"}}}});
+        redact_call(&mut merge, &mut Value::Null);
+        assert!(!merge.to_string().contains("t0ps3cret"), "{merge}");
+        let mut json_patch = json!({"object": object, "type": "json",
+            "patch": [{"op": "add", "path": "/data/token", "value": "dDBwczNjcmV0"}]});
+        redact_call(&mut json_patch, &mut Value::Null);
+        assert_eq!(json_patch["patch"][0]["path"], "/data/token", "where stays");
+        assert_eq!(json_patch["patch"][0]["value"], REDACTED);
+        let mut config_map = json!({"object": {"kind": "v1/ConfigMap", "name": "c"},
+            "patch": {"data": {"a": "b"}}});
+        redact_call(&mut config_map, &mut Value::Null);
+        assert_eq!(config_map["patch"]["data"]["a"], "b", "not a Secret: kept");
     }
 
     #[test]

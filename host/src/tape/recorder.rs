@@ -38,7 +38,9 @@ pub struct Recorder {
 
 impl Recorder {
     /// Records `plugin` into `dir` (made if missing; numbering goes on after the
-    /// transcripts already there), at most `max_bytes` of transcripts in all.
+    /// transcripts already there), at most `max_bytes` of transcripts in all, those
+    /// already there counted: restarts do not add up past the bound. What an
+    /// interrupted write left (`.NNNNNN.yaml.tmp`) is removed.
     pub fn new(
         plugin: &str,
         dir: &Path,
@@ -50,17 +52,26 @@ impl Recorder {
             cause,
         };
         std::fs::create_dir_all(dir).map_err(failed)?;
-        let numbers = std::fs::read_dir(dir).map_err(failed)?.filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            name.strip_suffix(".yaml")?.parse::<u64>().ok()
-        });
-        let last = numbers.max().unwrap_or(0);
+        let leftover = |name: &str| name.starts_with('.') && name.ends_with(".yaml.tmp");
+        crate::disk_bound::remove_leftovers(dir, leftover, "transcripts");
+        let (mut last, mut written) = (0, 0);
+        for entry in std::fs::read_dir(dir).map_err(failed)?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(number) = name
+                .strip_suffix(".yaml")
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            last = last.max(number);
+            written += entry.metadata().map_or(0, |m| m.len());
+        }
         Ok(Recorder {
             plugin: plugin.to_string(),
             dir: dir.to_path_buf(),
             secrets,
             max_bytes,
-            written: AtomicU64::new(0),
+            written: AtomicU64::new(written),
             next: AtomicU64::new(last + 1),
             stopped: AtomicBool::new(false),
         })
@@ -140,4 +151,27 @@ fn rfc3339(time: SystemTime) -> String {
     let seconds = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let stamp = k8s_openapi::jiff::Timestamp::from_second(i64::try_from(seconds).unwrap_or(0));
     stamp.map_or_else(|_| "1970-01-01T00:00:00Z".into(), |t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcripts_already_on_disk_count_against_the_bound_and_leftovers_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("000007.yaml"), [b'x'; 600]).expect("write");
+        let left = dir.path().join(".000008.yaml.tmp");
+        std::fs::write(&left, [b'x'; 600]).expect("write");
+        let old = std::time::SystemTime::now() - crate::disk_bound::LEFTOVER_AGE * 2;
+        let file = std::fs::File::options()
+            .append(true)
+            .open(&left)
+            .expect("open");
+        file.set_modified(old).expect("time");
+        let recorder = Recorder::new("p", dir.path(), false, 1000).expect("a recorder");
+        assert!(!left.exists(), "an interrupted write is removed");
+        assert_eq!(recorder.written.load(Ordering::Relaxed), 600);
+        assert_eq!(recorder.next.load(Ordering::Relaxed), 8);
+    }
 }

@@ -1,6 +1,9 @@
 //! A `WasmPlugin`'s component: its reference chosen (the digest status pinned for the
-//! same `spec.image`, else `spec.image`), its pull Secret read, and the component
-//! taken from the disk store or pulled — by the leading replica only.
+//! same `spec.image`, else `spec.image`), and the component taken from the disk store
+//! when it is held there intact and verified, else pulled in one session with the
+//! credentials of the `WasmPlugin`'s own pull Secret as it is now. Every replica
+//! pulls (reads only), so a standby holds the plugin compiled and ready when it takes
+//! over; only the replica that acts for a plugin writes its status.
 
 use std::sync::Arc;
 
@@ -9,8 +12,8 @@ use kube::Client;
 use super::WasmPluginSpec;
 use super::pull_secret::{PullSecretError, pull_auth};
 use crate::registry::{
-    self, Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError, SignatureError,
-    TrustedKey, verify,
+    self, Access, Fetched, PulledPlugins, Reference, Registry, RegistryAuth, RegistryError,
+    Session, SignatureError, TrustedKey, verify,
 };
 
 /// Why a `WasmPlugin`'s component could not be had.
@@ -25,28 +28,38 @@ pub enum FetchError {
     /// A signature the policy requires is missing or wrong, or its key unusable.
     #[error(transparent)]
     Signature(#[from] SignatureError),
-    /// This replica does not lead, and the digest is not on its disk yet.
-    #[error("not pulled yet: only the leading replica pulls from registries")]
-    NotLeading,
 }
 
 impl FetchError {
     /// The condition reason an operator reads.
     pub fn reason(&self) -> &'static str {
+        use RegistryError as R;
         match self {
-            FetchError::Registry(RegistryError::BadReference { .. }) => "InvalidImage",
             FetchError::PullSecret(_) => "PullSecretUnusable",
-            FetchError::Registry(RegistryError::Unauthorized { .. }) => "Unauthorized",
-            FetchError::Registry(RegistryError::Unreachable { .. }) => "RegistryUnreachable",
-            FetchError::Registry(RegistryError::TooLarge { .. }) => "TooLarge",
-            FetchError::Registry(RegistryError::NotFound { .. }) => "NotFound",
-            FetchError::Registry(
-                RegistryError::MediaType { .. } | RegistryError::Layers { .. },
-            ) => "NotAPlugin",
-            FetchError::Registry(_) => "PullFailed",
             FetchError::Signature(e) => e.reason(),
-            FetchError::NotLeading => "NotLeading",
+            FetchError::Registry(e) => match e {
+                R::BadReference { .. } => "InvalidImage",
+                R::NotAllowed { .. } => "RegistryNotAllowed",
+                R::Unauthorized { .. } => "Unauthorized",
+                R::Unreachable { .. } => "RegistryUnreachable",
+                R::TimedOut { .. } => "PullTimedOut",
+                R::TooLarge { .. } => "TooLarge",
+                R::AnswerTooLarge { .. } => "RegistryAnswerTooLarge",
+                R::Redirect { .. } => "RedirectRefused",
+                R::NotFound { .. } => "NotFound",
+                R::MediaType { .. } | R::Layers { .. } => "NotAPlugin",
+                _ => "PullFailed",
+            },
         }
+    }
+
+    /// Whether the pull Secret's content may be the cause: a change of the Secret
+    /// tries the pull again at once.
+    pub fn credentials_may_fix(&self) -> bool {
+        matches!(
+            self,
+            FetchError::PullSecret(_) | FetchError::Registry(RegistryError::Unauthorized { .. })
+        )
     }
 }
 
@@ -109,36 +122,40 @@ impl Fetcher {
         Ok(keys)
     }
 
-    /// Checks `reference`'s signatures by `keys`, unless this disk already did.
+    /// Checks the signatures of manifest `digest` by `keys`, unless this disk already
+    /// did (a record under each key's whole digest).
     async fn verified(
         &self,
-        reference: &Reference,
+        session: &mut Session<'_>,
         digest: &str,
-        auth: &RegistryAuth,
         keys: &[TrustedKey],
     ) -> Result<(), FetchError> {
         for key in keys {
-            if self.store.is_verified(digest, key.name()).await {
+            if self.store.is_verified(digest, key.digest()).await {
                 continue;
             }
-            verify(&self.registry, reference, digest, auth, key).await?;
-            self.store.mark_verified(digest, key.name()).await;
+            verify(session, digest, key).await?;
+            self.store.mark_verified(digest, key.digest()).await;
         }
         Ok(())
     }
 
     /// The component of `spec`, pinned as `pinned` says when that pin is for the same
-    /// image; pulled only if `leading`.
+    /// image: from the disk when held there intact and verified by every key, else
+    /// pulled.
     pub async fn fetch(
         &self,
         spec: &WasmPluginSpec,
         pinned: Option<&str>,
-        leading: bool,
     ) -> Result<FetchedPlugin, FetchError> {
         let reference = registry::reference(&reference_for(&spec.image, pinned))?;
+        self.registry.check_allowed(&reference)?;
         let keys = self.keys_for(spec)?;
-        if !leading {
-            return self.fetch_held(spec, &reference, &keys).await;
+        if let Some(held) = self.held(&reference, &keys).await {
+            return Ok(FetchedPlugin {
+                pinned: pin(&spec.image, &held.digest),
+                fetched: held,
+            });
         }
         let auth = match &spec.pull_secret {
             Some(name) => {
@@ -147,41 +164,34 @@ impl Fetcher {
             }
             None => RegistryAuth::Anonymous,
         };
-        let reference = match reference.digest() {
-            Some(_) => reference,
-            None => reference.clone_with_digest(self.registry.resolve(&reference, &auth).await?),
-        };
-        let digest = reference.digest().unwrap_or_default().to_string();
+        let mut session = self
+            .registry
+            .session(&reference, auth, Access::Pull)
+            .await?;
+        let digest = session.resolve().await?;
+        let reference = reference.clone_with_digest(digest.clone());
         // Before anything is pulled or compiled.
-        self.verified(&reference, &digest, &auth, &keys).await?;
-        let fetched = (self
+        self.verified(&mut session, &digest, &keys).await?;
+        let fetched = self
             .store
-            .fetch(&self.registry, &reference, &auth, self.max_bytes))
-        .await?;
+            .fetch(&mut session, &reference, self.max_bytes)
+            .await?;
         Ok(FetchedPlugin {
             pinned: pin(&spec.image, &fetched.digest),
             fetched,
         })
     }
 
-    /// A standby's fetch: only what this disk holds, verified on it by every key.
-    async fn fetch_held(
-        &self,
-        spec: &WasmPluginSpec,
-        reference: &Reference,
-        keys: &[TrustedKey],
-    ) -> Result<FetchedPlugin, FetchError> {
-        let fetched = self.store.fetch_cached(reference).await;
-        let fetched = fetched.ok_or(FetchError::NotLeading)?;
+    /// What this disk holds of `reference` (pinned to a digest), intact and verified
+    /// by every key: then no registry is asked.
+    async fn held(&self, reference: &Reference, keys: &[TrustedKey]) -> Option<Fetched> {
+        let fetched = self.store.fetch_cached(reference).await?;
         for key in keys {
-            if !self.store.is_verified(&fetched.digest, key.name()).await {
-                return Err(FetchError::NotLeading);
+            if !self.store.is_verified(&fetched.digest, key.digest()).await {
+                return None;
             }
         }
-        Ok(FetchedPlugin {
-            pinned: pin(&spec.image, &fetched.digest),
-            fetched,
-        })
+        Some(fetched)
     }
 }
 

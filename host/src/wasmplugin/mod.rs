@@ -13,7 +13,8 @@ pub use documents::{DocumentError, parse};
 pub use fetch::{FetchError, FetchedPlugin, Fetcher, reference_for};
 pub use pull_secret::{DOCKER_CONFIG_JSON, PullSecretError, pull_auth};
 pub use resource::{
-    RuleCounts, VerifySpec, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml,
+    MAX_RULES, MAX_SETTINGS_KEYS, RuleCounts, VerifySpec, WasmPlugin, WasmPluginSpec,
+    WasmPluginStatus, crd_yaml,
 };
-pub use status::{Facts, Pull, Pulls, status_of};
-pub use watch::{ResourceChange, changes};
+pub use status::{Facts, Pull, Pulls, status_of, status_patch};
+pub use watch::{ResourceChange, changes, secret_changes};

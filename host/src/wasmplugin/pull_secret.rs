@@ -45,6 +45,17 @@ pub async fn pull_auth(
     name: &str,
     registry: &str,
 ) -> Result<RegistryAuth, PullSecretError> {
+    let malformed = |why: String| PullSecretError::Malformed {
+        namespace: namespace.to_string(),
+        name: crate::logs::shorten(name),
+        why,
+    };
+    if !crate::kube::names::is_dns_subdomain(name) {
+        // Checked before it names a URL: no other path can be reached through it.
+        return Err(malformed(
+            "is not a Secret's name (a DNS-1123 subdomain)".into(),
+        ));
+    }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = secrets
         .get(name)
@@ -54,11 +65,6 @@ pub async fn pull_auth(
             name: name.to_string(),
             cause: e.to_string(),
         })?;
-    let malformed = |why: String| PullSecretError::Malformed {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        why,
-    };
     let kind = secret.type_.as_deref().unwrap_or("Opaque");
     if kind != DOCKER_CONFIG_JSON {
         return Err(malformed(format!(

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What plugin to run, from where, with which settings.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "wasm-controller-manager.io",
     version = "v1alpha1",
@@ -46,6 +46,10 @@ pub struct WasmPluginSpec {
     /// A `kubernetes.io/dockerconfigjson` Secret in the host's namespace holding the
     /// registry's credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
     pub pull_secret: Option<String>,
     /// Require a signature (cosign's format) over the manifest digest by this key,
     /// checked before anything is compiled; a host may require keys of its own too.
@@ -71,16 +75,20 @@ pub struct WasmPluginStatus {
     pub observed_generation: Option<i64>,
     /// The reference pulled, pinned to its digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1200))]
     pub image: Option<String>,
     /// The manifest digest of the version running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 80))]
     pub digest: Option<String>,
     /// The contract version the running plugin was built against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub contract: Option<String>,
     /// The plugin table's state: running, degraded, crash-looping, forbidden, waiting,
     /// failed, paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     pub state: Option<String>,
     /// The rules its registration implies, and how many of them RBAC grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,6 +96,7 @@ pub struct WasmPluginStatus {
     /// `Pulled`, `Loaded` and `Ready`, each with a reason and a message an operator can
     /// act on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
     pub conditions: Vec<Condition>,
 }
 
@@ -95,15 +104,30 @@ pub struct WasmPluginStatus {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RuleCounts {
     /// Rules the registration implies.
+    #[schemars(range(max = MAX_RULES))]
     pub declared: u32,
     /// Of those, rules RBAC grants the plugin's ServiceAccount.
+    #[schemars(range(max = MAX_RULES))]
     pub granted: u32,
 }
 
-/// An object of any fields, kept as written (`x-kubernetes-preserve-unknown-fields`).
+/// The most rules a status counts: far more than any registration implies, and the
+/// API server refuses a status written with more (`u32` would fail to decode).
+pub const MAX_RULES: u32 = 1_000_000;
+
+/// The most top-level keys `spec.settings` may have (the API server refuses more; the
+/// host bounds the settings' size and depth when it reads them).
+pub const MAX_SETTINGS_KEYS: u32 = 256;
+
+/// An object of any fields, kept as written (`x-kubernetes-preserve-unknown-fields`),
+/// with at most [`MAX_SETTINGS_KEYS`] keys. A structural schema cannot bound the depth
+/// of such an object, nor CEL measure it: the host refuses settings nested deeper than
+/// its bound when it reads them, and decodes each `WasmPlugin` on its own, so one too
+/// deep to decode costs only itself.
 fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
+        "maxProperties": MAX_SETTINGS_KEYS,
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }

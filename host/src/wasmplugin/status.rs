@@ -49,6 +49,9 @@ pub struct Facts<'a> {
     pub running: Option<&'a (String, String)>,
     /// The plugin table's row, if the plugin got that far.
     pub row: Option<&'a PluginStatus>,
+    /// Why the host refuses the resource itself (it cannot be decoded, its name is
+    /// no plugin's): the `Ready` condition's reason and message.
+    pub refused: Option<(&'static str, &'a str)>,
 }
 
 /// The status `facts` make, keeping the transition times of `previous`'s conditions
@@ -63,12 +66,16 @@ pub fn status_of(
         None => (None, None),
     };
     let row = facts.row;
-    let state = match (facts.paused, row) {
-        (true, _) => Some("paused".to_string()),
-        (false, Some(row)) => Some(row.state.name().to_string()),
-        (false, None) => None,
+    let state = match (facts.refused, facts.paused, row) {
+        (Some(_), _, _) => Some(State::Failed.name().to_string()),
+        (None, true, _) => Some("paused".to_string()),
+        (None, false, Some(row)) => Some(row.state.name().to_string()),
+        (None, false, None) => None,
     };
-    let conditions = [pulled(facts), loaded(facts), ready(facts)];
+    let conditions = match facts.refused {
+        Some((reason, message)) => refused(reason, message),
+        None => [pulled(facts), loaded(facts), ready(facts)],
+    };
     let old = previous.map_or(&[][..], |p| &p.conditions[..]);
     let conditions = conditions
         .into_iter()
@@ -83,14 +90,60 @@ pub fn status_of(
         contract: row.and_then(|r| r.contract.clone()),
         state,
         rules: (row.and_then(|r| r.rights.as_ref())).map(|r| RuleCounts {
-            declared: r.declared as u32,
-            granted: r.granted as u32,
+            declared: counted(r.declared),
+            granted: counted(r.granted),
         }),
         conditions,
     }
 }
 
+/// The merge patch that makes a `WasmPlugin`'s status `status` whole: each field it
+/// leaves out written as `null`, so nothing another writer put there (a count that
+/// does not decode) outlives the host's next write.
+pub fn status_patch(status: &WasmPluginStatus) -> serde_json::Value {
+    const FIELDS: [&str; 7] = [
+        "observedGeneration",
+        "image",
+        "digest",
+        "contract",
+        "state",
+        "rules",
+        "conditions",
+    ];
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        for field in FIELDS {
+            fields.entry(field).or_insert(serde_json::Value::Null);
+        }
+    }
+    serde_json::json!({ "status": value })
+}
+
 type Verdict = (&'static str, &'static str, String, String);
+
+/// A count of rules as status holds it: at most the schema's maximum.
+fn counted(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX).min(super::MAX_RULES)
+}
+
+/// The conditions of a resource the host refuses before any pull.
+fn refused(reason: &str, message: &str) -> [Verdict; 3] {
+    [
+        (
+            "Pulled",
+            "Unknown",
+            reason.into(),
+            "not pulled: the resource is refused".into(),
+        ),
+        (
+            "Loaded",
+            "Unknown",
+            "NotPulled".into(),
+            "not pulled: the resource is refused".into(),
+        ),
+        ("Ready", "False", reason.into(), message.into()),
+    ]
+}
 
 fn pulled(facts: &Facts) -> Verdict {
     match facts.pull {
@@ -252,6 +305,7 @@ mod tests {
             pull,
             running,
             row,
+            refused: None,
         }
     }
 
@@ -292,6 +346,7 @@ mod tests {
                 },
                 running: Some(&pin),
                 row: Some(&row(State::Running, None)),
+                refused: None,
             },
             None,
             Timestamp::UNIX_EPOCH,
@@ -358,6 +413,7 @@ mod tests {
             pull: &none,
             running: None,
             row: None,
+            refused: None,
         };
         let status = status_of(&paused, None, Timestamp::UNIX_EPOCH);
         assert_eq!(status.state.as_deref(), Some("paused"));
@@ -379,5 +435,52 @@ mod tests {
             ("False", "LoadFailed")
         );
         assert_eq!(loaded.message, "register() failed: trapped: unreachable");
+    }
+
+    #[test]
+    fn a_refused_resource_is_failed_and_says_why_on_ready() {
+        let none = Pull::None;
+        let facts = Facts {
+            generation: Some(5),
+            paused: false,
+            pull: &none,
+            running: None,
+            row: None,
+            refused: Some((
+                "Undecodable",
+                "the host cannot read it: recursion limit exceeded",
+            )),
+        };
+        let status = status_of(&facts, None, Timestamp::UNIX_EPOCH);
+        assert_eq!(status.state.as_deref(), Some("failed"));
+        let ready = find(&status, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "Undecodable")
+        );
+        assert!(
+            ready.message.contains("recursion limit"),
+            "{}",
+            ready.message
+        );
+        assert_eq!(status.rules, None);
+    }
+
+    #[test]
+    fn a_status_patch_clears_every_field_it_does_not_set() {
+        let status = WasmPluginStatus {
+            state: Some("failed".into()),
+            ..WasmPluginStatus::default()
+        };
+        let patch = status_patch(&status);
+        assert_eq!(patch["status"]["state"], "failed");
+        assert_eq!(patch["status"]["rules"], serde_json::Value::Null);
+        assert!(
+            patch["status"]
+                .as_object()
+                .expect("an object")
+                .contains_key("rules")
+        );
+        assert_eq!(patch["status"].as_object().map(|o| o.len()), Some(7));
     }
 }

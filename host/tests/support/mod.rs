@@ -21,6 +21,7 @@ pub mod deployed;
 pub mod docs;
 pub mod election;
 pub mod helm;
+pub mod hostile_registry;
 pub mod imports;
 pub mod lease_audit;
 pub mod objects;

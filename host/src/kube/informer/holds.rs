@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::stream::{api, run_watch};
 use super::{CachedObject, Health, Informer, ObjectKey};
+use crate::kube::decoded::Decoded;
 
 /// Whether an informer's watch runs: while anything holds it.
 #[derive(Default)]
@@ -70,12 +71,13 @@ impl Informer {
         let (weak, config) = (Arc::downgrade(self), self.config.clone());
         match self.scope.metadata_only {
             false => tokio::spawn(run_watch(
-                api::<DynamicObject>(self.client.clone(), self),
+                api::<Decoded<DynamicObject>>(self.client.clone(), self),
                 config,
                 (weak, generation),
             )),
             true => {
-                let api = api::<PartialObjectMeta<DynamicObject>>(self.client.clone(), self);
+                let api =
+                    api::<Decoded<PartialObjectMeta<DynamicObject>>>(self.client.clone(), self);
                 tokio::spawn(run_watch(api, config, (weak, generation)))
             }
         }
@@ -109,7 +111,7 @@ impl Informer {
     pub(super) fn on_watch_item(
         &self,
         generation: u64,
-        item: Result<Event<DynamicObject>, watcher::Error>,
+        item: Result<Event<Decoded<DynamicObject>>, watcher::Error>,
         relist: &mut Option<HashMap<ObjectKey, Arc<CachedObject>>>,
     ) {
         // Held while the item applies, so a release cannot empty the cache in between.

@@ -15,13 +15,15 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, SelectorExt};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
 
+mod events;
 mod holds;
 mod stream;
+mod undecodable;
 
 use super::discovery::{DiscoveryError, KindResolver, ResolvedKind, display_gvk};
 use super::field_selector::FieldSelector;
@@ -29,6 +31,7 @@ use crate::metrics::{InformerLabels, Metrics};
 pub use holds::InformerHold;
 use holds::Running;
 pub use stream::metadata_of;
+use undecodable::Undecodables;
 
 /// What one informer watches; two plugins asking for the same scope share one watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -86,6 +89,8 @@ pub struct Informer {
     objects: Gauge,
     bytes: Gauge,
     watching: Gauge,
+    /// The objects of the watch it cannot decode.
+    undecodable: Undecodables,
     /// What the watch is restarted with when it is held again.
     client: Client,
     config: watcher::Config,
@@ -139,7 +144,9 @@ impl Informer {
         let objects = metrics.informer_objects.get_or_create(&labels).clone();
         let bytes = metrics.informer_bytes.get_or_create(&labels).clone();
         let watching = metrics.informer_watching.get_or_create(&labels).clone();
+        let undecodable = metrics.informer_undecodable.get_or_create(&labels).clone();
         Arc::new(Informer {
+            undecodable: Undecodables::new(undecodable),
             events,
             lists,
             objects,
@@ -264,64 +271,6 @@ impl Informer {
                 s(change);
             }
         }
-    }
-
-    fn on_event(
-        &self,
-        event: Event<DynamicObject>,
-        relist: &mut Option<HashMap<ObjectKey, Arc<CachedObject>>>,
-    ) {
-        let convert = |obj: DynamicObject| match CachedObject::from_dynamic(obj) {
-            Ok(o) => Some(Arc::new(o)),
-            Err(e) => {
-                tracing::warn!(kind = %display_gvk(&self.scope.gvk), error = %e, "unserialisable object skipped");
-                None
-            }
-        };
-        if matches!(
-            event,
-            Event::InitApply(_) | Event::Apply(_) | Event::Delete(_)
-        ) {
-            self.events.inc();
-        }
-        if !matches!(event, Event::Init) {
-            self.working();
-        }
-        match event {
-            Event::Init => {
-                *relist = Some(HashMap::new());
-            }
-            Event::InitApply(obj) => {
-                if let (Some(buf), Some(o)) = (relist.as_mut(), convert(obj)) {
-                    buf.insert(o.key(), o);
-                }
-            }
-            Event::InitDone => {
-                let changes = self.cache.replace(relist.take().unwrap_or_default());
-                self.lists.inc();
-                let (kind, namespace) = (&self.labels.kind, &self.scope.namespace);
-                match self.synced.send_replace(true) {
-                    true => tracing::info!(%kind, ?namespace, objects = self.cache.len(),
-                        "informer relisted; cache replaced whole"),
-                    false => tracing::info!(%kind, ?namespace, objects = self.cache.len(),
-                        "informer synced"),
-                }
-                self.publish(&changes);
-            }
-            Event::Apply(obj) => {
-                if let Some(o) = convert(obj) {
-                    self.publish(&[self.cache.apply(o)]);
-                }
-            }
-            Event::Delete(obj) => {
-                if let Some(o) = convert(obj) {
-                    let change = self.cache.delete(&o.key()).unwrap_or(Change::Deleted(o));
-                    self.publish(&[change]);
-                }
-            }
-        }
-        self.objects.set(self.cache.len() as i64);
-        self.bytes.set(self.cache.bytes() as i64);
     }
 
     /// How many subscribers its changes are delivered to: the plugins (versions)

@@ -1,6 +1,7 @@
 //! The watch behind an informer: kube-runtime's watcher over whole objects or their
-//! metadata (`PartialObjectMetadata`), its events turned into the cache's objects and
-//! fed to the informer until it is dropped.
+//! metadata (`PartialObjectMetadata`), each object decoded on its own ([`Decoded`]),
+//! its events turned into the cache's objects and fed to the informer until it is
+//! dropped.
 
 use std::sync::Weak;
 
@@ -12,6 +13,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use super::Informer;
+use crate::kube::decoded::Decoded;
 
 /// The API of `informer`'s kind in its namespace (or all), as `K`: whole objects, or
 /// their metadata only (kube asks the API server for `PartialObjectMetadata`).
@@ -41,7 +43,7 @@ pub fn metadata_of(metadata: ObjectMeta, gvk: &GroupVersionKind) -> DynamicObjec
 
 /// What a watch delivers, as the cache stores it.
 pub(super) trait Watched:
-    kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug
+    kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug
 {
     fn into_dynamic(self, gvk: &GroupVersionKind) -> DynamicObject;
 }
@@ -58,16 +60,24 @@ impl Watched for PartialObjectMeta<DynamicObject> {
     }
 }
 
+/// A watched object decoded alone, as the cache stores it.
+fn decoded_dynamic<K: Watched>(item: Decoded<K>, gvk: &GroupVersionKind) -> Decoded<DynamicObject> {
+    match item {
+        Decoded::Object(object) => Decoded::Object(object.into_dynamic(gvk)),
+        Decoded::Undecodable(undecodable) => Decoded::Undecodable(undecodable),
+    }
+}
+
 /// Feeds watch events into the informer until it is dropped or this watch (of
 /// `generation`) is stopped. Errors (expired watches, an unreachable API server) are
 /// logged and retried with kube's default backoff; a relist swaps the cache whole, so
 /// no reader sees a half-rebuilt one.
 pub(super) async fn run_watch<K>(
-    api: Api<K>,
+    api: Api<Decoded<K>>,
     config: watcher::Config,
     (informer, generation): (Weak<Informer>, u64),
 ) where
-    K: Watched + Send + 'static,
+    K: Watched + Clone + Send + 'static,
 {
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist = None;
@@ -82,12 +92,15 @@ pub(super) async fn run_watch<K>(
 }
 
 /// `event` with its object as the cache stores it.
-fn dynamic_event<K: Watched>(event: Event<K>, gvk: &GroupVersionKind) -> Event<DynamicObject> {
+fn dynamic_event<K: Watched>(
+    event: Event<Decoded<K>>,
+    gvk: &GroupVersionKind,
+) -> Event<Decoded<DynamicObject>> {
     match event {
         Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(o.into_dynamic(gvk)),
+        Event::InitApply(o) => Event::InitApply(decoded_dynamic(o, gvk)),
         Event::InitDone => Event::InitDone,
-        Event::Apply(o) => Event::Apply(o.into_dynamic(gvk)),
-        Event::Delete(o) => Event::Delete(o.into_dynamic(gvk)),
+        Event::Apply(o) => Event::Apply(decoded_dynamic(o, gvk)),
+        Event::Delete(o) => Event::Delete(decoded_dynamic(o, gvk)),
     }
 }

@@ -3,11 +3,12 @@
 //! by object, so tests can tell a lost or stale update from a correct one under churn,
 //! across host restarts and across watch expiry. Settings `{"mirrored-label": KEY}`
 //! write the copy to KEY instead, so copies of the plugin under other names each
-//! leave a mark of their own.
+//! leave a mark of their own; `{"also-kind": {"group", "version", "kind"}}` mirrors
+//! the objects of that kind too (a custom resource a test makes).
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use wasm_controller_sdk::{
-    Action, Controller, Failure, Registration, Request, Verb, Watch, cluster, config,
+    Action, Controller, Failure, Gvk, Registration, Request, Verb, Watch, cluster, config,
     export_controller,
 };
 
@@ -21,6 +22,15 @@ const MIRRORED: &str = "wcm.test/mirrored";
 #[serde(rename_all = "kebab-case")]
 struct Settings {
     mirrored_label: Option<String>,
+    also_kind: Option<Kind>,
+}
+
+/// A kind named in the settings.
+#[derive(serde::Deserialize)]
+struct Kind {
+    group: String,
+    version: String,
+    kind: String,
 }
 
 /// The plugin.
@@ -28,11 +38,24 @@ pub struct LabelMirror;
 
 impl Controller for LabelMirror {
     fn registration() -> Registration {
-        Registration::new("label-mirror", "0.1.0")
+        let registration = Registration::new("label-mirror", "0.1.0")
             .watch(Watch::all::<Pod>().labels(SOURCE))
             .watch(Watch::all::<ConfigMap>().labels(SOURCE))
             .permit::<Pod>(&[Verb::Patch])
-            .permit::<ConfigMap>(&[Verb::Patch])
+            .permit::<ConfigMap>(&[Verb::Patch]);
+        let also = config::settings::<Settings>()
+            .ok()
+            .flatten()
+            .and_then(|s| s.also_kind);
+        match also {
+            Some(k) => {
+                let kind = Gvk::new(&k.group, &k.version, &k.kind);
+                registration
+                    .watch(Watch::kind(kind.clone()).labels(SOURCE))
+                    .permit_kind(kind, &[Verb::Patch])
+            }
+            None => registration,
+        }
     }
 
     fn reconcile(req: Request) -> Result<Action, Failure> {
