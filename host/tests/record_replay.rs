@@ -1,7 +1,8 @@
 //! `run --record-plugin NAME=DIR` and `test PLUGIN.wasm --replay DIR`, on the real
 //! control plane: deployment-reconcile applies a WebApp backed by a Secret while the
 //! host records it; each reconcile's transcript holds the calls with the answers the
-//! API server gave (the Secret's data redacted), and replaying the transcripts
+//! API server gave (the Secret's data and annotations redacted: `kubectl apply` keeps
+//! its whole content in one), and replaying the transcripts
 //! offline with the same plugin goes exactly as it went. A transcript whose recorded
 //! answer is changed (the Secret at another version) fails the replay, naming the
 //! first call that differs; a transcript with a call the plugin no longer makes is
@@ -59,7 +60,12 @@ async fn a_recorded_plugin_replays_offline_as_it_ran_its_secrets_redacted() -> R
     let registry = TestNamespace::create("record-registry").await?;
     install_crd(&ns.client()).await?;
     let secrets: Api<Secret> = Api::namespaced(ns.client(), ns.name());
-    let secret = json!({"metadata": {"name": "vault-token"}, "stringData": {"TOKEN": TOKEN}});
+    // As `kubectl apply` leaves it: the whole Secret again in an annotation.
+    let applied = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "vault-token"},
+        "stringData": {"TOKEN": TOKEN}});
+    let last = "kubectl.kubernetes.io/last-applied-configuration";
+    let secret = json!({"metadata": {"name": "vault-token",
+        "annotations": {(last): applied.to_string()}}, "stringData": {"TOKEN": TOKEN}});
     let secret = secrets
         .create(&PostParams::default(), &serde_json::from_value(secret)?)
         .await?;

@@ -88,26 +88,46 @@ impl PulledPlugins {
         })
     }
 
-    /// Whether manifest `digest` was verified by the key named `key` on this disk.
+    /// Whether manifest `digest` was verified by the key of digest `key` on this disk.
     pub async fn is_verified(&self, digest: &str, key: &str) -> bool {
-        match self.verified_path(digest, key) {
+        self.is_marked("verified", digest, key).await
+    }
+
+    /// Notes that manifest `digest` was verified by the key of digest `key`.
+    pub async fn mark_verified(&self, digest: &str, key: &str) {
+        self.mark("verified", digest, key).await
+    }
+
+    /// Whether the registry let credentials of fingerprint `credentials` read
+    /// manifest `digest` (see [`super::RegistryAuth::fingerprint`]).
+    pub async fn is_readable_with(&self, digest: &str, credentials: &str) -> bool {
+        self.is_marked("readable", digest, credentials).await
+    }
+
+    /// Notes that credentials of fingerprint `credentials` may read manifest `digest`.
+    pub async fn mark_readable_with(&self, digest: &str, credentials: &str) {
+        self.mark("readable", digest, credentials).await
+    }
+
+    async fn is_marked(&self, kind: &str, digest: &str, by: &str) -> bool {
+        match self.mark_path(kind, digest, by) {
             Some(path) => tokio::fs::try_exists(path).await.unwrap_or(false),
             None => false,
         }
     }
 
-    /// Notes that manifest `digest` was verified by the key named `key`.
-    pub async fn mark_verified(&self, digest: &str, key: &str) {
-        if let Some(path) = self.verified_path(digest, key) {
+    async fn mark(&self, kind: &str, digest: &str, by: &str) {
+        if let Some(path) = self.mark_path(kind, digest, by) {
             let _ = write_atomically(&path, b"").await;
         }
     }
 
-    /// `verified/sha256/<manifest hex>/<key hex>`: a key by its whole digest only.
-    fn verified_path(&self, digest: &str, key: &str) -> Option<PathBuf> {
-        let base = self.path("verified", digest)?;
-        let key = key.strip_prefix("sha256:").filter(|_| is_sha256(key))?;
-        Some(base.join(key))
+    /// `<kind>/sha256/<manifest hex>/<hex of by>`: a key or credentials by a whole
+    /// digest only.
+    fn mark_path(&self, kind: &str, digest: &str, by: &str) -> Option<PathBuf> {
+        let base = self.path(kind, digest)?;
+        let by = by.strip_prefix("sha256:").filter(|_| is_sha256(by))?;
+        Some(base.join(by))
     }
 
     /// Removes what writes interrupted by a crash left in the store (`*.tmp-<pid>`,
@@ -119,9 +139,11 @@ impl PulledPlugins {
             let dir = self.dir.join(kind).join("sha256");
             disk_bound::remove_leftovers(&dir, leftover, "store of pulled plugins");
         }
-        let verified = self.dir.join("verified").join("sha256");
-        for entry in std::fs::read_dir(verified).into_iter().flatten().flatten() {
-            disk_bound::remove_leftovers(&entry.path(), leftover, "store of pulled plugins");
+        for kind in ["verified", "readable"] {
+            let marks = self.dir.join(kind).join("sha256");
+            for entry in std::fs::read_dir(marks).into_iter().flatten().flatten() {
+                disk_bound::remove_leftovers(&entry.path(), leftover, "store of pulled plugins");
+            }
         }
     }
 

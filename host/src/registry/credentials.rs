@@ -25,6 +25,21 @@ pub enum RegistryAuth {
     Bearer(String),
 }
 
+impl RegistryAuth {
+    /// A digest of these credentials for `registry`: what the disk store records a
+    /// pull under, so a component pulled with some credentials is taken from the disk
+    /// for a pull with the same ones only (others ask the registry first). Never the
+    /// credentials themselves.
+    pub fn fingerprint(&self, registry: &str) -> String {
+        let material = match self {
+            RegistryAuth::Anonymous => format!("{registry}\0anonymous"),
+            RegistryAuth::Basic(user, password) => format!("{registry}\0basic\0{user}\0{password}"),
+            RegistryAuth::Bearer(token) => format!("{registry}\0bearer\0{token}"),
+        };
+        format!("sha256:{}", crate::sha256::hex_of(material.as_bytes()))
+    }
+}
+
 /// Never the secret: a pull's credentials may show up in a debug line.
 impl std::fmt::Debug for RegistryAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -237,23 +237,25 @@ impl<'r> Session<'r> {
     }
 
     /// The manifest digest this session's reference names: its own digest, else what
-    /// its tag resolves to now.
+    /// its tag resolves to now. Either way the registry is asked, so the manifest is
+    /// known to be there and readable with this session's credentials.
     pub async fn resolve(&mut self) -> Result<String, RegistryError> {
-        if let Some(digest) = self.reference.digest() {
-            return Ok(digest.to_string());
-        }
-        let tag = self.reference.tag().unwrap_or("latest").to_string();
-        let url = self.url(&format!("manifests/{tag}"))?;
+        let named = self.reference.digest().or(self.reference.tag());
+        let named = named.unwrap_or("latest").to_string();
+        let url = self.url(&format!("manifests/{named}"))?;
         let response = self
             .request(Method::HEAD, url, accept_manifests(), None)
             .await?;
         let said = response.headers().get("docker-content-digest");
         let said = said.and_then(|d| d.to_str().ok()).filter(|d| is_sha256(d));
-        match (response.status().is_success(), said) {
-            (true, Some(digest)) => Ok(digest.to_string()),
+        // A digest asked for is the answer (the manifest's bytes are checked against
+        // it when pulled); a tag's is what the registry says.
+        let digest = self.reference.digest().or(said).map(str::to_string);
+        match (response.status().is_success(), digest) {
+            (true, Some(digest)) => Ok(digest),
             // No usable digest header, or a refusal whose reason a HEAD cannot carry:
             // the manifest itself says (or the refusal's body says why).
-            _ => Ok(self.manifest(&tag).await?.1),
+            _ => Ok(self.manifest(&named).await?.1),
         }
     }
 

@@ -141,8 +141,9 @@ impl Fetcher {
     }
 
     /// The component of `spec`, pinned as `pinned` says when that pin is for the same
-    /// image: from the disk when held there intact and verified by every key, else
-    /// pulled.
+    /// image: from the disk when held there intact, verified by every key and once
+    /// read from the registry with these same credentials; else through the registry
+    /// (which for a component on the disk only says these credentials may read it).
     pub async fn fetch(
         &self,
         spec: &WasmPluginSpec,
@@ -151,23 +152,20 @@ impl Fetcher {
         let reference = registry::reference(&reference_for(&spec.image, pinned))?;
         self.registry.check_allowed(&reference)?;
         let keys = self.keys_for(spec)?;
-        if let Some(held) = self.held(&reference, &keys).await {
+        let auth = self.auth_for(spec, &reference).await?;
+        let credentials = auth.fingerprint(reference.resolve_registry());
+        if let Some(held) = self.held(&reference, &keys, &credentials).await {
             return Ok(FetchedPlugin {
                 pinned: pin(&spec.image, &held.digest),
                 fetched: held,
             });
         }
-        let auth = match &spec.pull_secret {
-            Some(name) => {
-                let registry = reference.resolve_registry();
-                pull_auth(&self.client, &self.namespace, name, registry).await?
-            }
-            None => RegistryAuth::Anonymous,
-        };
         let mut session = self
             .registry
             .session(&reference, auth, Access::Pull)
             .await?;
+        // A request even for a digest: the registry says whether these credentials
+        // may read it, whatever the disk holds.
         let digest = session.resolve().await?;
         let reference = reference.clone_with_digest(digest.clone());
         // Before anything is pulled or compiled.
@@ -176,16 +174,49 @@ impl Fetcher {
             .store
             .fetch(&mut session, &reference, self.max_bytes)
             .await?;
+        self.store
+            .mark_readable_with(&fetched.digest, &credentials)
+            .await;
         Ok(FetchedPlugin {
             pinned: pin(&spec.image, &fetched.digest),
             fetched,
         })
     }
 
-    /// What this disk holds of `reference` (pinned to a digest), intact and verified
-    /// by every key: then no registry is asked.
-    async fn held(&self, reference: &Reference, keys: &[TrustedKey]) -> Option<Fetched> {
+    /// The credentials of `spec`'s pull Secret as it is now, for `reference`'s
+    /// registry; anonymous without one.
+    async fn auth_for(
+        &self,
+        spec: &WasmPluginSpec,
+        reference: &Reference,
+    ) -> Result<RegistryAuth, FetchError> {
+        match &spec.pull_secret {
+            Some(name) => {
+                let registry = reference.resolve_registry();
+                Ok(pull_auth(&self.client, &self.namespace, name, registry).await?)
+            }
+            None => Ok(RegistryAuth::Anonymous),
+        }
+    }
+
+    /// What this disk holds of `reference` (pinned to a digest): intact, verified by
+    /// every key, and read from the registry with `credentials` before; then no
+    /// registry is asked. A component another `WasmPlugin`'s credentials pulled is
+    /// not handed to one whose credentials the registry has not let read it.
+    async fn held(
+        &self,
+        reference: &Reference,
+        keys: &[TrustedKey],
+        credentials: &str,
+    ) -> Option<Fetched> {
         let fetched = self.store.fetch_cached(reference).await?;
+        if !self
+            .store
+            .is_readable_with(&fetched.digest, credentials)
+            .await
+        {
+            return None;
+        }
         for key in keys {
             if !self.store.is_verified(&fetched.digest, key.digest()).await {
                 return None;
