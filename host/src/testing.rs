@@ -8,4 +8,5 @@
 pub use crate::bindings::{ContractVersion, v0_3};
 pub use crate::keys::ReconcileKey;
 pub use crate::kube::cache::{CachedObject, ObjectCache};
+pub use crate::kube::decoded::{Decoded, Undecodable};
 pub use crate::kube::informer::{Informer, InformerRegistry, WatchScope, metadata_of};

@@ -5,8 +5,11 @@
 //! sequence: nothing panicked, every call answered, the host allocated at most a
 //! bounded multiple of what the calls passed, no call kept the cache's lock from the
 //! informer for long, and `/metrics` still parses (the Prometheus project's parser). A
-//! short run in `make test`; `make fuzz` runs long (`WCM_FUZZ_CASES`).
+//! short run in `make test`; `make fuzz` runs long (`WCM_FUZZ_CASES`). The doors other
+//! than a plugin's arguments (`WasmPlugin`s, custom resources, registries, transcripts)
+//! are driven the same way (`fuzz_doors`).
 
+mod fuzz_doors;
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -381,13 +384,29 @@ async fn fixture(ns: &TestNamespace) -> anyhow::Result<Fixture> {
     })
 }
 
-#[test]
-fn sequences_of_hostile_calls_cost_the_host_a_bounded_multiple_of_their_size() {
-    let runtime = tokio::runtime::Runtime::new().expect("tokio");
-    let cases = std::env::var("WCM_FUZZ_CASES")
+/// One fuzz test at a time: each counts every allocation of the process.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// How many sequences a fuzz test runs: `WCM_FUZZ_CASES`, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("WCM_FUZZ_CASES")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(24);
+        .unwrap_or(default)
+}
+
+#[test]
+fn sequences_of_hostile_outside_inputs_cost_the_host_a_bounded_amount() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("tokio");
+    fuzz_doors::run(&runtime, cases(16));
+}
+
+#[test]
+fn sequences_of_hostile_calls_cost_the_host_a_bounded_multiple_of_their_size() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let runtime = tokio::runtime::Runtime::new().expect("tokio");
+    let cases = cases(24);
     let ns = runtime
         .block_on(TestNamespace::create("boundary"))
         .expect("namespace");

@@ -48,6 +48,9 @@ fn pull(reference: &str, behaviour: &str, extra: &[&str], out: &Path) -> Result<
         ])
         .args(extra)
         .env("DOCKER_CONFIG", out.parent().context("dir")?)
+        // An error's backtrace would be resolved (tens of MiB of line tables) and
+        // printed: neither is the pull's.
+        .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;

@@ -28,7 +28,7 @@ pub enum Decoded<K> {
     /// Decoded.
     Object(K),
     /// Not decodable: what could be read of it, and why.
-    Undecodable(Undecodable),
+    Undecodable(Box<Undecodable>),
 }
 
 /// An object the host cannot decode.
@@ -46,10 +46,10 @@ impl<K: DeserializeOwned> Decoded<K> {
     pub fn from_json(text: &str) -> Decoded<K> {
         match serde_json::from_str::<K>(text) {
             Ok(object) => Decoded::Object(object),
-            Err(e) => Decoded::Undecodable(Undecodable {
+            Err(e) => Decoded::Undecodable(Box::new(Undecodable {
                 meta: head_of(text),
                 cause: crate::logs::escape_cut(&e.to_string(), MAX_CAUSE_BYTES).0,
-            }),
+            })),
         }
     }
 }

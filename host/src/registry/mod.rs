@@ -14,6 +14,7 @@ mod manifest;
 mod refusal;
 mod session;
 mod signature;
+mod upload;
 
 pub use cache::{DEFAULT_MAX_BYTES as DEFAULT_PULLED_MAX_BYTES, Fetched, PulledPlugins};
 pub use client::{Pulled, Registry, pull};

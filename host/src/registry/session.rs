@@ -92,12 +92,17 @@ impl<'r> Session<'r> {
     }
 
     /// The URL of `path` under the repository (`manifests/v1`, `blobs/sha256:...`).
-    fn url(&self, path: &str) -> Result<Url, RegistryError> {
+    pub(super) fn url(&self, path: &str) -> Result<Url, RegistryError> {
         let joined = format!("{}/{path}", self.reference.repository());
         (self.root.join(&joined)).map_err(|e| self.error(format!("no URL for {path}: {e}")))
     }
 
-    fn error(&self, why: String) -> RegistryError {
+    /// The tag this session's reference names (`latest` if none).
+    pub(super) fn tag(&self) -> String {
+        self.reference.tag().unwrap_or("latest").to_string()
+    }
+
+    pub(super) fn error(&self, why: String) -> RegistryError {
         RegistryError::Registry {
             reference: self.reference.to_string(),
             why,
@@ -109,7 +114,7 @@ impl<'r> Session<'r> {
     }
 
     /// Sends a request; a 401 is answered once with this session's credentials.
-    async fn request(
+    pub(super) async fn request(
         &mut self,
         method: Method,
         url: Url,
@@ -220,7 +225,7 @@ impl<'r> Session<'r> {
 
     /// The error a non-2xx answer stands for: its status and the registry's error
     /// codes and messages (a bounded read of the body), never the body itself.
-    async fn refused(&self, response: Response) -> RegistryError {
+    pub(super) async fn refused(&self, response: Response) -> RegistryError {
         let status = response.status().as_u16();
         let bound = self.parts.limits.max_small_answer_bytes;
         let body = read_body(response, "error body", bound, self.deadline).await;
@@ -336,54 +341,6 @@ impl<'r> Session<'r> {
         let permit = permit.map_err(|_| self.failed(HttpError::TimedOut))?;
         permit.map_err(|_| self.failed(HttpError::TimedOut))
     }
-
-    /// Uploads `bytes` as blob `digest` (monolithically), unless the registry has it.
-    pub async fn upload(&mut self, digest: &str, bytes: Vec<u8>) -> Result<(), RegistryError> {
-        let head = self.url(&format!("blobs/{digest}"))?;
-        let exists = self
-            .request(Method::HEAD, head, HeaderMap::new(), None)
-            .await?;
-        if exists.status().is_success() {
-            return Ok(());
-        }
-        let start = self.url("blobs/uploads/")?;
-        let started = self
-            .request(Method::POST, start.clone(), HeaderMap::new(), None)
-            .await?;
-        if started.status() != StatusCode::ACCEPTED {
-            return Err(self.refused(started).await);
-        }
-        let location = started.headers().get(reqwest::header::LOCATION);
-        let location = location.and_then(|l| l.to_str().ok()).unwrap_or_default();
-        let mut url = start
-            .join(location)
-            .map_err(|e| self.error(format!("an upload address: {e}")))?;
-        url.query_pairs_mut().append_pair("digest", digest);
-        let headers = content_type("application/octet-stream");
-        let put = self
-            .request(Method::PUT, url, headers, Some(bytes.into()))
-            .await?;
-        match put.status().is_success() {
-            true => Ok(()),
-            false => Err(self.refused(put).await),
-        }
-    }
-
-    /// Puts `manifest` under this session's tag; returns its digest.
-    pub async fn put_manifest(&mut self, manifest: &Manifest) -> Result<String, RegistryError> {
-        let tag = self.reference.tag().unwrap_or("latest").to_string();
-        let bytes = serde_json::to_vec(manifest).unwrap_or_default();
-        let digest = digest_of(&bytes);
-        let url = self.url(&format!("manifests/{tag}"))?;
-        let headers = content_type(manifest::OCI_MANIFEST);
-        let put = self
-            .request(Method::PUT, url, headers, Some(bytes.into()))
-            .await?;
-        match put.status().is_success() {
-            true => Ok(digest),
-            false => Err(self.refused(put).await),
-        }
-    }
 }
 
 /// The registry error an exchange's failure is, for `reference`.
@@ -414,7 +371,8 @@ fn accept_manifests() -> HeaderMap {
     headers
 }
 
-fn content_type(kind: &'static str) -> HeaderMap {
+/// Headers saying the body is of `kind`.
+pub(super) fn content_type(kind: &'static str) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
     headers

@@ -11,7 +11,7 @@ mod replaying;
 
 pub use call_tape::{CallTape, MAX_TRANSCRIPT_BYTES, Replayed};
 pub use recorder::{Recorder, RecorderError};
-pub use replaying::read_dir;
+pub use replaying::{MAX_TRANSCRIPT_FILE_BYTES, read_transcript, transcript_files};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::cluster;
 use super::run::{Session, TestError, TestOptions};
 use crate::runtime::{ReusePolicy, outcome_text};
-use crate::tape::read_dir;
+use crate::tape::{read_transcript, transcript_files};
 
 /// What a replay found.
 #[derive(Debug, Clone)]
@@ -41,9 +41,10 @@ pub struct ReplayedReconcile {
 /// too; fixtures are not used).
 pub async fn replay(options: &TestOptions, dir: &Path) -> Result<Replay, TestError> {
     let session = Session::load(options).await?;
-    let transcripts = read_dir(dir).map_err(|e| TestError::Replay(e.to_string()))?;
+    let files = transcript_files(dir).map_err(|e| TestError::Replay(e.to_string()))?;
     let mut replayed = Vec::new();
-    for (file, transcript) in transcripts {
+    for file in files {
+        let transcript = read_transcript(&file).map_err(|e| TestError::Replay(e.to_string()))?;
         let (memory, access) = cluster::of_registration(&session.registration, (&[], &[]))?;
         memory.set_clock(transcript.clock_since_epoch());
         let key = transcript.key.key();

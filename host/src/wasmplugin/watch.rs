@@ -72,7 +72,7 @@ pub fn changes(
 fn applied(plugin: Decoded<WasmPlugin>) -> ResourceChange {
     match plugin {
         Decoded::Object(plugin) => ResourceChange::Applied(Box::new(plugin)),
-        Decoded::Undecodable(undecodable) => ResourceChange::Undecodable(Box::new(undecodable)),
+        Decoded::Undecodable(undecodable) => ResourceChange::Undecodable(undecodable),
     }
 }
 

@@ -292,6 +292,7 @@ impl Drop for Informer {
         self.metrics.informer_objects.remove(&self.labels);
         self.metrics.informer_bytes.remove(&self.labels);
         self.metrics.informer_watching.remove(&self.labels);
+        self.metrics.informer_undecodable.remove(&self.labels);
         tracing::info!(kind = %display_gvk(&self.scope.gvk), namespace = ?self.scope.namespace, "informer stopped");
     }
 }
