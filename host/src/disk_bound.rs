@@ -111,6 +111,15 @@ pub fn remove_leftovers(dir: &Path, leftover: impl Fn(&str) -> bool, what: &str)
     freed
 }
 
+/// Makes `path` look older than [`LEFTOVER_AGE`], as a crash long ago left it.
+#[cfg(test)]
+pub fn age_past_leftover(path: &Path) {
+    let old = SystemTime::now() - LEFTOVER_AGE * 2;
+    let file = std::fs::File::options().append(true).open(path);
+    file.and_then(|f| f.set_modified(old))
+        .expect("an aged file");
+}
+
 /// Marks a file as just used; best effort (a read-only cache stays as it is).
 pub fn touch(path: &Path) {
     if let Ok(file) = std::fs::File::options().append(true).open(path) {

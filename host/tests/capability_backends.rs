@@ -30,7 +30,7 @@ use wcm_host::testing::v0_3::wcm::controller::cluster::{
 use wcm_host::testing::v0_3::wcm::controller::types::{
     Error as WitError, EventType, Gvk, ObjectRef,
 };
-use wcm_host::testing::{InformerRegistry, WatchScope};
+use wcm_host::testing::InformerRegistry;
 use wcm_host::testkit::offline_access;
 
 const PLUGIN: &str = "backend-twin";
@@ -240,17 +240,8 @@ fn declared() -> (HashMap<GroupVersionKind, HashSet<Verb>>, Arc<PluginBudget>) {
 /// The plugin's state over the live cluster, watching ConfigMaps in `ns`.
 async fn live(ns: &TestNamespace, leader: LeaderGate) -> Result<HostState> {
     let registry = Arc::new(InformerRegistry::new(ns.client(), Default::default()));
-    let scope = WatchScope {
-        gvk: GroupVersionKind::gvk("", "v1", "ConfigMap"),
-        namespace: Some(ns.name().into()),
-        label_selector: None,
-        field_selector: None,
-        metadata_only: false,
-    };
-    let informer = registry.acquire(scope).await?;
-    // Watching for as long as the informer lives (a hold does not keep it alive).
-    std::mem::forget(informer.hold());
-    informer.wait_synced().await;
+    let config_maps = GroupVersionKind::gvk("", "v1", "ConfigMap");
+    let informer = support::access::synced_informer(&registry, &config_maps, ns.name()).await?;
     let (grants, budget) = declared();
     let granted = (vec![informer], Arc::new(Granted::everything()));
     let access = ClusterAccess::live(

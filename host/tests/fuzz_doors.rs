@@ -22,7 +22,7 @@ use proptest::test_runner::{Config, TestRunner};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use wcm_control_plane::TestNamespace;
 use wcm_host::registry::{Registry, RegistryAuth, RegistryLimits, RegistryOptions};
-use wcm_host::testing::{Decoded, Informer, InformerRegistry, WatchScope};
+use wcm_host::testing::{Decoded, Informer, InformerRegistry};
 use wcm_host::wasmplugin::{Facts, Pull, WasmPlugin, status_of, status_patch};
 
 use super::{PEAK, reset_peak};
@@ -313,16 +313,7 @@ async fn fixture() -> anyhow::Result<(TestNamespace, Arc<Informer>)> {
     anyhow::ensure!(created.is_some(), "the Blob CRD was not served");
     let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
     let registry = InformerRegistry::new(ns.client(), metrics);
-    let scope = WatchScope {
-        gvk: blob(),
-        namespace: Some(ns.name().into()),
-        label_selector: None,
-        field_selector: None,
-        metadata_only: false,
-    };
-    let informer = registry.acquire(scope).await?;
-    std::mem::forget(informer.hold());
-    informer.wait_synced().await;
+    let informer = super::support::access::synced_informer(&registry, &blob(), ns.name()).await?;
     Ok((ns, informer))
 }
 

@@ -15,10 +15,9 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::registry::{push, repository};
 use crate::support::wasm_plugins::{
-    WAIT, condition, has, host, is_ready, mirrored, mirrored_to, set_spec, setup, source,
-    status_until, wasm_plugin,
+    WAIT, condition, has, host, is_ready, mirrored, mirrored_to, push_label_mirror, set_spec,
+    setup, source, status_until, wasm_plugin,
 };
 use crate::support::{self, eventually};
 
@@ -44,13 +43,7 @@ async fn create_raw(client: &Client, path: &str, body: &Value) -> Result<()> {
 async fn a_wasm_plugin_the_host_cannot_decode_costs_only_itself() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-deep").await?;
-    let repo = repository(&registry, "label-mirror");
-    push(
-        &registry,
-        &repo,
-        "v1",
-        &std::fs::read(support::plugin_file("label-mirror"))?,
-    )?;
+    let repo = push_label_mirror(&registry)?;
     let image = format!("{repo}:v1");
     let path = format!(
         "/apis/wasm-controller-manager.io/v1alpha1/namespaces/{}/wasmplugins",

@@ -19,9 +19,9 @@ use serde_json::json;
 use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::hostile_registry::{HostileRegistry, SECRET};
-use crate::support::registry::{push, repository};
 use crate::support::wasm_plugins::{
-    condition, has, host_with, is_ready, mirrored, setup, source, status_until, wasm_plugin,
+    condition, has, host_with, is_ready, mirrored, push_label_mirror, setup, source, status_until,
+    wasm_plugin,
 };
 use crate::support::{self, resources};
 
@@ -155,13 +155,7 @@ async fn a_wasm_plugin_naming_a_hostile_registry_costs_only_itself() -> Result<(
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-hostile").await?;
     let hostile = HostileRegistry::start().await?;
-    let repo = repository(&registry, "label-mirror");
-    push(
-        &registry,
-        &repo,
-        "v1",
-        &std::fs::read(support::plugin_file("label-mirror"))?,
-    )?;
+    let repo = push_label_mirror(&registry)?;
     let dir = tempfile::tempdir()?;
     let allowed = format!("{},{}", registry.address, hostile.address);
     let flags = [

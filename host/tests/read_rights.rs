@@ -282,33 +282,79 @@ async fn upgrade_scenario(plane: &ControlPlane, ns: &TestNamespace, prefix: &str
     Ok(())
 }
 
+/// pod-counter acting as its own ServiceAccount, granted what `rbac` generates in a
+/// namespace of its own (`prefix`), reviewed only every five minutes, counting onto a
+/// Node of its own: the scene of the rights-change scenarios.
+struct Counting {
+    ns: TestNamespace,
+    node: String,
+    role: String,
+    host: HostProcess,
+    _dir: tempfile::TempDir,
+}
+
+impl Counting {
+    async fn start(ns: TestNamespace, prefix: &str) -> Result<Counting> {
+        let node = format!("{}-control-plane", ns.name());
+        create_node(&ns.client(), &node, true, ns.labels()).await?;
+        let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
+        let flags = account_flags(ns.name(), prefix, &["--access-review-interval=5m"]);
+        let host = HostProcess::start(dir.path(), &flags)?;
+        host.row_in("pod-counter.wasm", State::Running, WAIT)
+            .await?;
+        let role = format!("{prefix}pod-counter");
+        Ok(Counting {
+            ns,
+            node,
+            role,
+            host,
+            _dir: dir,
+        })
+    }
+
+    /// Waits until the Node's count is the cluster's Pods; `what` says why not.
+    async fn counted(&self, what: &'static str) -> Result<()> {
+        let client = self.ns.client();
+        let counted = eventually(WAIT, || async {
+            let pods = all_pods(&client).await.ok()?.len();
+            let label = node_label(&client, &self.node, COUNT).await.ok()??;
+            (label == pods.to_string()).then_some(())
+        })
+        .await;
+        counted.context(what)
+    }
+}
+
+/// Runs `scenario` in a namespace `name-…` with pod-counter's RBAC applied, removed
+/// afterwards whatever the outcome.
+async fn with_pod_counter_rbac<F, Fut>(name: &str, scenario: F) -> Result<()>
+where
+    F: FnOnce(TestNamespace, String) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let plane = ControlPlane::shared()?;
+    let ns = TestNamespace::create(name).await?;
+    let prefix = format!("{}-", ns.name());
+    let granted = apply_rbac(plane, ns.name(), &prefix, &[plugin_file("pod-counter")])?;
+    let result = scenario(ns, prefix).await;
+    delete_rbac(plane, &granted);
+    result
+}
+
 #[tokio::test]
 async fn a_change_of_rights_is_seen_at_once_and_a_recovered_plugin_acts_at_once() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let ns = TestNamespace::create("rights-change").await?;
-    let prefix = format!("{}-", ns.name());
-    let granted = apply_rbac(plane, ns.name(), &prefix, &[plugin_file("pod-counter")])?;
-    let result = rights_change_scenario(&ns, &prefix).await;
-    delete_rbac(plane, &granted);
-    result
+    with_pod_counter_rbac("rights-change", rights_change_scenario).await
 }
 
 /// pod-counter, reviewed only every five minutes: its `patch` on Nodes revoked, it is
 /// `forbidden` naming the rule within seconds; a burst of Pods meanwhile fails its
 /// key over and over, growing its backoff to minutes; the rule restored, it counts
 /// again within seconds, not after that backoff.
-async fn rights_change_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
-    let client = ns.client();
-    let node = format!("{}-control-plane", ns.name());
-    create_node(&client, &node, true, ns.labels()).await?;
-    let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
-    let flags = account_flags(ns.name(), prefix, &["--access-review-interval=5m"]);
-    let host = HostProcess::start(dir.path(), &flags)?;
-    host.row_in("pod-counter.wasm", State::Running, WAIT)
-        .await?;
-    let role = format!("{prefix}pod-counter");
-    set_verbs(&client, &role, "nodes", &["get", "list", "watch"]).await?;
+async fn rights_change_scenario(ns: TestNamespace, prefix: String) -> Result<()> {
+    let scene = Counting::start(ns, &prefix).await?;
+    let (client, host, role) = (scene.ns.client(), &scene.host, &scene.role);
+    set_verbs(&client, role, "nodes", &["get", "list", "watch"]).await?;
     let row = host
         .row_in("pod-counter.wasm", State::Forbidden, WAIT)
         .await?;
@@ -317,18 +363,14 @@ async fn rights_change_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> 
     // Each Pod wakes the key at once and fails it again: 16 failures in a row put
     // its next retry more than five minutes away.
     for i in 0..16 {
-        create_pod(&client, ns.name(), &format!("burst-{i}")).await?;
+        create_pod(&client, scene.ns.name(), &format!("burst-{i}")).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    set_verbs(&client, &role, "nodes", &["get", "list", "patch", "watch"]).await?;
+    set_verbs(&client, role, "nodes", &["get", "list", "patch", "watch"]).await?;
     host.row_in("pod-counter.wasm", State::Running, WAIT)
         .await?;
-    let counted = eventually(WAIT, || async {
-        let pods = all_pods(&client).await.ok()?.len();
-        (node_label(&client, &node, COUNT).await.ok()?? == pods.to_string()).then_some(())
-    })
-    .await;
-    counted.context("the restored plugin did not count again before its backoff ran out")?;
+    let late = "the restored plugin did not count again before its backoff ran out";
+    scene.counted(late).await?;
     host.wait_for_log(&["plugin recovered", "failed keys retried now"], WAIT)
         .await?;
     Ok(())
@@ -337,45 +379,28 @@ async fn rights_change_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> 
 #[tokio::test]
 async fn a_plugin_served_a_kind_again_reconciles_what_changed_while_it_was_not() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
-    let plane = ControlPlane::shared()?;
-    let ns = TestNamespace::create("rights-missed").await?;
-    let prefix = format!("{}-", ns.name());
-    let granted = apply_rbac(plane, ns.name(), &prefix, &[plugin_file("pod-counter")])?;
-    let result = missed_while_forbidden_scenario(&ns, &prefix).await;
-    delete_rbac(plane, &granted);
-    result
+    with_pod_counter_rbac("rights-missed", missed_while_forbidden_scenario).await
 }
 
 /// pod-counter, its read of Pods revoked: `forbidden`, so the Pods created meanwhile
 /// queue nothing; the read restored, every cached Pod goes through its mapping once
 /// and the count is right, though no Pod changed after the restore.
-async fn missed_while_forbidden_scenario(ns: &TestNamespace, prefix: &str) -> Result<()> {
-    let client = ns.client();
-    let node = format!("{}-control-plane", ns.name());
-    create_node(&client, &node, true, ns.labels()).await?;
-    let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
-    let flags = account_flags(ns.name(), prefix, &["--access-review-interval=5m"]);
-    let host = HostProcess::start(dir.path(), &flags)?;
-    host.row_in("pod-counter.wasm", State::Running, WAIT)
-        .await?;
-    let role = format!("{prefix}pod-counter");
-    set_verbs(&client, &role, "pods", &["get", "patch"]).await?;
+async fn missed_while_forbidden_scenario(ns: TestNamespace, prefix: String) -> Result<()> {
+    let scene = Counting::start(ns, &prefix).await?;
+    let (client, host, role) = (scene.ns.client(), &scene.host, &scene.role);
+    set_verbs(&client, role, "pods", &["get", "patch"]).await?;
     host.row_in("pod-counter.wasm", State::Forbidden, WAIT)
         .await?;
     for i in 0..2 {
-        create_pod(&client, ns.name(), &format!("missed-{i}")).await?;
+        create_pod(&client, scene.ns.name(), &format!("missed-{i}")).await?;
     }
     // The host's own informer sees them (it may list Pods); the plugin is not told.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    set_verbs(&client, &role, "pods", &["get", "list", "patch", "watch"]).await?;
+    set_verbs(&client, role, "pods", &["get", "list", "patch", "watch"]).await?;
     host.row_in("pod-counter.wasm", State::Running, WAIT)
         .await?;
-    let counted = eventually(WAIT, || async {
-        let pods = all_pods(&client).await.ok()?.len();
-        (node_label(&client, &node, COUNT).await.ok()?? == pods.to_string()).then_some(())
-    })
-    .await;
-    counted.context("the Pods created while the plugin was forbidden were never counted")?;
+    let missed = "the Pods created while the plugin was forbidden were never counted";
+    scene.counted(missed).await?;
     host.wait_for_log(&["served a watch again", "Pod"], WAIT)
         .await?;
     Ok(())

@@ -284,12 +284,7 @@ mod tests {
             "another process's leftover counts, and goes first"
         );
         std::fs::write(&left, [0u8; 100]).expect("write");
-        let old = std::time::SystemTime::now() - crate::disk_bound::LEFTOVER_AGE * 2;
-        let file = std::fs::File::options()
-            .append(true)
-            .open(&left)
-            .expect("open");
-        file.set_modified(old).expect("time");
+        crate::disk_bound::age_past_leftover(&left);
         store.remove_leftovers();
         assert!(!left.exists(), "removed when the store is opened");
         assert_eq!(

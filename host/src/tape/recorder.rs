@@ -163,12 +163,7 @@ mod tests {
         std::fs::write(dir.path().join("000007.yaml"), [b'x'; 600]).expect("write");
         let left = dir.path().join(".000008.yaml.tmp");
         std::fs::write(&left, [b'x'; 600]).expect("write");
-        let old = std::time::SystemTime::now() - crate::disk_bound::LEFTOVER_AGE * 2;
-        let file = std::fs::File::options()
-            .append(true)
-            .open(&left)
-            .expect("open");
-        file.set_modified(old).expect("time");
+        crate::disk_bound::age_past_leftover(&left);
         let recorder = Recorder::new("p", dir.path(), false, 1000).expect("a recorder");
         assert!(!left.exists(), "an interrupted write is removed");
         assert_eq!(recorder.written.load(Ordering::Relaxed), 600);

@@ -16,6 +16,26 @@ use wcm_host::rights::Granted;
 use wcm_host::runtime::HostState;
 use wcm_host::testing::{Informer, InformerRegistry, WatchScope};
 
+/// An informer of `gvk` in `ns` from `registry`, watching for as long as it lives (a
+/// hold does not keep it alive), its first list done.
+pub async fn synced_informer(
+    registry: &InformerRegistry,
+    gvk: &GroupVersionKind,
+    ns: &str,
+) -> Result<Arc<Informer>> {
+    let scope = WatchScope {
+        gvk: gvk.clone(),
+        namespace: Some(ns.into()),
+        label_selector: None,
+        field_selector: None,
+        metadata_only: false,
+    };
+    let informer = registry.acquire(scope).await?;
+    std::mem::forget(informer.hold());
+    informer.wait_synced().await;
+    Ok(informer)
+}
+
 /// The host state of `plugin`, which watches ConfigMaps in `ns` and may do anything
 /// with them, writing only while `leader` is open and within `budget`.
 pub async fn config_map_plugin(
@@ -45,17 +65,7 @@ pub async fn config_map_access(
 ) -> Result<(ClusterAccess, Arc<Informer>)> {
     let registry = Arc::new(InformerRegistry::new(client.clone(), metrics.clone()));
     let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
-    let scope = WatchScope {
-        gvk: gvk.clone(),
-        namespace: Some(ns.into()),
-        label_selector: None,
-        field_selector: None,
-        metadata_only: false,
-    };
-    let informer = registry.acquire(scope).await?;
-    // Watching for as long as the informer lives (a hold does not keep it alive).
-    std::mem::forget(informer.hold());
-    informer.wait_synced().await;
+    let informer = synced_informer(&registry, &gvk, ns).await?;
     let verbs = [
         Verb::Get,
         Verb::List,

@@ -151,6 +151,15 @@ pub fn kept_layer(dir: &Path, bytes: &[u8]) -> std::path::PathBuf {
     dir.join("pulled/layers/sha256").join(hex)
 }
 
+/// label-mirror pushed to a repository of the calling test's own as `v1`: the
+/// repository.
+pub fn push_label_mirror(registry: &LocalRegistry) -> Result<String> {
+    let repo = super::registry::repository(registry, "label-mirror");
+    let bytes = std::fs::read(super::plugin_file("label-mirror"))?;
+    super::registry::push(registry, &repo, "v1", &bytes)?;
+    Ok(repo)
+}
+
 /// A `WasmPlugin` named `name` with `spec` (`image`, `pullSecret`, ...).
 pub fn wasm_plugin(
     name: &str,
