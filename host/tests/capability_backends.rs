@@ -24,13 +24,13 @@ use wcm_host::contract::Verb;
 use wcm_host::leader::LeaderGate;
 use wcm_host::rights::Granted;
 use wcm_host::runtime::HostState;
+use wcm_host::testing::InformerRegistry;
 use wcm_host::testing::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event, PatchType, Propagation,
 };
 use wcm_host::testing::v0_3::wcm::controller::types::{
     Error as WitError, EventType, Gvk, ObjectRef,
 };
-use wcm_host::testing::InformerRegistry;
 use wcm_host::testkit::offline_access;
 
 const PLUGIN: &str = "backend-twin";
