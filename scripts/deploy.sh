@@ -47,13 +47,13 @@ local_cluster=false
 if [ -z "${KUBECONFIG:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
   export KUBECONFIG="$STATE_DIR/admin.kubeconfig"
 fi
-[ "$KUBECONFIG" = "$STATE_DIR/admin.kubeconfig" ] && local_cluster=true
+[ "${KUBECONFIG:-}" = "$STATE_DIR/admin.kubeconfig" ] && local_cluster=true
 
 # Only the local node gets images imported; any other cluster pulls them from a
 # registry, so it must be told which reference to pull.
 if ! $local_cluster; then
   if [ -z "$image" ]; then
-    echo "deploy: $KUBECONFIG is not the local control plane, whose node alone gets the image" \
+    echo "deploy: ${KUBECONFIG:-$HOME/.kube/config} is not the local control plane, whose node alone gets the image" \
       "imported: push the host's image (make image; target/wasm-controller-manager-image.tar)" \
       "to a registry the cluster pulls from and pass it: make deploy IMAGE=REGISTRY/wasm-controller-manager:TAG" >&2
     exit 2

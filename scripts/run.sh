@@ -93,6 +93,21 @@ run: Stop the host with Ctrl-C, the control plane with \`make cluster-down\`.
 
 HINT
 else
+  # A configured cluster is used as kubebuilder's `make run` uses it (the current
+  # context); said before anything is applied to it.
+  kubectl=kubectl
+  [ -x "$K8S_BIN_DIR/kubectl" ] && kubectl="$K8S_BIN_DIR/kubectl"
+  context="$("$kubectl" config current-context 2>/dev/null || echo "in-cluster")"
+  server="$("$kubectl" config view --minify -o 'jsonpath={.clusters[0].cluster.server}' 2>/dev/null || true)"
+  cat >&2 <<SAY
+run: using the configured cluster: context "$context"${server:+ ($server)}, from ${KUBECONFIG:-$HOME/.kube/config}.
+run: applying there the example plugins' RBAC (namespace wcm-system, a ServiceAccount,
+run: roles and bindings per plugin: \`$host rbac target/plugins\`), then running the
+run: examples, which label control-plane Nodes, record an Event on every Pod and act
+run: on opted-in objects (docs/writing-a-plugin.md). Ctrl-C now to stop; remove the
+run: examples' RBAC afterwards with:
+run:   $host rbac target/plugins | kubectl delete -l wasm-controller-manager.io/plugin -f -
+SAY
   grant_example_plugins
   echo "run: a plugin you drop in needs its own: $host rbac NEW.wasm | kubectl apply -f -" >&2
 fi

@@ -1,6 +1,7 @@
 //! The README's path with a cluster of one's own: on a fresh cluster (a control plane of
 //! this test's own, with nothing created in it), `make run` with `KUBECONFIG` set
-//! grants the example plugins their RBAC, says so, and every example plugin runs with
+//! names the cluster's context and what it will apply there, then grants the example
+//! plugins their RBAC, says so, and every example plugin runs with
 //! all its rules granted: pod-counter counts, as its own ServiceAccount; the WebApp
 //! controller waits for its CRD. `make deploy` against that cluster, which is not the
 //! local one and so cannot get the host's image imported, stops at once saying how to
@@ -51,6 +52,18 @@ async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_wor
         WAIT,
     )
     .await?;
+    // Which cluster, and what goes there, is said before anything is applied.
+    let logs = host.logs();
+    let said = logs
+        .iter()
+        .position(|l| l.contains("using the configured cluster: context"));
+    let granted = logs
+        .iter()
+        .position(|l| l.contains("granting the example plugins"));
+    ensure!(
+        said.is_some() && said < granted,
+        "the cluster was not named before the RBAC was applied: {logs:#?}"
+    );
     for (file, state) in EXAMPLES {
         let row = host.row_in(file, state, WAIT).await?;
         if state == State::Waiting {
@@ -79,18 +92,35 @@ async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_wor
 }
 
 /// `scripts/deploy.sh` (what `make deploy` runs) on a cluster that is not the local
-/// one, without `--image`.
+/// one, without `--image`: named by `KUBECONFIG`, and as a laptop names it, by
+/// `~/.kube/config` with `KUBECONFIG` unset.
 fn deploy_asks_for_an_image(kubeconfig: &Path) -> Result<()> {
-    let out = Command::new("bash")
+    let home = tempfile::tempdir()?;
+    std::fs::create_dir_all(home.path().join(".kube"))?;
+    std::fs::copy(kubeconfig, home.path().join(".kube/config"))?;
+    let by_variable = Command::new("bash")
         .arg(repo("scripts/deploy.sh"))
         .env("KUBECONFIG", kubeconfig)
         .output()?;
-    let said = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.code() == Some(2), "{:?}: {said}", out.status);
-    ensure!(
-        said.contains("is not the local control plane")
-            && said.contains("make deploy IMAGE=REGISTRY/wasm-controller-manager:TAG"),
-        "{said}"
-    );
+    // Another home, the caches and toolchain where they are (they default to the home).
+    let real = std::env::var("HOME").unwrap_or_default();
+    let kept = |var: &str, default: &str| std::env::var(var).unwrap_or(format!("{real}/{default}"));
+    let by_home = Command::new("bash")
+        .arg(repo("scripts/deploy.sh"))
+        .env_remove("KUBECONFIG")
+        .env("HOME", home.path())
+        .env("XDG_CACHE_HOME", kept("XDG_CACHE_HOME", ".cache"))
+        .env("RUSTUP_HOME", kept("RUSTUP_HOME", ".rustup"))
+        .env("CARGO_HOME", kept("CARGO_HOME", ".cargo"))
+        .output()?;
+    for out in [by_variable, by_home] {
+        let said = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.code() == Some(2), "{:?}: {said}", out.status);
+        ensure!(
+            said.contains("is not the local control plane")
+                && said.contains("make deploy IMAGE=REGISTRY/wasm-controller-manager:TAG"),
+            "{said}"
+        );
+    }
     Ok(())
 }

@@ -193,7 +193,9 @@ fn items(document: Value) -> Vec<Value> {
 }
 
 /// Files as given; directories replaced by their `.yaml`/`.yml`/`.json` files, sorted,
-/// but those in `not_fixtures` (a file named on its own is always taken).
+/// but those in `not_fixtures` and a directory's expected report and steps
+/// (`expected.yaml`, `steps.yaml`, whatever flags name them; a file named on its own
+/// is always taken).
 fn files(paths: &[PathBuf], not_fixtures: &[PathBuf]) -> Result<Vec<PathBuf>, FixtureError> {
     let left_out: Vec<PathBuf> = not_fixtures.iter().map(|p| same_file(p)).collect();
     let mut found = Vec::new();
@@ -224,14 +226,36 @@ fn same_file(path: &Path) -> PathBuf {
 
 fn is_fixture(path: &Path) -> bool {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    path.is_file() && matches!(ext, "yaml" | "yml" | "json")
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let report = NOT_FIXTURES.contains(&stem);
+    path.is_file() && matches!(ext, "yaml" | "yml" | "json") && !report
 }
+
+/// Names (without their ending) a directory of fixtures keeps for what is not one:
+/// the expected report (`--expect`) and the steps (`--steps`), as `new` lays them out.
+const NOT_FIXTURES: [&str; 2] = ["expected", "steps"];
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_directorys_expected_report_and_steps_are_never_fixtures() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["cluster.yaml", "expected.yaml", "steps.yml", "more.json"] {
+            std::fs::write(dir.path().join(name), "{}").expect("write");
+        }
+        let found = files(&[dir.path().to_path_buf()], &[]).expect("files");
+        let names: Vec<_> = found
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str())
+            .collect();
+        assert_eq!(names, ["cluster.yaml", "more.json"]);
+        let named = files(&[dir.path().join("expected.yaml")], &[]).expect("files");
+        assert_eq!(named.len(), 1, "a file named on its own is taken");
+    }
 
     #[test]
     fn namespaced_kinds_default_to_the_default_namespace_and_nodes_have_none() {

@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
     shortname = "wp",
     namespaced,
     status = "WasmPluginStatus",
+    // So a removal can keep it (`kubectl delete -k deploy/ -l '!wasm-controller-manager.io/crd'`):
+    // deleting the CRD deletes every `WasmPlugin` of the cluster, other installs' too.
+    label("wasm-controller-manager.io/crd", "wasmplugins"),
     printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest","priority":0}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
