@@ -60,7 +60,9 @@ grant_example_plugins() {
   local kubectl=kubectl
   [ -x "$K8S_BIN_DIR/kubectl" ] && kubectl="$K8S_BIN_DIR/kubectl"
   echo "run: granting the example plugins their RBAC: $host rbac target/plugins | kubectl apply -f -" >&2
-  if ! "$host" rbac target/plugins | "$kubectl" apply -f - >/dev/null; then
+  echo "run: and installing the WasmPlugin CRD (WasmPlugins of wcm-system are followed): kubectl apply -f deploy/crds/wasmplugins.yaml" >&2
+  if ! "$host" rbac target/plugins | "$kubectl" apply -f - >/dev/null ||
+    ! "$kubectl" apply -f deploy/crds/wasmplugins.yaml >/dev/null; then
     echo "run: applying the RBAC failed (above); apply it as a user who may grant RBAC, or run" \
       "the host without impersonation: $host run --plugins-dir target/plugins --impersonate-plugins=false" >&2
     exit 1
@@ -102,7 +104,8 @@ else
   cat >&2 <<SAY
 run: using the configured cluster: context "$context"${server:+ ($server)}, from ${KUBECONFIG:-$HOME/.kube/config}.
 run: applying there the example plugins' RBAC (namespace wcm-system, a ServiceAccount,
-run: roles and bindings per plugin: \`$host rbac target/plugins\`), then running the
+run: roles and bindings per plugin: \`$host rbac target/plugins\`) and the WasmPlugin
+run: CRD (deploy/crds/wasmplugins.yaml; wcm-system's WasmPlugins are followed), then running the
 run: examples, which label control-plane Nodes, record an Event on every Pod and act
 run: on opted-in objects (docs/writing-a-plugin.md). Ctrl-C now to stop; remove the
 run: examples' RBAC afterwards with:

@@ -281,9 +281,13 @@ pub struct RunArgs {
     pub no_compile_cache: bool,
     /// Run the `WasmPlugin` resources of this namespace (the host's own; their pull
     /// Secrets live there too) beside the plugins directory: each pulled from its OCI
-    /// registry, its status kept. Unset: no `WasmPlugin` is followed.
+    /// registry, its status kept [default: the host Pod's namespace, else wcm-system,
+    /// as the Lease's].
     #[arg(long, env = "WCM_WASM_PLUGIN_NAMESPACE")]
     pub wasm_plugin_namespace: Option<String>,
+    /// Follow no `WasmPlugin`: the plugins directory only.
+    #[arg(long, conflicts_with = "wasm_plugin_namespace")]
+    pub no_wasm_plugins: bool,
     /// Where plugins pulled from registries are kept by digest
     /// [default: $XDG_CACHE_HOME/wasm-controller-manager/pulled].
     #[arg(long)]

@@ -185,7 +185,12 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
-    config.wasm_plugins = (args.wasm_plugin_namespace).map(|namespace| WasmPluginSource {
+    // The host's namespace by default, as its Lease's and its plugins' accounts'.
+    let namespace = (args.wasm_plugin_namespace)
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "wcm-system".to_string());
+    let followed = (!args.no_wasm_plugins).then_some(namespace);
+    config.wasm_plugins = followed.map(|namespace| WasmPluginSource {
         namespace,
         pulled_dir: args.pulled_plugins_dir.unwrap_or_else(default_pulled_dir),
         pulled_max_bytes: args.pulled_plugins_max_mib.saturating_mul(1 << 20),

@@ -64,6 +64,12 @@ async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_wor
         said.is_some() && said < granted,
         "the cluster was not named before the RBAC was applied: {logs:#?}"
     );
+    // WasmPlugins of the host's namespace are followed, their CRD installed.
+    host.wait_for_log(
+        &["following the WasmPlugins of this namespace", "wcm-system"],
+        WAIT,
+    )
+    .await?;
     for (file, state) in EXAMPLES {
         let row = host.row_in(file, state, WAIT).await?;
         if state == State::Waiting {

@@ -90,6 +90,9 @@ impl Resources {
         let registry = Registry::with(source.registry.clone())?;
         let store = PulledPlugins::new(&source.pulled_dir).with_max_bytes(source.pulled_max_bytes);
         store.remove_leftovers();
+        tracing::info!(namespace = %source.namespace,
+            "following the WasmPlugins of this namespace (--wasm-plugin-namespace; \
+             --no-wasm-plugins follows none)");
         let namespace = &source.namespace;
         let keys = (source.verify_keys.iter())
             .map(|path| read_key(path))

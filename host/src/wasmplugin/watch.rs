@@ -40,6 +40,7 @@ pub fn changes(
 ) -> impl Stream<Item = ResourceChange> + Send + use<> {
     let api: Api<Decoded<WasmPlugin>> = Api::namespaced(client, namespace);
     let mut listing = BTreeSet::new();
+    let mut failing = Failing::default();
     watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |event| {
@@ -60,12 +61,47 @@ pub fn changes(
                     Some(ResourceChange::Deleted(plugin.name_any()))
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "watching WasmPlugins failed; retrying");
+                    failing.failed(&e);
                     None
                 }
             };
+            if change.is_some() {
+                failing.works();
+            }
             std::future::ready(change)
         })
+}
+
+/// Why the watch of `WasmPlugin`s fails, said once per cause rather than at every
+/// retry: without the CRD installed it fails until it is.
+#[derive(Default)]
+struct Failing {
+    said: Option<String>,
+}
+
+impl Failing {
+    fn failed(&mut self, error: &watcher::Error) {
+        let text = error.to_string();
+        if self.said.as_ref() == Some(&text) {
+            return tracing::debug!(error = %text, "watching WasmPlugins failed; retrying");
+        }
+        let missing =
+            text.contains("404") || text.contains("could not find the requested resource");
+        match missing {
+            true => tracing::info!(
+                "the WasmPlugin CRD is not installed: no WasmPlugin is \
+                followed until it is (kubectl apply -f deploy/crds/wasmplugins.yaml)"
+            ),
+            false => tracing::warn!(error = %text, "watching WasmPlugins failed; retrying"),
+        }
+        self.said = Some(text);
+    }
+
+    fn works(&mut self) {
+        if self.said.take().is_some() {
+            tracing::info!("watching WasmPlugins works again");
+        }
+    }
 }
 
 /// The change a created or changed `WasmPlugin` is.

@@ -90,7 +90,8 @@ impl HostProcess {
 
     /// Starts the host on `dir` against `cp`, configured by `kubeconfig`. Unless
     /// `flags` choose the plugins' identity, plugins act as ServiceAccounts of
-    /// [`TEST_PLUGINS_NAMESPACE`], which [`grant_test_plugins`] lets do anything.
+    /// [`TEST_PLUGINS_NAMESPACE`], which [`grant_test_plugins`] lets do anything; unless
+    /// they name a namespace of `WasmPlugin`s, none is followed.
     fn spawn(
         cp: &ControlPlane,
         kubeconfig: &Path,
@@ -105,6 +106,14 @@ impl HostProcess {
         if !chosen {
             grant_test_plugins(cp.admin_kubeconfig())?;
             identity = vec!["--plugin-service-account-namespace", TEST_PLUGINS_NAMESPACE];
+        }
+        // A test's host follows the `WasmPlugin`s of its own namespace when it says
+        // so, never those another test (or a deployed host) keeps in wcm-system.
+        if !flags
+            .iter()
+            .any(|f| f.starts_with("--wasm-plugin-namespace"))
+        {
+            identity.push("--no-wasm-plugins");
         }
         let mut command = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
         command
