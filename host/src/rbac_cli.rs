@@ -68,7 +68,7 @@ async fn all_registrations(args: &RbacArgs) -> anyhow::Result<Vec<(PathBuf, Regi
     if !resources.is_empty() {
         let registry = Registry::new(&args.ca_files)?;
         let config = DockerConfig::of_user()?;
-        let auth_for = |host: &str| Ok(config.auth_for(host, "the Docker config file")?);
+        let auth_for = |host: &str| Ok(config.auth_for_user(host, "the Docker config file")?);
         found.extend(resource_registrations(&resources, &registry, auth_for, Some(&cache)).await?);
     }
     Ok(found)

@@ -168,5 +168,5 @@ fn auth_for(reference: &Reference, access: &RegistryAccess) -> anyhow::Result<Re
         let password = password.trim_end_matches(['\r', '\n']).to_string();
         return Ok(RegistryAuth::Basic(user.clone(), password));
     }
-    Ok(DockerConfig::of_user()?.auth_for(registry, "the Docker config file")?)
+    Ok(DockerConfig::of_user()?.auth_for_user(registry, "the Docker config file")?)
 }

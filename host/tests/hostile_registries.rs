@@ -105,6 +105,19 @@ async fn a_pull_from_a_hostile_registry_stops_at_each_bound_and_repeats_nothing(
             "the registry's token reply is larger than 65536 bytes",
         ),
     ];
+    // Beside them, a plugin served over plain http, as the operator named it, comes.
+    let served = tokio::task::spawn_blocking({
+        let reference = registry.reference("plugin");
+        let dir = dir.path().to_path_buf();
+        move || pull(&reference, "plugin", &[], &dir)
+    });
+    let served = served.await??;
+    ensure!(served.ok, "a plugin over plain http: {}", served.stderr);
+    let pulled = std::fs::read(dir.path().join("plugin.wasm"))?;
+    ensure!(
+        pulled == support::plugin_bytes("label-mirror"),
+        "other bytes came"
+    );
     for (behaviour, extra, expected) in cases {
         let reference = registry.reference(behaviour);
         let dir = dir.path().to_path_buf();
@@ -167,6 +180,7 @@ async fn a_wasm_plugin_naming_a_hostile_registry_costs_only_itself() -> Result<(
     let host = host_with(&ns, &registry, dir.path(), &flags)?;
     let api: Api<WasmPlugin> = Api::namespaced(ns.client(), ns.name());
     let plugins = [
+        ("served", hostile.reference("plugin")),
         ("endless", hostile.reference("endless")),
         ("bigerror", hostile.reference("bigerror")),
         ("denied", hostile.reference("denied")),
@@ -183,6 +197,7 @@ async fn a_wasm_plugin_naming_a_hostile_registry_costs_only_itself() -> Result<(
     api.create(&PostParams::default(), &valid).await?;
 
     status_until(&api, "mirror", "Ready=True", is_ready).await?;
+    status_until(&api, "served", "Ready=True over plain http", is_ready).await?;
     source(&ns, "first", "one").await?;
     mirrored(&ns, "first", "one").await?;
     let refused =

@@ -131,6 +131,89 @@ async fn a_pushed_plugin_comes_back_the_same_by_tag_and_by_digest() -> Result<()
     Ok(())
 }
 
+/// A credential helper `docker-credential-NAME` in a directory of its own, which keeps
+/// `registry`'s credentials (and says it has none for any other server).
+fn credential_helper(dir: &Path, name: &str, registry: &LocalRegistry) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let answer = serde_json::json!({"ServerURL": registry.address, "Username": registry.user,
+        "Secret": registry.password});
+    let script = format!(
+        "#!/bin/sh\nread server\nif [ \"$1\" = get ] && [ \"$server\" = '{}' ]; then\n  \
+         printf '%s' '{answer}'\nelse\n  echo 'credentials not found in native keychain'\n  \
+         exit 1\nfi\n",
+        registry.address
+    );
+    let path = dir.join(format!("docker-credential-{name}"));
+    std::fs::write(&path, script)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn credential_helpers_are_run_as_docker_runs_them() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let registry = registry()?;
+    let file = support::plugin_file("pod-counter");
+    let tagged = format!("{}:v1", repository(&registry, "helper"));
+    let empty = tempfile::tempdir()?;
+    ensure!(push(&registry, &file, &tagged, empty.path())?.ok, "push");
+    let bin = tempfile::tempdir()?;
+    credential_helper(bin.path(), "wcmtest", &registry)?;
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH")?);
+    let ca = registry.ca_file.to_str().context("path")?;
+    let out = empty.path().join("pulled.wasm");
+    // `credHelpers` for this registry, then `credsStore` for every registry, as
+    // `docker login` on a desktop or a cloud CLI leaves them; no inline `auth`.
+    for config in [
+        serde_json::json!({"credHelpers": {(&registry.address): "wcmtest"}}),
+        serde_json::json!({"credsStore": "wcmtest", "auths": {(&registry.address): {}}}),
+    ] {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("config.json"), config.to_string())?;
+        let ran = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+            .args([
+                "pull",
+                &tagged,
+                "-o",
+                out.to_str().context("path")?,
+                "--ca-file",
+                ca,
+            ])
+            .env("DOCKER_CONFIG", dir.path())
+            .env("PATH", &path)
+            .env("RUST_BACKTRACE", "0")
+            .output()?;
+        let said = String::from_utf8_lossy(&ran.stderr);
+        ensure!(ran.status.success(), "{config}: {said}");
+        ensure!(
+            std::fs::read(&out)? == std::fs::read(&file)?,
+            "{config}: other bytes"
+        );
+    }
+    // A helper that is not there is named.
+    let dir = tempfile::tempdir()?;
+    let config = serde_json::json!({"credsStore": "wcm-absent"});
+    std::fs::write(dir.path().join("config.json"), config.to_string())?;
+    let ran = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        .args([
+            "pull",
+            &tagged,
+            "-o",
+            out.to_str().context("path")?,
+            "--ca-file",
+            ca,
+        ])
+        .env("DOCKER_CONFIG", dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .output()?;
+    let said = String::from_utf8_lossy(&ran.stderr);
+    ensure!(
+        !ran.status.success() && said.contains("docker-credential-wcm-absent"),
+        "{said}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn credentials_come_from_the_docker_config_and_a_wrong_one_is_refused() -> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());

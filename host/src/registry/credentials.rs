@@ -5,8 +5,9 @@
 //!
 //! Entries are matched by registry host (`registry.example:5000`), with or without a
 //! scheme or path in the key, as the Docker CLI writes both. Credential helpers
-//! (`credsStore`, `credHelpers`) are programs this host does not run: an entry that
-//! needs one is reported as such.
+//! (`credsStore`, `credHelpers`) are run for the command line's user
+//! (`credential_helper`), never for a pull Secret: an entry of a Secret that needs one
+//! is reported as such.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,16 @@ pub enum CredentialsError {
         /// The parser's complaint.
         why: String,
     },
+    /// A credential helper gave no credentials.
+    #[error("{what}: for {registry}: {why}")]
+    Helper {
+        /// The file.
+        what: String,
+        /// The registry's host.
+        registry: String,
+        /// The helper's failure.
+        why: String,
+    },
     /// The entry for a registry cannot be used.
     #[error("{what}: the entry for {registry} {why}")]
     Unusable {
@@ -118,8 +129,32 @@ impl DockerConfig {
         }
     }
 
-    /// How to authenticate to `registry` (a host, with its port if any): anonymously
-    /// when there is no entry for it.
+    /// How the command line's user authenticates to `registry`, as docker does: the
+    /// credential helper `credHelpers` names for it, else the `credsStore`, else the
+    /// file's own entry (anonymous without one). Only for the user's own file: a
+    /// program named in a pull Secret is never run (see [`DockerConfig::auth_for`]).
+    pub fn auth_for_user(
+        &self,
+        registry: &str,
+        what: &str,
+    ) -> Result<RegistryAuth, CredentialsError> {
+        let helper = (self.cred_helpers.get(registry)).or(self.creds_store.as_ref());
+        match helper {
+            Some(helper) => super::credential_helper::get(helper, registry).map_err(|e| {
+                CredentialsError::Helper {
+                    what: what.to_string(),
+                    registry: registry.to_string(),
+                    why: e.to_string(),
+                }
+            }),
+            None => self.auth_for(registry, what),
+        }
+    }
+
+    /// How to authenticate to `registry` (a host, with its port if any) from this
+    /// document alone: anonymously when there is no entry for it; an entry kept by a
+    /// credential helper is refused, naming it, since no program a Secret names is
+    /// run.
     pub fn auth_for(&self, registry: &str, what: &str) -> Result<RegistryAuth, CredentialsError> {
         let unusable = |why| CredentialsError::Unusable {
             what: what.to_string(),
@@ -131,7 +166,9 @@ impl DockerConfig {
             let helper = self.cred_helpers.contains_key(registry) || self.creds_store.is_some();
             return match helper {
                 true => Err(unusable(
-                    "is kept by a credential helper, which this host does not run",
+                    "is kept by a credential helper, which the host does not run for a pull \
+                     Secret (give the credentials inline: `kubectl create secret \
+                     docker-registry`)",
                 )),
                 false => Ok(RegistryAuth::Anonymous),
             };
@@ -201,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn no_entry_is_anonymous_and_a_helper_is_said_to_be_unsupported() {
+    fn no_entry_is_anonymous_and_a_secrets_helper_is_never_run() {
         let none = config(r#"{"auths": {"other.example": {"auth": "dTpw"}}}"#);
         assert!(matches!(
             none.auth_for("r.example", "t"),
@@ -209,13 +246,28 @@ mod tests {
         ));
         let helper = config(r#"{"credHelpers": {"r.example": "ecr-login"}}"#);
         let refused = helper
-            .auth_for("r.example", "~/.docker/config.json")
+            .auth_for("r.example", "pull Secret wcm/pull")
             .expect_err("helper");
-        assert_eq!(
-            refused.to_string(),
-            "~/.docker/config.json: the entry for r.example is kept by a credential helper, \
-             which this host does not run"
+        assert!(
+            refused.to_string().starts_with(
+                "pull Secret wcm/pull: the entry for r.example is kept by a credential helper, \
+                 which the host does not run for a pull Secret"
+            ),
+            "{refused}"
         );
+    }
+
+    #[test]
+    fn the_users_helper_is_run_for_its_registry_only() {
+        let helper = config(
+            r#"{"credHelpers": {"r.example": "wcm-missing"},
+            "auths": {"other.example": {"auth": "dTpw"}}}"#,
+        );
+        let ran = helper.auth_for_user("r.example", "~/.docker/config.json");
+        let said = ran.expect_err("no such helper").to_string();
+        assert!(said.contains("docker-credential-wcm-missing"), "{said}");
+        let inline = helper.auth_for_user("other.example", "~/.docker/config.json");
+        assert_eq!(basic(inline.expect("inline")), ("u".into(), "p".into()));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod cache;
 mod challenge;
 mod client;
+mod credential_helper;
 mod credentials;
 mod http;
 mod layout;

@@ -26,6 +26,34 @@ pub struct HostileRegistry {
     task: JoinHandle<()>,
 }
 
+/// The one plugin the `plugin` repository serves: its manifest, config and layer.
+#[derive(Clone)]
+struct Served {
+    manifest: Vec<u8>,
+    blobs: Vec<(String, Vec<u8>)>,
+}
+
+impl Served {
+    /// `component` in the CNCF layout, as `push` writes it.
+    fn of(component: &[u8]) -> Served {
+        let digest = |b: &[u8]| format!("sha256:{}", super::registry::sha256_hex(b));
+        let config = b"{}".to_vec();
+        let manifest = serde_json::json!({"schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.wasm.config.v0+json",
+                "digest": digest(&config), "size": config.len()},
+            "layers": [{"mediaType": "application/wasm", "digest": digest(component),
+                "size": component.len()}]});
+        Served {
+            manifest: manifest.to_string().into_bytes(),
+            blobs: vec![
+                (digest(&config), config),
+                (digest(component), component.to_vec()),
+            ],
+        }
+    }
+}
+
 impl Drop for HostileRegistry {
     fn drop(&mut self) {
         self.task.abort();
@@ -33,14 +61,16 @@ impl Drop for HostileRegistry {
 }
 
 impl HostileRegistry {
-    /// Starts one on a free loopback port.
+    /// Starts one on a free loopback port, its `plugin` repository serving
+    /// label-mirror.
     pub async fn start() -> anyhow::Result<HostileRegistry> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address: SocketAddr = listener.local_addr()?;
         let me = address.to_string();
+        let served = Served::of(&super::plugin_bytes("label-mirror"));
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, me.clone()));
+                tokio::spawn(serve(stream, me.clone(), served.clone()));
             }
         });
         Ok(HostileRegistry {
@@ -56,7 +86,7 @@ impl HostileRegistry {
 }
 
 /// Answers one connection's first request as its path says, then closes it.
-async fn serve(stream: TcpStream, me: String) {
+async fn serve(stream: TcpStream, me: String, served: Served) {
     let mut reader = BufReader::new(stream);
     let mut request = String::new();
     if reader.read_line(&mut request).await.is_err() {
@@ -71,8 +101,42 @@ async fn serve(stream: TcpStream, me: String) {
         }
     }
     let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let head_only = request.starts_with("HEAD ");
     let mut stream = reader.into_inner();
-    let _ = answer(&mut stream, &path, &me).await;
+    let _ = match path.starts_with("/v2/plugin/") {
+        true => plugin(&mut stream, &path, head_only, &served).await,
+        false => answer(&mut stream, &path, &me).await,
+    };
+}
+
+/// The plugin's manifest or a blob of it, as a registry answers.
+async fn plugin(
+    stream: &mut TcpStream,
+    path: &str,
+    head_only: bool,
+    served: &Served,
+) -> std::io::Result<()> {
+    let digest = |b: &[u8]| format!("sha256:{}", super::registry::sha256_hex(b));
+    let body = match path.rsplit_once('/') {
+        Some((_, _)) if path.contains("/manifests/") => Some(&served.manifest),
+        Some((_, wanted)) => served
+            .blobs
+            .iter()
+            .find(|(d, _)| d == wanted)
+            .map(|(_, b)| b),
+        None => None,
+    };
+    let Some(body) = body else {
+        return head(stream, "404 Not Found", &["Content-Length: 0"]).await;
+    };
+    let length = format!("Content-Length: {}", body.len());
+    let content = format!("Docker-Content-Digest: {}", digest(body));
+    let kind = "Content-Type: application/vnd.oci.image.manifest.v1+json";
+    head(stream, "200 OK", &[&length, &content, kind]).await?;
+    match head_only {
+        true => Ok(()),
+        false => stream.write_all(body).await,
+    }
 }
 
 async fn answer(stream: &mut TcpStream, path: &str, me: &str) -> std::io::Result<()> {
