@@ -17,6 +17,7 @@ mod dashboard;
 mod deploy;
 mod deploy_every_replica;
 mod deployment_reconcile;
+mod docs_names;
 mod guides;
 mod host_faults;
 mod hostile_arguments;
