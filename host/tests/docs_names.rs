@@ -84,7 +84,7 @@ fn spans_in_context(text: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut fenced = false;
     let mut paragraph = String::new();
-    let mut flush = |paragraph: &mut String, found: &mut Vec<(String, String)>| {
+    let flush = |paragraph: &mut String, found: &mut Vec<(String, String)>| {
         let parts: Vec<&str> = paragraph.split('`').collect();
         for span in parts.iter().skip(1).step_by(2) {
             found.push((span.replace('\n', " "), paragraph.clone()));
