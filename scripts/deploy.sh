@@ -23,7 +23,8 @@
 # Usage: scripts/deploy.sh [--image REF | --binary PATH] [--overlay DIR] [--component DIR ...]
 #                          [PLUGIN.wasm ... | --plugin-image REF ... --rbac FILE]
 #   (default plugins: every target/plugins/*.wasm that fits a ConfigMap, under 1 MiB)
-# Prints the overlay directory on its last line (`kubectl delete -k DIR` undoes it).
+# Prints the overlay directory on its last line (`kubectl delete -k DIR -l
+# '!wasm-controller-manager.io/crd'` undoes it, keeping the CRD other installs share).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source control-plane/scripts/common.sh
