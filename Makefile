@@ -6,15 +6,23 @@ CARGO ?= cargo
 PLUGIN_PACKAGES = $(foreach d,$(wildcard plugins/*/Cargo.toml host/tests/plugins/*/Cargo.toml),-p $(shell sed -n 's/^name = "\(.*\)"/\1/p' $(d) | head -n1))
 TEST_CLUSTER_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/wasm-controller-manager/test-cluster
 
-.PHONY: setup build plugins run test lint cluster-up cluster-down bench fuzz measure-failover image deploy
+.PHONY: setup setup-run build examples plugins run test lint cluster-up cluster-down bench fuzz measure-failover image deploy
 
-## setup: install the Rust target and Debian tools (containerd, runc, CNI), build the pinned control plane (cached)
+## setup: install the Rust target and Debian tools (containerd, runc, CNI), build the pinned control plane and the tests' tools (cached)
 setup:
 	scripts/setup.sh
 
-## build: the host binary and every plugin component (target/plugins/<name>.wasm)
-build: setup plugins
+## setup-run: what `make run` needs of setup (the control plane and node, the plugin tools), not the tests' tools
+setup-run:
+	scripts/setup.sh --run
+
+## build: the host binary and the example plugins (target/plugins/<name>.wasm)
+build: setup-run examples
 	$(CARGO) build -p wasm-controller-manager
+
+## examples: the example plugins to target/plugins/
+examples:
+	scripts/build-plugins.sh --examples
 
 ## plugins: example plugins to target/plugins/, test plugins to target/test-plugins/
 plugins:
@@ -58,12 +66,12 @@ measure-failover: setup plugins
 	$(CARGO) test -p wasm-controller-manager --test integration -- --ignored --nocapture leader_failover::measure_failover_times
 
 ## image: the host's image (release build), without a container engine; imported into the local node if it runs
-image: setup
+image: setup-run
 	scripts/image.sh --profile release
 
 ## deploy: the host with the example plugins in the current cluster (the local one if none is configured;
 ## another cluster needs IMAGE=REGISTRY/wasm-controller-manager:TAG, pushed there)
-deploy: setup plugins
+deploy: setup-run examples
 	scripts/deploy.sh $(if $(IMAGE),--image $(IMAGE))
 
 ## cluster-up: start etcd, kube-apiserver, kube-controller-manager and the node; prints `export KUBECONFIG=...`

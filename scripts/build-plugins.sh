@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Builds every plugin crate for wasm32-wasip2 and copies the components to
 # target/plugins/<name>.wasm (examples) and target/test-plugins/<name>.wasm (test-only).
+# With --examples, the examples only: what `make run` and `make deploy` run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+examples_only=false
+[ "${1:-}" = --examples ] && examples_only=true
+test_dirs=(host/tests/plugins/*/)
+$examples_only && test_dirs=()
 
 package_name() { sed -n 's/^name = "\(.*\)"/\1/p' "$1/Cargo.toml" | head -n1; }
 
 declare -A dest=()
 args=()
-for dir in plugins/*/ host/tests/plugins/*/; do
+for dir in plugins/*/ "${test_dirs[@]}"; do
   [ -f "$dir/Cargo.toml" ] || continue
   name="$(package_name "$dir")"
   args+=(-p "$name")
@@ -20,6 +26,7 @@ mkdir -p target/plugins target/test-plugins
 for name in "${!dest[@]}"; do
   cp "target/wasm32-wasip2/plugin/${name//-/_}.wasm" "${dest[$name]}/$name.wasm"
 done
+if ! $examples_only; then
 # The upgrade tests' variant of pod-counter: same name, other label format and version.
 cargo build --target wasm32-wasip2 --profile plugin -p pod-counter --features next-label-format
 cp target/wasm32-wasip2/plugin/pod_counter.wasm target/test-plugins/pod-counter-next.wasm
@@ -32,6 +39,7 @@ for feature in resync-1ms resync-max bad-selector too-many-watches secrets secre
 done
 cargo build --target wasm32-wasip2 --profile plugin -p hostile-registration
 cp target/wasm32-wasip2/plugin/hostile_registration.wasm target/test-plugins/hostile-registration.wasm
+fi
 
 # Plugins in other languages: plugins/<language>/<name>/<entry> becomes
 # target/plugins/<name>.wasm (and host/tests/<language>-plugins/<name>/<entry>
@@ -46,6 +54,7 @@ build_each() {
   shift 3
   for dir in plugins/"$language"/*/ host/tests/"$language"-plugins/*/; do
     [ -f "$dir/$entry" ] || continue
+    $examples_only && [[ "$dir" == host/tests/* ]] && continue
     name="$(basename "$dir")"
     out="target/plugins/$name.wasm"
     [[ "$dir" == host/tests/* ]] && out="target/test-plugins/$name.wasm"
@@ -86,5 +95,5 @@ go_plugins() {
 }
 go_plugins plugins/go target/plugins
 # Go test plugins (host/tests/go-plugins: not Cargo workspace members).
-go_plugins host/tests/go-plugins target/test-plugins
+$examples_only || go_plugins host/tests/go-plugins target/test-plugins
 echo "plugins: $(ls target/plugins | tr '\n' ' ')" >&2

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# `--run`: only what `make run` needs (the control plane and node, the plugin tools),
+# not the tools only the tests use (cosign, promtool, helm, the OpenTelemetry
+# Collector).
 # Installs what a fresh machine lacks for building and testing: Debian tools the
 # control-plane scripts use, containerd, runc and the CNI plugins for the local node,
 # the wasm32-wasip2 Rust target, componentize-py and
@@ -53,4 +56,9 @@ if [ ! -x "$JS_TOOLS/node_modules/.bin/componentize-js" ]; then
     "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION"
 fi
 
-control-plane/scripts/build.sh
+if [ "${1:-}" = --run ]; then
+  control-plane/scripts/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler \
+    kubelet kubectl registry
+else
+  control-plane/scripts/build.sh
+fi
