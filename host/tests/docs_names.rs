@@ -241,11 +241,10 @@ fn metric_of(span: &str) -> Option<String> {
     (known && plain && !name.ends_with('_')).then(|| name.to_string())
 }
 
-/// Every name the host's source gives a metric: the string literals of `host/src`
-/// that could be one (a family is registered under such a literal, its prefix and
-/// `_total` added by the registry; a collector writes its names whole).
-fn metric_names_in_the_source() -> Result<BTreeSet<String>> {
-    let mut names = BTreeSet::new();
+/// The string literals of `host/src`, each with its white space folded (a literal
+/// continued with `\` at a line's end read as one).
+fn literals_of_the_source() -> Result<Vec<String>> {
+    let mut literals = Vec::new();
     let mut dirs = vec![repo("host/src")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir)? {
@@ -255,17 +254,29 @@ fn metric_names_in_the_source() -> Result<BTreeSet<String>> {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let text = text.replace("\\\n", "");
             for literal in text.split('"').skip(1).step_by(2) {
-                let plain = literal
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-                if plain && !literal.is_empty() {
-                    names.insert(literal.to_string());
-                }
+                literals.push(literal.split_whitespace().collect::<Vec<_>>().join(" "));
             }
         }
     }
-    Ok(names)
+    Ok(literals)
+}
+
+/// Every name the host's source gives a metric: the literals that could be one (a
+/// family is registered under such a literal, its prefix and `_total` added by the
+/// registry; a collector writes its names whole).
+fn metric_names_in_the_source() -> Result<BTreeSet<String>> {
+    let plain = |literal: &String| {
+        !literal.is_empty()
+            && literal
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    Ok(literals_of_the_source()?
+        .into_iter()
+        .filter(plain)
+        .collect())
 }
 
 #[test]
@@ -302,34 +313,9 @@ fn every_metric_the_docs_name_is_one_the_host_registers() -> Result<()> {
     Ok(())
 }
 
-/// The text of every string literal of `host/src`, joined: where a log line's message
-/// must stand.
-fn literals_in_the_source() -> Result<String> {
-    let mut all = String::new();
-    let mut dirs = vec![repo("host/src")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            // Continued literals (`\` at a line's end) read as one.
-            let text = text.replace("\\\n", "");
-            for literal in text.split('"').skip(1).step_by(2) {
-                let literal = literal.split_whitespace().collect::<Vec<_>>().join(" ");
-                all.push_str(&literal);
-                all.push('\n');
-            }
-        }
-    }
-    Ok(all)
-}
-
 #[test]
 fn every_log_line_the_docs_quote_is_one_the_host_writes() -> Result<()> {
-    let literals = literals_in_the_source()?;
+    let literals = literals_of_the_source()?.join("\n");
     let mut missing = Vec::new();
     for (doc, text) in documents()? {
         for (span, paragraph) in spans_in_context(&text) {

@@ -162,53 +162,36 @@ async fn credential_helpers_are_run_as_docker_runs_them() -> Result<()> {
     let path = format!("{}:{}", bin.path().display(), std::env::var("PATH")?);
     let ca = registry.ca_file.to_str().context("path")?;
     let out = empty.path().join("pulled.wasm");
+    // `pull` with a Docker config of `config` and `path` as PATH.
+    let pull_with = |config: &serde_json::Value, path: &str| -> Result<(bool, String)> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("config.json"), config.to_string())?;
+        let out = out.to_str().context("path")?;
+        let ran = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+            .args(["pull", &tagged, "-o", out, "--ca-file", ca])
+            .env("DOCKER_CONFIG", dir.path())
+            .env("PATH", path)
+            .env("RUST_BACKTRACE", "0")
+            .output()?;
+        let said = String::from_utf8_lossy(&ran.stderr).into_owned();
+        Ok((ran.status.success(), said))
+    };
     // `credHelpers` for this registry, then `credsStore` for every registry, as
     // `docker login` on a desktop or a cloud CLI leaves them; no inline `auth`.
     for config in [
         serde_json::json!({"credHelpers": {(&registry.address): "wcmtest"}}),
         serde_json::json!({"credsStore": "wcmtest", "auths": {(&registry.address): {}}}),
     ] {
-        let dir = tempfile::tempdir()?;
-        std::fs::write(dir.path().join("config.json"), config.to_string())?;
-        let ran = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-            .args([
-                "pull",
-                &tagged,
-                "-o",
-                out.to_str().context("path")?,
-                "--ca-file",
-                ca,
-            ])
-            .env("DOCKER_CONFIG", dir.path())
-            .env("PATH", &path)
-            .env("RUST_BACKTRACE", "0")
-            .output()?;
-        let said = String::from_utf8_lossy(&ran.stderr);
-        ensure!(ran.status.success(), "{config}: {said}");
-        ensure!(
-            std::fs::read(&out)? == std::fs::read(&file)?,
-            "{config}: other bytes"
-        );
+        let (ok, said) = pull_with(&config, &path)?;
+        ensure!(ok, "{config}: {said}");
+        let same = std::fs::read(&out)? == std::fs::read(&file)?;
+        ensure!(same, "{config}: other bytes");
     }
     // A helper that is not there is named.
-    let dir = tempfile::tempdir()?;
-    let config = serde_json::json!({"credsStore": "wcm-absent"});
-    std::fs::write(dir.path().join("config.json"), config.to_string())?;
-    let ran = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .args([
-            "pull",
-            &tagged,
-            "-o",
-            out.to_str().context("path")?,
-            "--ca-file",
-            ca,
-        ])
-        .env("DOCKER_CONFIG", dir.path())
-        .env("RUST_BACKTRACE", "0")
-        .output()?;
-    let said = String::from_utf8_lossy(&ran.stderr);
+    let absent = serde_json::json!({"credsStore": "wcm-absent"});
+    let (ok, said) = pull_with(&absent, &std::env::var("PATH")?)?;
     ensure!(
-        !ran.status.success() && said.contains("docker-credential-wcm-absent"),
+        !ok && said.contains("docker-credential-wcm-absent"),
         "{said}"
     );
     Ok(())
