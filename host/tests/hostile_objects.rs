@@ -245,6 +245,22 @@ async fn a_custom_resource_too_deep_to_decode_leaves_its_kind_served() -> Result
     mirrored_blob("after").await?;
     host.wait_for_log(&["an object this host cannot decode", "deep"], WAIT)
         .await?;
+    // A Warning Event on the object itself says so.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(ns.client(), ns.name());
+    let said = eventually(WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Undecodable")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("deep")
+        })
+    })
+    .await;
+    let said = said.context("no Undecodable Event on the deep Blob")?;
+    let note = said.note.unwrap_or_default();
+    ensure!(
+        note.contains("recursion limit"),
+        "the note names no cause: {note}"
+    );
     let kind = [("kind", "wcm.test/v1/Blob")];
     ensure!(
         host.metric("wcm_informer_undecodable_objects", &kind)

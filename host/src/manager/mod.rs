@@ -142,10 +142,10 @@ impl Manager {
         let ctx = ControllerContext {
             reviewer,
             review_every: config.access_review_interval,
-            registry: Arc::new(InformerRegistry::new(
-                identities.host().clone(),
-                metrics.clone(),
-            )),
+            registry: Arc::new(
+                InformerRegistry::new(identities.host().clone(), metrics.clone())
+                    .reporting(&config.instance),
+            ),
             metrics,
             identities,
             instance: config.instance.clone(),

@@ -27,7 +27,8 @@ pub use render::{Document, Naming, PodSecurity, document, render};
 /// The host's own rights, the same whatever plugins it runs: create
 /// SubjectAccessReviews (of its plugins' rights), list and watch RBAC itself (a change
 /// of a role or binding has the plugins it concerns reviewed at once), hold its
-/// Lease in its namespace, and record Events there about plugins' states.
+/// Lease in its namespace, and record Events about plugins' states and about objects
+/// its informers cannot decode.
 pub fn host_rights(naming: &Naming) -> Rights {
     let mut rights = Rights::new();
     let reviews = Target::new(None, "authorization.k8s.io", "subjectaccessreviews");
@@ -57,11 +58,12 @@ pub fn host_rights(naming: &Naming) -> Rights {
     rights.insert(plugins, ["get", "list", "watch"].into());
     let status = Target::new(home.clone(), group, "wasmplugins/status");
     rights.insert(status, ["patch", "update"].into());
-    let secrets = Target::new(home.clone(), "", "secrets");
+    let secrets = Target::new(home, "", "secrets");
     rights.insert(secrets, ["get", "list", "watch"].into());
-    // Events of its own about plugins' states (on its Pod or their WasmPlugins),
-    // repeats patched into their series.
-    let events = Target::new(home, "events.k8s.io", "events");
+    // Events of its own: about plugins' states (on its Pod or their WasmPlugins), and
+    // on any object an informer cannot decode, wherever it is; repeats patched into
+    // their series.
+    let events = Target::new(None, "events.k8s.io", "events");
     rights.insert(events, ["create", "patch"].into());
     rights
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 
+use super::reports::Report;
 use super::{CachedObject, Change, Informer, ObjectKey};
 use crate::kube::decoded::{Decoded, Undecodable};
 use crate::kube::discovery::display_gvk;
@@ -72,8 +73,20 @@ impl Informer {
         }
     }
 
+    /// Notes an object that does not decode, and reports a new version of it on the
+    /// object (when this informer reports at all); its key, if it has a name.
     fn saw_undecodable(&self, object: &Undecodable) -> Option<ObjectKey> {
-        self.undecodable.saw(&self.labels.kind, object)
+        let (key, new) = self.undecodable.saw(&self.labels.kind, object)?;
+        if let (true, Some(reporter)) = (new, &self.reporter) {
+            reporter.report(Report {
+                gvk: self.scope.gvk.clone(),
+                namespace: key.0.clone(),
+                name: key.1.clone(),
+                uid: object.meta.uid.clone(),
+                cause: object.cause.clone(),
+            });
+        }
+        Some(key)
     }
 
     fn cached(&self, (namespace, name): &ObjectKey) -> Option<Arc<CachedObject>> {

@@ -22,6 +22,7 @@ use super::cache::{CachedObject, Change, ObjectCache, ObjectKey};
 
 mod events;
 mod holds;
+mod reports;
 mod stream;
 mod undecodable;
 
@@ -30,6 +31,7 @@ use super::field_selector::FieldSelector;
 use crate::metrics::{InformerLabels, Metrics};
 pub use holds::InformerHold;
 use holds::Running;
+pub use reports::Reporter;
 pub use stream::metadata_of;
 use undecodable::Undecodables;
 
@@ -91,6 +93,8 @@ pub struct Informer {
     watching: Gauge,
     /// The objects of the watch it cannot decode.
     undecodable: Undecodables,
+    /// Where Events about them are recorded, if anywhere.
+    reporter: Option<Reporter>,
     /// What the watch is restarted with when it is held again.
     client: Client,
     config: watcher::Config,
@@ -127,7 +131,7 @@ impl Informer {
         client: Client,
         kind: ResolvedKind,
         scope: WatchScope,
-        metrics: Arc<Metrics>,
+        (metrics, reporter): (Arc<Metrics>, Option<Reporter>),
     ) -> Arc<Informer> {
         let mut config = watcher::Config::default();
         if let Some(sel) = &scope.label_selector {
@@ -147,6 +151,7 @@ impl Informer {
         let undecodable = metrics.informer_undecodable.get_or_create(&labels).clone();
         Arc::new(Informer {
             undecodable: Undecodables::new(undecodable),
+            reporter,
             events,
             lists,
             objects,
@@ -303,6 +308,8 @@ pub struct InformerRegistry {
     metrics: Arc<Metrics>,
     resolver: KindResolver,
     live: Mutex<HashMap<WatchScope, Weak<Informer>>>,
+    /// Where informers record Events about objects they cannot decode.
+    reporter: Option<Reporter>,
 }
 
 impl InformerRegistry {
@@ -313,7 +320,15 @@ impl InformerRegistry {
             client,
             metrics,
             live: Mutex::new(HashMap::new()),
+            reporter: None,
         }
+    }
+
+    /// This registry, its informers recording an Event on each object they cannot
+    /// decode, as the host `instance`.
+    pub fn reporting(mut self, instance: &str) -> InformerRegistry {
+        self.reporter = Some(Reporter::start(self.client.clone(), instance));
+        self
     }
 
     /// The kind resolver informers are started with.
@@ -337,7 +352,7 @@ impl InformerRegistry {
             self.client.clone(),
             kind,
             scope.clone(),
-            self.metrics.clone(),
+            (self.metrics.clone(), self.reporter.clone()),
         );
         live.insert(scope, Arc::downgrade(&informer));
         Ok(informer)

@@ -45,8 +45,9 @@ impl Undecodables {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Notes `object`, of `kind`; logs it once per version. Its key, if it has a name.
-    pub fn saw(&self, kind: &str, object: &Undecodable) -> Option<ObjectKey> {
+    /// Notes `object`, of `kind`; logs it once per version. Its key, if it has a name,
+    /// and whether this version is new (to report).
+    pub fn saw(&self, kind: &str, object: &Undecodable) -> Option<(ObjectKey, bool)> {
         let name = object.meta.name.clone()?;
         let key = (object.meta.namespace.clone(), name);
         let version = object.meta.resource_version.clone();
@@ -55,7 +56,8 @@ impl Undecodables {
             listing.insert(key.clone());
         }
         let previous = state.known.insert(key.clone(), version.clone());
-        if previous != Some(version) {
+        let new = previous != Some(version);
+        if new {
             let (namespace, name) = (key.0.as_deref().unwrap_or(""), &key.1);
             let name = crate::logs::shorten(name);
             tracing::warn!(kind, namespace, name, cause = %object.cause,
@@ -63,7 +65,7 @@ impl Undecodables {
                  last decodable version); the other objects of its kind are served");
         }
         self.gauge.set(state.known.len() as i64);
-        Some(key)
+        Some((key, new))
     }
 
     /// The object of `key` decoded, or is gone.
@@ -116,9 +118,10 @@ mod tests {
     fn an_object_is_counted_until_it_decodes_is_deleted_or_is_no_longer_listed() {
         let gauge = Gauge::default();
         let found = Undecodables::new(gauge.clone());
-        let key = found
-            .saw("v1/ConfigMap", &undecodable("a", "1"))
-            .expect("a key");
+        let (key, new) = (found.saw("v1/ConfigMap", &undecodable("a", "1"))).expect("a key");
+        assert!(new);
+        let (_, again) = (found.saw("v1/ConfigMap", &undecodable("a", "1"))).expect("a key");
+        assert!(!again, "one version is reported once");
         found.saw("v1/ConfigMap", &undecodable("a", "2"));
         found.saw("v1/ConfigMap", &undecodable("b", "1"));
         assert_eq!(gauge.get(), 2);
