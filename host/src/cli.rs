@@ -167,13 +167,14 @@ pub struct ComponentizeArgs {
 pub struct RbacArgs {
     /// Plugin files (`*.wasm`), directories whose plugin files are all taken, or
     /// YAML/JSON files of `WasmPlugin`s (`-` for standard input), each pulled from its
-    /// registry (credentials from the Docker config file) and named by the resource.
+    /// registry (credentials from `--username`, else the Docker config file) and named
+    /// by the resource.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// A PEM file of a CA a `WasmPlugin`'s registry uses besides the system's
-    /// (repeatable).
-    #[arg(long = "ca-file")]
-    pub ca_files: Vec<PathBuf>,
+    /// How to reach the `WasmPlugin`s' registry: `--username` with `--password-stdin`
+    /// (for WasmPlugins of one registry), `--ca-file`, `--plain-http`.
+    #[command(flatten)]
+    pub access: crate::registry_cli::RegistryAccess,
     /// Namespace of the host and of the plugins' ServiceAccounts.
     #[arg(long, default_value = "wcm-system")]
     pub namespace: String,

@@ -6,15 +6,23 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 use wcm_host::config::default_compile_cache;
 use wcm_host::contract::Registration;
 use wcm_host::loading::{registrations, resource_registrations};
-use wcm_host::registry::{DockerConfig, Registry};
+
+use kube::ResourceExt;
+use wcm_host::registry::{Registry, RegistryAuth};
 use wcm_host::rights::identity::{ServiceAccounts, valid_account};
 use wcm_host::rights::{Naming, chart_values, document, plugin_rights, render};
-use wcm_host::wasmplugin::parse;
+use wcm_host::wasmplugin::{WasmPlugin, parse};
 
 use crate::cli::{RbacArgs, RbacOutput};
+use crate::registry_cli::RegistryAccess;
+
+/// How long each `WasmPlugin`'s pull may take.
+const PULL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Prints the rights of every plugin in `args.paths` and of the host.
 pub async fn print_rbac(args: RbacArgs) -> anyhow::Result<()> {
@@ -60,18 +68,56 @@ async fn all_registrations(args: &RbacArgs) -> anyhow::Result<Vec<(PathBuf, Regi
         true => Vec::new(),
         false => registrations(&files, Some(&cache)).await?,
     };
+    if args.access.password_stdin && documents.iter().any(|p| p.as_path() == Path::new("-")) {
+        anyhow::bail!("--password-stdin reads standard input: give the WasmPlugins as a file");
+    }
     let mut resources = Vec::new();
     for path in documents {
         let (text, what) = read_document(path)?;
         resources.extend(parse(&text, &what)?);
     }
     if !resources.is_empty() {
-        let registry = Registry::new(&args.ca_files)?;
-        let config = DockerConfig::of_user()?;
-        let auth_for = |host: &str| Ok(config.auth_for_user(host, "the Docker config file")?);
+        let (registry, auth) = registry_access(&args.access, &resources)?;
+        // Every registry the resources name has its entry.
+        let auth_for = |host: &str| Ok(auth.get(host).cloned().unwrap_or(RegistryAuth::Anonymous));
         found.extend(resource_registrations(&resources, &registry, auth_for, Some(&cache)).await?);
     }
     Ok(found)
+}
+
+/// A client for the registries `resources` name, and each registry's credentials:
+/// `--username`'s for the one registry they name (refused for several, so a password
+/// goes to no registry it was not meant for, and so is `--plain-http`), else the Docker
+/// config file's.
+fn registry_access(
+    access: &RegistryAccess,
+    resources: &[WasmPlugin],
+) -> anyhow::Result<(Registry, BTreeMap<String, RegistryAuth>)> {
+    let mut hosts = BTreeSet::new();
+    for plugin in resources {
+        let reference = wcm_host::registry::reference(&plugin.spec.image)
+            .with_context(|| format!("WasmPlugin {}", plugin.name_any()))?;
+        hosts.insert(reference.resolve_registry().to_string());
+    }
+    let for_one = [
+        ("--username", access.username.is_some()),
+        ("--plain-http", access.plain_http),
+    ];
+    if let Some((flag, _)) = for_one.iter().find(|(_, given)| *given && hosts.len() > 1) {
+        anyhow::bail!(
+            "{flag} is for one registry; these WasmPlugins name {}: give them in \
+             separate calls (credentials of several registries: the Docker config file)",
+            hosts.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let first = hosts.first().map(String::as_str).unwrap_or_default();
+    let registry = access.registry_of(first, PULL_TIMEOUT)?;
+    let mut auth = BTreeMap::new();
+    for host in hosts {
+        let credentials = access.auth(&host)?;
+        auth.insert(host, credentials);
+    }
+    Ok((registry, auth))
 }
 
 /// `-`, or a `.yaml`, `.yml` or `.json` file: `WasmPlugin`s, not a plugin.

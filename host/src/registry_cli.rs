@@ -84,15 +84,37 @@ impl RegistryAccess {
     /// A client for `reference`'s registry as these flags say, with the host's bounds
     /// and a pull taking at most `timeout`.
     fn registry(&self, reference: &Reference, timeout: Duration) -> anyhow::Result<Registry> {
+        self.registry_of(reference.resolve_registry(), timeout)
+    }
+
+    /// A client for the registry `host` as these flags say (`--plain-http` for it
+    /// only), with the host's bounds and a pull taking at most `timeout`.
+    pub fn registry_of(&self, host: &str, timeout: Duration) -> anyhow::Result<Registry> {
         let mut options = RegistryOptions::with_ca_files(&self.ca_files);
         if self.plain_http {
-            options
-                .plain_http
-                .insert(reference.resolve_registry().to_string());
+            options.plain_http.insert(host.to_string());
         }
         options.limits.pull_timeout = timeout;
         Ok(Registry::with(options)?)
     }
+
+    /// The credentials for `registry`: `--username` and the password read from
+    /// standard input, else the Docker config file's entry, else anonymous.
+    pub fn auth(&self, registry: &str) -> anyhow::Result<RegistryAuth> {
+        match &self.username {
+            Some(user) => Ok(RegistryAuth::Basic(user.clone(), read_password()?)),
+            None => Ok(DockerConfig::of_user()?.auth_for_user(registry, "the Docker config file")?),
+        }
+    }
+}
+
+/// The password on standard input, without its line ending.
+fn read_password() -> anyhow::Result<String> {
+    let mut password = String::new();
+    std::io::stdin()
+        .read_to_string(&mut password)
+        .context("cannot read the password from standard input")?;
+    Ok(password.trim_end_matches(['\r', '\n']).to_string())
 }
 
 #[derive(Debug, Args)]
@@ -159,14 +181,5 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
 
 /// The credentials of `--username` and standard input, else the Docker config's.
 fn auth_for(reference: &Reference, access: &RegistryAccess) -> anyhow::Result<RegistryAuth> {
-    let registry = reference.resolve_registry();
-    if let Some(user) = &access.username {
-        let mut password = String::new();
-        std::io::stdin()
-            .read_to_string(&mut password)
-            .context("cannot read the password from standard input")?;
-        let password = password.trim_end_matches(['\r', '\n']).to_string();
-        return Ok(RegistryAuth::Basic(user.clone(), password));
-    }
-    Ok(DockerConfig::of_user()?.auth_for_user(registry, "the Docker config file")?)
+    access.auth(reference.resolve_registry())
 }

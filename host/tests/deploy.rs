@@ -8,8 +8,9 @@
 //! its Pod IP; `kubectl rollout restart` hands the Lease over by release, not by
 //! expiry; when the leading Pod is deleted, the other replica takes over and keeps
 //! reconciling; and plugins too large for a ConfigMap (the Python one) arrive from a
-//! plugin image through an init container, or from the local registry as a
-//! `WasmPlugin` (the Python example, no host Pod restarted). Each plugin acts as its own ServiceAccount
+//! plugin image through an init container; and docs/deploying.md's `WasmPlugin` guide,
+//! run as written, takes a new project through `make push` to `Ready` and acting (no
+//! host Pod restarted). Each plugin acts as its own ServiceAccount
 //! with the RBAC `wasm-controller-manager rbac` generates (the audit log shows it).
 
 use crate::support;
@@ -28,6 +29,7 @@ use support::deployed::{
     NAMESPACE, counts_pods_and_shows_metrics, deploy, diagnosis, earlier_pods_gone, holds, leader,
     lease, node_count, plane_with_node, plugin_image, ready_pods, undeploy,
 };
+use support::docs::{guide_steps, path_with_host};
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
 use support::rbac::rbac_file;
@@ -75,7 +77,7 @@ async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Resu
     hot_loads_from_the_config_map(plane, client).await?;
     hands_over_on_rollout_restart(plane, client).await?;
     fails_over_when_the_leader_goes(client).await?;
-    runs_a_wasm_plugin_from_the_registry(plane, client).await?;
+    follows_the_wasm_plugin_guide(plane, client).await?;
     takes_plugins_from_an_image(plane, client, overlay).await
 }
 
@@ -275,58 +277,69 @@ async fn fails_over_when_the_leader_goes(client: &Client) -> Result<()> {
 /// the deployed host pulls it through the node's bridge (the registry's CA and
 /// credentials from `deploy.sh`), runs it, reports `Ready=True` with the digest, and
 /// no host Pod restarts.
-async fn runs_a_wasm_plugin_from_the_registry(plane: &ControlPlane, client: &Client) -> Result<()> {
+/// docs/deploying.md's `WasmPlugin` guide, followed literally on the deployed host:
+/// a new Go project pushed with `make push` to the local registry, its RBAC from
+/// `rbac` with the registry's credentials, the `WasmPlugin` `Ready` with the pushed
+/// digest and its plugin labelling a ConfigMap; no host Pod restarted.
+async fn follows_the_wasm_plugin_guide(plane: &ControlPlane, client: &Client) -> Result<()> {
     use wcm_host::wasmplugin::WasmPlugin;
-    let registry = plane.registry()?;
-    let python = plugin_file("phase-labeller");
-    let repo = format!("tests/phase-labeller-{}", fastrand::u32(..));
-    let pushed = format!("{}/{repo}", registry.address);
-    let (_, digest) =
-        support::registry::push(&registry, &pushed, "v1", &plugin_bytes("phase-labeller"))?;
-    kubectl(
-        plane,
-        &[
-            "apply",
-            "-f",
-            rbac_file(&[&python])?.path().to_str().context("path")?,
-        ],
-    )?;
     let before = restarts(client).await?;
-    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), NAMESPACE);
-    let plugin: WasmPlugin = support::wasm_plugins::wasm_plugin(
-        "phase-labeller",
-        json!({"image": format!("{}/{repo}:v1", registry.from_pods), "pullSecret": "wcm-registry"}),
-    )?;
+    let work = tempfile::tempdir()?;
     let applied = Instant::now();
-    api.create(&Default::default(), &plugin).await?;
-    let labelled = phase_of_a_tracked_pod(client, "wasm-phase").await?;
-    let status = api.get("phase-labeller").await.ok().and_then(|p| p.status);
-    let phase = labelled
-        .with_context(|| format!("the WasmPlugin never labelled the Pod; status {status:#?}"))?;
-    ensure!(phase == "Pending", "phase label {phase}");
+    let out = follow_guide(plane, work.path())?;
     eprintln!(
-        "in the cluster, apply → first reconcile (Python example): {:?}",
+        "docs/deploying.md's WasmPlugin guide, new project to its label: {:?}",
         applied.elapsed()
     );
-    let ready = poll_until(WAIT, || async {
-        let status = api.get("phase-labeller").await.ok()?.status?;
-        let ready = status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        ready.then_some(status)
-    })
-    .await;
-    let status = ready.context("the WasmPlugin is not Ready")?;
-    ensure!(
-        status.digest.as_deref() == Some(digest.as_str()),
-        "{status:#?}"
-    );
+    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = api.get("my-plugin").await?.status.context("no status")?;
+    let pushed = out
+        .lines()
+        .find_map(|l| l.split_once("/plugins/my-plugin:v1@"));
+    let (_, digest) = pushed.with_context(|| format!("no pushed reference in:\n{out}"))?;
+    ensure!(status.digest.as_deref() == Some(digest), "{status:#?}");
     let after = restarts(client).await?;
     let kept = before.iter().all(|pod| after.contains(pod));
     ensure!(kept, "a host Pod restarted or went: {before:?} → {after:?}");
-    api.delete("phase-labeller", &Default::default()).await?;
+    api.delete("my-plugin", &Default::default()).await?;
     Ok(())
+}
+
+/// Runs the `sh guide` blocks of docs/deploying.md in `work` as a reader's shell
+/// after `make cluster-up` would (the host and kubectl on `PATH`, `KUBECONFIG`);
+/// what it printed.
+fn follow_guide(plane: &ControlPlane, work: &Path) -> Result<String> {
+    // A run before this one on the same cluster left its objects.
+    kubectl(
+        plane,
+        &[
+            "delete",
+            "configmap",
+            "my-plugin-demo",
+            "--ignore-not-found",
+        ],
+    )?;
+    let steps = guide_steps("docs/deploying.md");
+    ensure!(!steps.is_empty(), "docs/deploying.md: no `sh guide` block");
+    let kubectl_dir = ControlPlane::kubectl()
+        .parent()
+        .context("kubectl")?
+        .to_owned();
+    let path = format!("{}:{}", kubectl_dir.display(), path_with_host());
+    let out = std::process::Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{}", steps.concat())])
+        .env("PATH", path)
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .current_dir(work)
+        .output()?;
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    ensure!(
+        out.status.success(),
+        "docs/deploying.md's guide, followed literally, failed:\n{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kubectl(plane, &["delete", "configmap", "my-plugin-demo"])?;
+    Ok(printed)
 }
 
 /// The phase label phase-labeller gives a Pod it tracks, in a namespace of its own

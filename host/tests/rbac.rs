@@ -82,6 +82,42 @@ fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
     Ok(())
 }
 
+/// `rbac`'s `--username` is one registry's: WasmPlugins naming two registries are
+/// refused, naming both, before any password is read or sent.
+#[test]
+fn one_user_for_two_registries_is_refused_naming_them() -> Result<()> {
+    let _turn = support::turns::one_file_at_a_time(module_path!());
+    let dir = tempfile::tempdir()?;
+    let plugins = dir.path().join("plugins.yaml");
+    let plugin = |name: &str, image: &str| {
+        format!(
+            "apiVersion: wasm-controller-manager.io/v1alpha1\nkind: WasmPlugin\n\
+             metadata: {{name: {name}, namespace: wcm-system}}\nspec: {{image: \"{image}\"}}\n"
+        )
+    };
+    let text = [
+        plugin("one", "registry-a.example:5000/p/one:v1"),
+        plugin("two", "registry-b.example/p/two:v1"),
+    ]
+    .join("---\n");
+    std::fs::write(&plugins, text)?;
+    let args = [
+        plugins.to_str().context("path")?,
+        "--username",
+        "me",
+        "--password-stdin",
+    ];
+    let out = rbac(&args)?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && out.stdout.is_empty(), "{said}");
+    let both = "these WasmPlugins name registry-a.example:5000, registry-b.example";
+    ensure!(
+        said.contains("--username is for one registry") && said.contains(both),
+        "{said}"
+    );
+    Ok(())
+}
+
 /// Two plugins whose RBAC is granted one at a time, in either order, as the docs say
 /// to add a plugin later, with the host running as its own ServiceAccount: both work;
 /// without the host's right to impersonate one, that one is `forbidden` saying so;
