@@ -15,7 +15,9 @@
 # for the plugins in the images).
 #
 # On any other cluster, --image names the host's image in a registry that cluster pulls
-# from (plugin images likewise); without it the script stops, saying so.
+# from (plugin images likewise), best pinned to its digest (REPOSITORY@sha256:...);
+# without it the script stops, saying so. On the local node the image built here is
+# pinned to its digest, so a rebuilt host is rolled out by the next deploy.
 #
 # --component DIR (repeatable) adds a kustomize component of deploy/components, such as
 # every-replica (three replicas, a Lease per plugin).
@@ -163,6 +165,28 @@ trust_registry() {
   echo "        value: --registry-ca-file=/etc/wcm-registry/ca.crt"
 }
 
+# The kustomize images entries of the host's reference REF: REPOSITORY[:TAG][@DIGEST]
+# (a registry's port is no tag); a digest, when given, is what the Pods run. Two
+# entries: deploy/host has already renamed its image to wcm.local/..., and this
+# overlay's patches add containers named `wasm-controller-manager`.
+image_entry() {
+  local ref="$1" digest="" tag="" to name
+  case "$ref" in *@*) digest="${ref#*@}"; ref="${ref%%@*}" ;; esac
+  case "${ref##*/}" in *:*) tag="${ref##*:}"; ref="${ref%:*}" ;; esac
+  to="newName: $ref"
+  if [ -n "$digest" ]; then to="$to, digest: $digest"
+  elif [ -n "$tag" ]; then to="$to, newTag: \"$tag\""; fi
+  for name in wcm.local/wasm-controller-manager wasm-controller-manager; do
+    echo "  - {name: $name, $to}"
+  done
+}
+case "$image" in
+  *@sha256:*) ;;
+  *) echo "deploy: $image names no digest: the Pods keep an image they already have under" \
+    "that tag (imagePullPolicy IfNotPresent), so a tag pushed again is not rolled out;" \
+    "pin it: IMAGE=REPOSITORY@sha256:... (the digest docker push prints)" >&2 ;;
+esac
+
 rm -rf "$overlay" && mkdir -p "$overlay"
 base="$(realpath --relative-to="$overlay" deploy/host)"
 # The WasmPlugin CRD, beside the host (kustomize loads files inside the overlay only).
@@ -197,7 +221,7 @@ fi
     for c in "${components[@]}"; do echo "  - $(realpath --relative-to="$overlay" "$c")"; done
   fi
   echo "images:"
-  echo "  - {name: wasm-controller-manager, newName: ${image%:*}, newTag: ${image##*:}}"
+  image_entry "$image"
   echo "generatorOptions: {disableNameSuffixHash: true}"
   if [ ${#plugins[@]} -gt 0 ] || $with_registry; then echo "configMapGenerator:"; fi
   if $with_registry; then

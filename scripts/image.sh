@@ -6,7 +6,9 @@
 # and /etc/group naming the non-root user, an empty /plugins. No shell, nothing else.
 #
 # Usage: scripts/image.sh [--profile release|dev | --binary PATH] [--out FILE]
-# Prints the image reference on its last line.
+# The image is tagged VERSION-gCOMMIT (scripts/version-tag.sh), written beside FILE as
+# FILE-without-.tar.tag. Prints the image reference on its last line: on the local
+# node pinned to its digest (wcm.local/wasm-controller-manager@sha256:...), else tagged.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,8 +26,7 @@ if [ -z "$binary" ]; then
   cargo build --profile "$profile" -p wasm-controller-manager >&2
   binary="target/$dir/wasm-controller-manager"
 fi
-version="$("$binary" --version | awk '{print $2}')"
-ref="wcm.local/wasm-controller-manager:$version"
+ref="wcm.local/wasm-controller-manager:$(scripts/version-tag.sh "$binary")"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 out="${out:-target/wasm-controller-manager-image.tar}"
 
@@ -52,5 +53,8 @@ args+=(-add "$work/passwd=/etc/passwd:0644" -add "$work/group=/etc/group:0644" -
 "$(control-plane/scripts/images.sh path oci-image)" "${args[@]}"
 echo "image: wrote $out ($(du -h "$out" | cut -f1))" >&2
 
-control-plane/scripts/images.sh import "$out"
-echo "$ref"
+echo "${ref##*:}" >"${out%.tar}.tag"
+# On the local node, the reference pinned to the imported digest: a rebuilt image
+# (same tag, new content) is a new Pod template, so a deploy rolls it out.
+pinned="$(control-plane/scripts/images.sh import "$out")"
+echo "${pinned:-$ref}"

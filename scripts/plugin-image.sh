@@ -47,5 +47,6 @@ for f in "${plugins[@]}"; do args+=(-add "$f=/wcm-plugins/$(basename "$f"):0644"
 "$("$images" path oci-image)" "${args[@]}"
 echo "plugin-image: wrote $out ($(du -h "$out" | cut -f1)): ${!seen[*]}" >&2
 
-"$images" import "$out"
+# Its tag is its content's digest already: a new content is a new tag.
+"$images" import "$out" >/dev/null
 echo "$tag"

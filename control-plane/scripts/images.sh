@@ -5,7 +5,8 @@
 # plugin images; check-metrics, the Prometheus parser the tests read /metrics with) and
 # the pause and web image archives, into the cache. Prints nothing
 # but logs; `images.sh path NAME` prints an archive's or a tool's path, and
-# `images.sh import ARCHIVE` imports an image archive into the local node if it runs.
+# `images.sh import ARCHIVE` imports an image archive into the local node if it runs,
+# printing each image's name pinned to its digest.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 IMAGES_SRC="$CONTROL_PLANE_DIR/../images"
@@ -51,11 +52,17 @@ build_images() {
   build_image web "$WEB_IMAGE" 65532:65532
 }
 
-# import_archive FILE: into the local node of $STATE_DIR, if it runs.
+# import_archive FILE: into the local node of $STATE_DIR, if it runs. Each image is
+# also named by its digest (REPOSITORY@sha256:...), so a Pod can pin it as on a
+# registry: the node's CRI finds a local image by that name only. Prints those names.
 import_archive() {
-  local sock="$STATE_DIR/node/containerd.sock"
+  local sock="$STATE_DIR/node/containerd.sock" name digest
   [ -S "$sock" ] || return 0
-  ctr -a "$sock" -n k8s.io images import "$1" >&2
+  while read -r name digest; do
+    ctr -a "$sock" -n k8s.io images tag --force "$name" "${name%:*}@$digest" >/dev/null
+    echo "${name%:*}@$digest"
+  done < <(ctr -a "$sock" -n k8s.io images import "$1" |
+    sed -n 's/^unpacking \([^ ]*\) (\(sha256:[0-9a-f]*\)).*/\1 \2/p')
   log "imported $1 into the node of $STATE_DIR"
 }
 

@@ -99,6 +99,12 @@ fn values_that_cannot_work_together_are_refused_saying_why() -> Result<()> {
     let mode = template(NAMESPACE, &["--set", "leaderElection.mode=leader"]);
     let said = format!("{:#}", mode.err().context("an unknown mode taken")?);
     ensure!(said.contains("it is single or per-plugin"), "{said}");
+    let digest = template(NAMESPACE, &["--set", "image.digest=0.1.0"]);
+    let said = format!("{:#}", digest.err().context("a tag taken for a digest")?);
+    ensure!(
+        said.contains("image.digest is \"0.1.0\": it is sha256: and 64 hex digits"),
+        "{said}"
+    );
     Ok(())
 }
 
@@ -263,7 +269,8 @@ fn local_values(plane: &ControlPlane) -> Result<tempfile::NamedTempFile> {
     };
     let binary = env!("CARGO_BIN_EXE_wasm-controller-manager");
     let image = run(&format!("scripts/image.sh --binary {binary} | tail -n1"))?;
-    let (repository, tag) = image.rsplit_once(':').context("an image without a tag")?;
+    // On the local node, the image pinned to its digest.
+    let (repository, digest) = image.split_once('@').context("an image without a digest")?;
     let gateway = run(
         "source control-plane/scripts/common.sh && source control-plane/scripts/node.sh && node_gateway",
     )?;
@@ -272,7 +279,7 @@ fn local_values(plane: &ControlPlane) -> Result<tempfile::NamedTempFile> {
     std::fs::write(
         file.path(),
         format!(
-            "image: {{repository: {repository}, tag: \"{tag}\"}}\nextraEnv:\n  \
+            "image: {{repository: {repository}, digest: \"{digest}\"}}\nextraEnv:\n  \
              - {{name: KUBERNETES_SERVICE_HOST, value: \"{gateway}\"}}\n  \
              - {{name: KUBERNETES_SERVICE_PORT, value: \"{}\"}}\n",
             port.trim()

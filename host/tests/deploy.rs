@@ -26,8 +26,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::audit::writes_by;
 use support::deployed::{
-    NAMESPACE, counts_pods_and_shows_metrics, deploy, diagnosis, earlier_pods_gone, holds, leader,
-    lease, node_count, plane_with_node, plugin_image, ready_pods, undeploy,
+    NAMESPACE, counts_pods_and_shows_metrics, deploy, deploy_binary, diagnosis, earlier_pods_gone,
+    holds, leader, lease, node_count, plane_with_node, plugin_image, ready_pods, undeploy,
 };
 use support::docs::{guide_steps, path_with_host};
 use support::election::{acquire_time, between, holder, renew_time};
@@ -65,7 +65,7 @@ async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_
     result
 }
 
-async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Result<()> {
+async fn scenario(plane: &'static ControlPlane, client: &Client, overlay: &Path) -> Result<()> {
     let pods = ready_pods(client).await?;
     ensure!(pods.len() == 2, "{} ready host Pods", pods.len());
     let first = poll_until(WAIT, || leader(client, &pods))
@@ -74,8 +74,8 @@ async fn scenario(plane: &ControlPlane, client: &Client, overlay: &Path) -> Resu
     counts_pods_and_shows_metrics(client, &first).await?;
     writes_as_the_plugin(plane)?;
     runs_a_webapp(client).await?;
+    upgrades_handing_over_by_release(plane, client, overlay).await?;
     hot_loads_from_the_config_map(plane, client).await?;
-    hands_over_on_rollout_restart(plane, client).await?;
     fails_over_when_the_leader_goes(client).await?;
     follows_the_wasm_plugin_guide(plane, client).await?;
     takes_plugins_from_an_image(plane, client, overlay).await
@@ -185,28 +185,137 @@ async fn hot_loads_from_the_config_map(plane: &ControlPlane, client: &Client) ->
     Ok(())
 }
 
-/// `kubectl rollout restart`: every Pod is replaced; each leader hands the Lease over
-/// by releasing it (SIGTERM → drain → release), so the next holder acquires it well
-/// within the Lease duration instead of waiting for it to expire.
-async fn hands_over_on_rollout_restart(plane: &ControlPlane, client: &Client) -> Result<()> {
-    let before: Vec<String> = ready_pods(client)
-        .await?
-        .iter()
+/// An upgrade as docs/deploying.md gives it: `deploy.sh` again with a rebuilt host —
+/// the same version and commit, so the same tag, but new content. The Pods are pinned
+/// to the new digest, so both are replaced (with the tag alone, `IfNotPresent` kept
+/// the old image and nothing rolled out); each leader hands the Lease over by
+/// releasing it (SIGTERM → drain → release), so the next holder acquires it well
+/// within the Lease duration; and a CRD older than this checkout's is brought up to
+/// date by the same deploy.
+async fn upgrades_handing_over_by_release(
+    plane: &'static ControlPlane,
+    client: &Client,
+    overlay: &Path,
+) -> Result<()> {
+    let before: Vec<String> = (ready_pods(client).await?.iter())
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    kubectl(
+    let old_image = deployed_image(plane)?;
+    ensure!(old_image.contains("@sha256:"), "not pinned: {old_image}");
+    let bound =
+        "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/settings/maxProperties";
+    let older = format!("[{{\"op\": \"remove\", \"path\": \"{bound}\"}}]");
+    kubectl(plane, &["patch", "crd", CRD, "--type=json", "-p", &older])?;
+    let rebuilt_dir = tempfile::tempdir()?;
+    let rebuilt = rebuilt_binary(rebuilt_dir.path())?;
+    let overlay_dir = overlay.to_path_buf();
+    let binary = rebuilt.to_str().context("path")?.to_string();
+    let args: Vec<String> = ["pod-counter", "deployment-reconcile"]
+        .iter()
+        .map(|p| plugin_file(p).display().to_string())
+        .collect();
+    let upgrade = std::thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        deploy_binary(plane, &overlay_dir, &binary, &args)
+    });
+    let gaps = hand_overs_until_replaced(client, &before).await?;
+    upgrade
+        .join()
+        .map_err(|_| anyhow::anyhow!("deploy panicked"))??;
+    let new_image = deployed_image(plane)?;
+    ensure!(
+        new_image != old_image && new_image.contains("@sha256:"),
+        "{new_image}"
+    );
+    for pod in ready_pods(client).await? {
+        let status = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default();
+        let digest = new_image
+            .split_once('@')
+            .map(|(_, d)| d)
+            .unwrap_or_default();
+        ensure!(
+            status.iter().all(|c| c.image_id.ends_with(digest)),
+            "{status:#?}"
+        );
+    }
+    let schema = kubectl(
         plane,
         &[
-            "-n",
-            NAMESPACE,
-            "rollout",
-            "restart",
-            "deployment/wasm-controller-manager",
+            "get",
+            "crd",
+            CRD,
+            "-o",
+            "jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.settings.maxProperties}",
         ],
     )?;
+    ensure!(
+        schema.trim() == "256",
+        "the CRD was not upgraded: maxProperties {schema:?}"
+    );
+    eprintln!("upgrade: hand-overs (new holder, time from release to acquire): {gaps:?}");
+    ensure!(!gaps.is_empty(), "the Lease never changed hands");
+    for (to, gap) in &gaps {
+        ensure!(
+            *gap < LEASE_DURATION,
+            "{to} acquired the Lease {gap:?} after the last renewal: it expired, nobody released it"
+        );
+    }
+    Ok(())
+}
+
+/// The WasmPlugin CRD's name.
+const CRD: &str = "wasmplugins.wasm-controller-manager.io";
+
+/// The image the host's Deployment runs.
+fn deployed_image(plane: &ControlPlane) -> Result<String> {
+    let path = "jsonpath={.spec.template.spec.containers[0].image}";
+    let args = [
+        "-n",
+        NAMESPACE,
+        "get",
+        "deployment/wasm-controller-manager",
+        "-o",
+        path,
+    ];
+    Ok(kubectl(plane, &args)?.trim().to_string())
+}
+
+/// This test's host binary with a section of its own added: the same version, a
+/// different content, as a rebuild of one commit with other flags or toolchain gives.
+fn rebuilt_binary(dir: &Path) -> Result<std::path::PathBuf> {
+    let marker = dir.join("rebuild-marker");
+    std::fs::write(&marker, format!("{}", fastrand::u64(..)))?;
+    let rebuilt = dir.join("wasm-controller-manager-rebuilt");
+    let section = format!(".wcm-rebuild={}", marker.display());
+    let out = std::process::Command::new("objcopy")
+        .args([
+            "--add-section",
+            &section,
+            env!("CARGO_BIN_EXE_wasm-controller-manager"),
+        ])
+        .arg(&rebuilt)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "objcopy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(rebuilt)
+}
+
+/// Each change of the Lease's holder until two ready Pods, none of them in `before`,
+/// one holding it: the new holder and the time from the last renewal to its
+/// acquisition.
+async fn hand_overs_until_replaced(
+    client: &Client,
+    before: &[String],
+) -> Result<Vec<(String, Duration)>> {
     let mut last = lease(client).await?;
     let mut gaps = Vec::new();
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + WAIT * 3;
     loop {
         ensure!(Instant::now() < deadline, "the rollout did not finish");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -222,23 +331,13 @@ async fn hands_over_on_rollout_restart(plane: &ControlPlane, client: &Client) ->
         last = now;
         let pods = ready_pods(client).await?;
         let replaced = pods.len() == 2
-            && pods
-                .iter()
+            && (pods.iter())
                 .all(|p| !before.contains(p.metadata.name.as_ref().unwrap_or(&String::new())));
         let holder = holder(&last).unwrap_or_default();
         if replaced && pods.iter().any(|p| holds(p, holder)) {
-            break;
+            return Ok(gaps);
         }
     }
-    eprintln!("rollout restart: hand-overs (new holder, time from release to acquire): {gaps:?}");
-    ensure!(!gaps.is_empty(), "the Lease never changed hands");
-    for (to, gap) in &gaps {
-        ensure!(
-            *gap < LEASE_DURATION,
-            "{to} acquired the Lease {gap:?} after the last renewal: it expired, nobody released it"
-        );
-    }
-    Ok(())
 }
 
 /// The leading Pod goes: the other replica takes over and keeps counting.

@@ -34,8 +34,17 @@ app.kubernetes.io/name: {{ include "wcm.name" . }}
 {{- end -}}
 {{- end }}
 
+{{/* The host's image: pinned to image.digest when given (a tag pushed again is then
+     no surprise), else image.tag, else the chart's appVersion. */}}
 {{- define "wcm.image" -}}
+{{- if .Values.image.digest -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" .Values.image.digest) -}}
+{{- fail (printf "image.digest is %q: it is sha256: and 64 hex digits" .Values.image.digest) -}}
+{{- end -}}
+{{ printf "%s@%s" .Values.image.repository .Values.image.digest | quote }}
+{{- else -}}
 {{ printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) | quote }}
+{{- end -}}
 {{- end }}
 
 {{/* The host's arguments, as deploy/host/deployment.yaml has them for the defaults. */}}

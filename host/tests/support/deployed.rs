@@ -30,9 +30,20 @@ pub async fn plane_with_node() -> Result<(&'static ControlPlane, Client)> {
 /// Runs `scripts/deploy.sh` with this test build's host binary, `args` (plugin files
 /// or `--plugin-image REF`) and the overlay in `overlay`; waits for the rollout.
 pub fn deploy(plane: &ControlPlane, overlay: &Path, args: &[&str]) -> Result<()> {
+    let binary = env!("CARGO_BIN_EXE_wasm-controller-manager");
+    deploy_binary(plane, overlay, binary, args)
+}
+
+/// [`deploy`] with the host binary `binary`.
+pub fn deploy_binary(
+    plane: &ControlPlane,
+    overlay: &Path,
+    binary: &str,
+    args: &[&str],
+) -> Result<()> {
     namespace_gone_or_live(plane)?;
     let out = script(plane, "deploy.sh")
-        .args(["--binary", env!("CARGO_BIN_EXE_wasm-controller-manager")])
+        .args(["--binary", binary])
         .arg("--overlay")
         .arg(overlay)
         .args(args)
