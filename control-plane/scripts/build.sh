@@ -3,7 +3,7 @@
 # kube-scheduler, kubelet, kubectl), the registry, cosign, promtool, helm and an
 # OpenTelemetry Collector from the Go module proxy into the cache.
 #
-# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign|promtool|helm|otelcol ...]
+# Usage: control-plane/build.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|registry|cosign|promtool|helm|helm3|otelcol ...]
 # (default: all)
 # A binary already in the cache is not rebuilt; delete its directory to force it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -125,6 +125,13 @@ helm_steps() {
     -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" helm.sh/helm/v4/cmd/helm
 }
 
+# helm3_steps WORK: Helm 3, which most installs run: the chart is installed with it too.
+helm3_steps() {
+  go get "helm.sh/helm/v3/cmd/helm@$HELM3_VERSION"
+  go build -trimpath -o "$1/helm" -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$HELM3_VERSION" helm.sh/helm/v3/cmd/helm
+}
+
 # otelcol_steps WORK: an OpenTelemetry Collector with only the OTLP receiver and the
 # file exporter (what the tests of the host's traces need), as the Collector's builder
 # would assemble it: a main that lists its factories.
@@ -201,7 +208,7 @@ trap 'chmod -R u+w "$go_caches" 2>/dev/null; rm -rf "$go_caches"' EXIT
 export GOCACHE="$go_caches/build" GOMODCACHE="$go_caches/mod"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign promtool helm otelcol)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl registry cosign promtool helm helm3 otelcol)
 for t in "${targets[@]}"; do
   case "$t" in
     etcd) go_build "$ETCD_BIN_DIR" "etcd $ETCD_VERSION" etcd_steps etcd ;;
@@ -209,9 +216,10 @@ for t in "${targets[@]}"; do
     cosign) go_build "$COSIGN_BIN_DIR" "cosign $COSIGN_VERSION" cosign_steps cosign ;;
     promtool) go_build "$PROMTOOL_BIN_DIR" "promtool $PROMETHEUS_VERSION" promtool_steps promtool ;;
     helm) go_build "$HELM_BIN_DIR" "helm $HELM_VERSION" helm_steps helm ;;
+    helm3) go_build "$HELM3_BIN_DIR" "helm $HELM3_VERSION" helm3_steps helm ;;
     otelcol) go_build "$OTELCOL_BIN_DIR" "the OpenTelemetry Collector $OTELCOL_VERSION" otelcol_steps otelcol ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kubectl)
       build_kubernetes_binary "$t" ;;
-    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign, promtool, helm, otelcol)" ;;
+    *) die "unknown component '$t' (expected etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, registry, cosign, promtool, helm, helm3, otelcol)" ;;
   esac
 done

@@ -15,6 +15,7 @@ REGISTRY_BIN_DIR="$CACHE_ROOT/registry-$REGISTRY_VERSION"
 COSIGN_BIN_DIR="$CACHE_ROOT/cosign-$COSIGN_VERSION"
 PROMTOOL_BIN_DIR="$CACHE_ROOT/promtool-$PROMETHEUS_VERSION"
 HELM_BIN_DIR="$CACHE_ROOT/helm-$HELM_VERSION"
+HELM3_BIN_DIR="$CACHE_ROOT/helm-$HELM3_VERSION"
 OTELCOL_BIN_DIR="$CACHE_ROOT/otelcol-$OTELCOL_VERSION"
 
 # The sandbox image of the local node's Pods, built by images.sh from control-plane/images.

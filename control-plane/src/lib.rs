@@ -22,7 +22,7 @@ pub use namespace::TestNamespace;
 pub use poll::poll_until;
 pub use private::PrivateControlPlane;
 pub use registry::LocalRegistry;
-pub use tools::{COSIGN_VERSION, HELM_VERSION, OTELCOL_VERSION, PROMETHEUS_VERSION};
+pub use tools::{COSIGN_VERSION, HELM_VERSION, HELM3_VERSION, OTELCOL_VERSION, PROMETHEUS_VERSION};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -223,6 +223,7 @@ mod tests {
             ("COSIGN_VERSION", super::COSIGN_VERSION),
             ("PROMETHEUS_VERSION", super::PROMETHEUS_VERSION),
             ("HELM_VERSION", super::HELM_VERSION),
+            ("HELM3_VERSION", super::HELM3_VERSION),
             ("OTELCOL_VERSION", super::OTELCOL_VERSION),
         ] {
             let line = format!("{key}={version}");

@@ -1,6 +1,6 @@
 //! The pinned tools `build.sh` builds beside the control plane into the cache, for the
 //! tests that need them: cosign (signature policies), promtool (the alerting rules),
-//! helm (the chart) and an OpenTelemetry Collector (the host's traces).
+//! helm 4 and 3 (the chart) and an OpenTelemetry Collector (the host's traces).
 
 use std::path::PathBuf;
 
@@ -12,6 +12,8 @@ pub const COSIGN_VERSION: &str = "v2.6.5";
 pub const PROMETHEUS_VERSION: &str = "v0.316.0";
 /// The pinned helm version.
 pub const HELM_VERSION: &str = "v4.3.2";
+/// The pinned Helm 3 version: most installs run Helm 3, so the chart is tested with it.
+pub const HELM3_VERSION: &str = "v3.21.4";
 /// The pinned OpenTelemetry Collector release (core and contrib).
 pub const OTELCOL_VERSION: &str = "v0.161.0";
 
@@ -40,6 +42,11 @@ impl ControlPlane {
     /// The pinned helm.
     pub fn helm() -> PathBuf {
         cached(format!("helm-{HELM_VERSION}"), "helm")
+    }
+
+    /// The pinned Helm 3.
+    pub fn helm3() -> PathBuf {
+        cached(format!("helm-{HELM3_VERSION}"), "helm")
     }
 
     /// The pinned OpenTelemetry Collector (OTLP receiver, file exporter).

@@ -2,9 +2,11 @@
 //! --strict` is clean with its defaults and with every option on; `helm template` is
 //! the reviewed golden rendering of each; values that cannot work together are refused
 //! saying why; rendered with the example plugins' RBAC (`rbac --output chart-values`)
-//! it is `deploy/` (kustomize) object for object, so the two cannot drift; and `helm
-//! install` on the local cluster (real node) gives two ready replicas, one holding the
-//! Lease, with pod-counter (from a ConfigMap) counting the cluster's Pods.
+//! it is `deploy/` (kustomize) object for object, so the two cannot drift; Helm 3 lints
+//! it as clean and renders the same objects; and docs/deploying.md's Helm blocks, run
+//! as written on the local cluster (real node), push the chart to the local registry,
+//! install it from there with Helm 3 (two ready replicas, one holding the Lease, with
+//! pod-counter from a ConfigMap counting the cluster's Pods) and upgrade it with Helm 4.
 
 use crate::support;
 
@@ -13,11 +15,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use support::deployed::{
-    NAMESPACE, counts_pods_and_shows_metrics, diagnosis, earlier_pods_gone, lease,
-    namespace_gone_or_live, plane_with_node, ready_pods,
+    NAMESPACE, counts_pods_and_shows_metrics, crd_is_current, diagnosis, earlier_pods_gone, lease,
+    make_crd_older, namespace_gone_or_live, plane_with_node, ready_pods, rebuilt_binary,
+    running_digests,
 };
-use support::docs::repo;
-use support::helm::{chart, helm, objects};
+use support::docs::{checkout_view, follow, path_with_host, repo};
+use support::helm::{chart, helm, helm3, objects};
 use support::rbac::{EXAMPLES, rbac_file};
 use support::{kubectl, plugin_file};
 use wcm_control_plane::{ControlPlane, poll_until};
@@ -36,7 +39,7 @@ fn template(namespace: &str, extra: &[&str]) -> Result<String> {
 }
 
 #[test]
-fn helm_lint_is_clean_with_the_defaults_and_every_option() -> Result<()> {
+fn helm_lint_is_clean_with_the_defaults_and_every_option_with_helm_4_and_3() -> Result<()> {
     let chart = chart();
     let chart = chart.to_str().context("path")?;
     for extra in [&[][..], &["-f", EVERY_FEATURE][..]] {
@@ -45,9 +48,48 @@ fn helm_lint_is_clean_with_the_defaults_and_every_option() -> Result<()> {
             extra,
         ]
         .concat();
-        let said = helm(&args, None)?;
-        ensure!(said.contains("0 chart(s) failed"), "{said}");
-        ensure!(!said.contains("[WARNING]"), "{said}");
+        for said in [helm(&args, None)?, helm3(&args, None)?] {
+            ensure!(said.contains("0 chart(s) failed"), "{said}");
+            ensure!(!said.contains("[WARNING]"), "{said}");
+        }
+    }
+    Ok(())
+}
+
+/// `helm show readme` is the chart's README: its compatibility and how to install it.
+#[test]
+fn helm_show_readme_says_what_the_chart_works_with_and_how_to_install_it() -> Result<()> {
+    let chart = chart();
+    let readme = helm(&["show", "readme", chart.to_str().context("path")?], None)?;
+    for part in [
+        "## Compatibility",
+        "| Helm |",
+        "helm upgrade --install wcm oci://",
+    ] {
+        ensure!(readme.contains(part), "no {part:?} in:\n{readme}");
+    }
+    Ok(())
+}
+
+/// Helm 3 renders the objects Helm 4 does (its YAML differs in blank lines only).
+#[test]
+fn helm_3_renders_the_objects_helm_4_does() -> Result<()> {
+    let chart = chart();
+    for extra in [&[][..], &["-f", EVERY_FEATURE][..]] {
+        let mut args = vec!["template", "wcm", chart.to_str().context("path")?];
+        args.extend([
+            "--namespace",
+            NAMESPACE,
+            "--include-crds",
+            "--kube-version",
+            "1.35.4",
+        ]);
+        args.extend(extra);
+        let (four, three) = (
+            objects(&helm(&args, None)?)?,
+            objects(&helm3(&args, None)?)?,
+        );
+        ensure!(four == three, "Helm 3 renders other objects with {extra:?}");
     }
     Ok(())
 }
@@ -165,13 +207,19 @@ fn with_the_examples_rbac_the_chart_renders_what_deploy_applies() -> Result<()> 
 
 const INSTALLED_WITHIN: Duration = Duration::from_secs(300);
 
+/// docs/deploying.md's Helm blocks, followed literally on the local cluster: the chart
+/// packaged and pushed to the local registry, installed from `oci://` with Helm 3 —
+/// two ready replicas, one holding the Lease, pod-counter counting — then, with a
+/// rebuilt image and a CRD made older, upgraded with Helm 4: the Pods run the new
+/// digest, the CRD is the chart's, pod-counter still counts.
 #[tokio::test]
-async fn helm_install_gives_two_ready_replicas_with_pod_counter_counting() -> Result<()> {
+async fn installed_from_the_registry_with_helm_3_and_upgraded_with_helm_4_as_the_docs_say()
+-> Result<()> {
     let _turn = support::turns::one_file_at_a_time(module_path!());
     let (plane, client) = plane_with_node().await?;
     namespace_gone_or_live(plane)?;
     earlier_pods_gone(&client).await?;
-    let result = install_and_check(plane, &client).await;
+    let result = install_upgrade_and_check(plane, &client).await;
     let result = match result {
         Err(e) => Err(e.context(diagnosis(&client).await)),
         ok => ok,
@@ -185,57 +233,42 @@ async fn helm_install_gives_two_ready_replicas_with_pod_counter_counting() -> Re
     result
 }
 
-async fn install_and_check(plane: &ControlPlane, client: &kube::Client) -> Result<()> {
-    // The namespace enforces the restricted Pod Security profile, as deploy/ has it:
-    // the chart's Pods must meet it.
-    let namespace = tempfile::NamedTempFile::new()?;
-    std::fs::write(
-        namespace.path(),
-        format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n  labels:\n    \
-             pod-security.kubernetes.io/enforce: restricted\n"
-        ),
-    )?;
-    let path = namespace.path().to_str().context("path")?;
-    kubectl(plane, &["apply", "-f", path])?;
-    let counter = plugin_file("pod-counter");
-    let from_file = format!("--from-file={}", counter.display());
-    kubectl(
-        plane,
-        &[
-            "-n",
-            NAMESPACE,
-            "create",
-            "configmap",
-            "wcm-plugins",
-            &from_file,
-        ],
-    )?;
-    let values = chart_values(NAMESPACE, &[counter])?;
-    let local = local_values(plane)?;
-    let chart = chart();
-    let args = [
-        "upgrade",
-        "--install",
-        "wcm",
-        chart.to_str().context("path")?,
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        values.path().to_str().context("path")?,
-        "-f",
-        local.path().to_str().context("path")?,
-        "--wait=watcher",
-        "--timeout",
-        "300s",
-        // What another file's test applied with kubectl and left (pod-counter's
-        // ClusterRoles, the WasmPlugin CRD) is adopted, as when moving from deploy/ to
-        // the chart: its objects taken over, and the CRD's fields kubectl's server-side
-        // apply owns applied over.
-        "--take-ownership",
-        "--force-conflicts",
-    ];
-    helm(&args, Some(plane.admin_kubeconfig()))?;
+async fn install_upgrade_and_check(plane: &ControlPlane, client: &kube::Client) -> Result<()> {
+    let view = checkout_view()?;
+    let helm_home = tempfile::tempdir()?;
+    leftovers_gone(plane)?;
+    let image = local_image(plane, env!("CARGO_BIN_EXE_wasm-controller-manager"))?;
+    let env = reader_env(plane, &ControlPlane::helm3(), helm_home.path(), &image)?;
+    let said = follow("docs/deploying.md", "sh helm-install", view.path(), &env)?;
+    // The NOTES tell how to add a plugin without taking the others' rights away.
+    let notes = said
+        .split_once("NOTES:")
+        .map(|(_, n)| n)
+        .unwrap_or_default();
+    ensure!(
+        notes.contains("over ALL the plugins") && notes.contains("--reset-then-reuse-values"),
+        "{said}"
+    );
+    counts_with_two_replicas(client).await?;
+    make_crd_older(plane)?;
+    let rebuilt_dir = tempfile::tempdir()?;
+    let rebuilt = rebuilt_binary(rebuilt_dir.path())?;
+    let upgraded = local_image(plane, rebuilt.to_str().context("path")?)?;
+    ensure!(upgraded != image, "the rebuilt image is the same: {image}");
+    let env = reader_env(plane, &ControlPlane::helm(), helm_home.path(), &upgraded)?;
+    follow("docs/deploying.md", "sh helm-upgrade", view.path(), &env)?;
+    let (_, digest) = upgraded.split_once('@').context("no digest")?;
+    let running = running_digests(client).await?;
+    ensure!(
+        running.len() == 2 && running.iter().all(|d| d == digest),
+        "{running:?} run, not {digest}"
+    );
+    ensure!(crd_is_current(plane)?, "the CRD was not upgraded");
+    counts_with_two_replicas(client).await
+}
+
+/// Two ready host Pods, one holding the Lease, pod-counter counting the cluster's Pods.
+async fn counts_with_two_replicas(client: &kube::Client) -> Result<()> {
     let pods = ready_pods(client).await?;
     ensure!(pods.len() == 2, "{} ready host Pods", pods.len());
     let leader = poll_until(INSTALLED_WITHIN, || {
@@ -248,42 +281,73 @@ async fn install_and_check(plane: &ControlPlane, client: &kube::Client) -> Resul
     counts_pods_and_shows_metrics(client, &leader).await
 }
 
-/// Values for the local cluster: the host's image, as `scripts/image.sh` imports it
-/// into the node from this test build's binary, and the API server's address on the
-/// node's bridge (the local node has no kube-proxy).
-fn local_values(plane: &ControlPlane) -> Result<tempfile::NamedTempFile> {
-    let root = repo(".");
-    let run = |script: &str| -> Result<String> {
-        let out = std::process::Command::new("bash")
-            .args(["-c", script])
-            .current_dir(&root)
-            .env("KUBECONFIG", plane.admin_kubeconfig())
-            .env("WCM_CLUSTER_DIR", plane.state_dir())
-            .output()?;
-        ensure!(
-            out.status.success(),
-            "{script}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+/// A reader's shell after `make cluster-up`: `helm` (the given one), kubectl and the
+/// host on `PATH`, the cluster's kubeconfig, Helm's files in a home of the test's own,
+/// and `image` set as the docs tell the reader to.
+fn reader_env(
+    plane: &ControlPlane,
+    helm: &std::path::Path,
+    home: &std::path::Path,
+    image: &str,
+) -> Result<Vec<(&'static str, String)>> {
+    let dirs =
+        [helm, &ControlPlane::kubectl()].map(|b| b.parent().map(|d| d.display().to_string()));
+    let [Some(helm_dir), Some(kubectl_dir)] = dirs else {
+        bail!("no tool directory")
     };
-    let binary = env!("CARGO_BIN_EXE_wasm-controller-manager");
-    let image = run(&format!("scripts/image.sh --binary {binary} | tail -n1"))?;
-    // On the local node, the image pinned to its digest.
-    let (repository, digest) = image.split_once('@').context("an image without a digest")?;
-    let gateway = run(
-        "source control-plane/scripts/common.sh && source control-plane/scripts/node.sh && node_gateway",
-    )?;
-    let port = std::fs::read_to_string(plane.state_dir().join("apiserver.port"))?;
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(
-        file.path(),
-        format!(
-            "image: {{repository: {repository}, digest: \"{digest}\"}}\nextraEnv:\n  \
-             - {{name: KUBERNETES_SERVICE_HOST, value: \"{gateway}\"}}\n  \
-             - {{name: KUBERNETES_SERVICE_PORT, value: \"{}\"}}\n",
-            port.trim()
+    Ok(vec![
+        (
+            "PATH",
+            format!("{helm_dir}:{kubectl_dir}:{}", path_with_host()),
         ),
-    )?;
-    Ok(file)
+        ("KUBECONFIG", plane.admin_kubeconfig().display().to_string()),
+        (
+            "HELM_CONFIG_HOME",
+            home.join("config").display().to_string(),
+        ),
+        ("HELM_CACHE_HOME", home.join("cache").display().to_string()),
+        ("HELM_DATA_HOME", home.join("data").display().to_string()),
+        ("image", image.to_string()),
+    ])
+}
+
+/// What other files' tests left cluster-wide and the chart would create: their
+/// ClusterRoles and bindings (pod-counter's, the host's). A fresh cluster has none, and
+/// Helm 3 adopts nothing it did not create.
+fn leftovers_gone(plane: &ControlPlane) -> Result<()> {
+    let values = chart_values(NAMESPACE, &[plugin_file("pod-counter")])?;
+    let rendered = template(NAMESPACE, &["-f", values.path().to_str().context("path")?])?;
+    for key in objects(&rendered)?.keys() {
+        let Some((kind, name)) = key.split_once(" /") else {
+            continue;
+        };
+        if kind == "ClusterRole" || kind == "ClusterRoleBinding" {
+            kubectl(plane, &["delete", kind, name, "--ignore-not-found"])?;
+        }
+    }
+    Ok(())
+}
+
+/// The host's image built from `binary` by `scripts/image.sh` and imported into the
+/// local node, pinned to its digest.
+fn local_image(plane: &ControlPlane, binary: &str) -> Result<String> {
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            &format!("scripts/image.sh --binary {binary} | tail -n1"),
+        ])
+        .current_dir(repo("."))
+        .env("WCM_CLUSTER_DIR", plane.state_dir())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "image.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = String::from_utf8(out.stdout)?.trim().to_string();
+    ensure!(
+        image.contains("@sha256:"),
+        "not pinned to a digest: {image}"
+    );
+    Ok(image)
 }

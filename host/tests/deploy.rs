@@ -26,10 +26,11 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::audit::writes_by;
 use support::deployed::{
-    NAMESPACE, counts_pods_and_shows_metrics, deploy, deploy_binary, diagnosis, earlier_pods_gone,
-    holds, leader, lease, node_count, plane_with_node, plugin_image, ready_pods, undeploy,
+    NAMESPACE, counts_pods_and_shows_metrics, crd_is_current, deploy, deploy_binary,
+    deployed_image, diagnosis, earlier_pods_gone, holds, leader, lease, make_crd_older, node_count,
+    plane_with_node, plugin_image, ready_pods, rebuilt_binary, running_digests, undeploy,
 };
-use support::docs::{guide_steps, path_with_host};
+use support::docs::{follow, path_with_host};
 use support::election::{acquire_time, between, holder, renew_time};
 use support::objects::create_labelled_pod;
 use support::rbac::rbac_file;
@@ -202,10 +203,7 @@ async fn upgrades_handing_over_by_release(
         .collect();
     let old_image = deployed_image(plane)?;
     ensure!(old_image.contains("@sha256:"), "not pinned: {old_image}");
-    let bound =
-        "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/settings/maxProperties";
-    let older = format!("[{{\"op\": \"remove\", \"path\": \"{bound}\"}}]");
-    kubectl(plane, &["patch", "crd", CRD, "--type=json", "-p", &older])?;
+    make_crd_older(plane)?;
     let rebuilt_dir = tempfile::tempdir()?;
     let rebuilt = rebuilt_binary(rebuilt_dir.path())?;
     let overlay_dir = overlay.to_path_buf();
@@ -227,34 +225,16 @@ async fn upgrades_handing_over_by_release(
         new_image != old_image && new_image.contains("@sha256:"),
         "{new_image}"
     );
-    for pod in ready_pods(client).await? {
-        let status = pod
-            .status
-            .and_then(|s| s.container_statuses)
-            .unwrap_or_default();
-        let digest = new_image
-            .split_once('@')
-            .map(|(_, d)| d)
-            .unwrap_or_default();
-        ensure!(
-            status.iter().all(|c| c.image_id.ends_with(digest)),
-            "{status:#?}"
-        );
-    }
-    let schema = kubectl(
-        plane,
-        &[
-            "get",
-            "crd",
-            CRD,
-            "-o",
-            "jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.settings.maxProperties}",
-        ],
-    )?;
+    let digest = new_image
+        .split_once('@')
+        .map(|(_, d)| d)
+        .unwrap_or_default();
+    let running = running_digests(client).await?;
     ensure!(
-        schema.trim() == "256",
-        "the CRD was not upgraded: maxProperties {schema:?}"
+        running.iter().all(|d| d == digest),
+        "{running:?} run, not {digest}"
     );
+    ensure!(crd_is_current(plane)?, "the CRD was not upgraded");
     eprintln!("upgrade: hand-overs (new holder, time from release to acquire): {gaps:?}");
     ensure!(!gaps.is_empty(), "the Lease never changed hands");
     for (to, gap) in &gaps {
@@ -264,46 +244,6 @@ async fn upgrades_handing_over_by_release(
         );
     }
     Ok(())
-}
-
-/// The WasmPlugin CRD's name.
-const CRD: &str = "wasmplugins.wasm-controller-manager.io";
-
-/// The image the host's Deployment runs.
-fn deployed_image(plane: &ControlPlane) -> Result<String> {
-    let path = "jsonpath={.spec.template.spec.containers[0].image}";
-    let args = [
-        "-n",
-        NAMESPACE,
-        "get",
-        "deployment/wasm-controller-manager",
-        "-o",
-        path,
-    ];
-    Ok(kubectl(plane, &args)?.trim().to_string())
-}
-
-/// This test's host binary with a section of its own added: the same version, a
-/// different content, as a rebuild of one commit with other flags or toolchain gives.
-fn rebuilt_binary(dir: &Path) -> Result<std::path::PathBuf> {
-    let marker = dir.join("rebuild-marker");
-    std::fs::write(&marker, format!("{}", fastrand::u64(..)))?;
-    let rebuilt = dir.join("wasm-controller-manager-rebuilt");
-    let section = format!(".wcm-rebuild={}", marker.display());
-    let out = std::process::Command::new("objcopy")
-        .args([
-            "--add-section",
-            &section,
-            env!("CARGO_BIN_EXE_wasm-controller-manager"),
-        ])
-        .arg(&rebuilt)
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "objcopy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(rebuilt)
 }
 
 /// Each change of the Lease's holder until two ready Pods, none of them in `before`,
@@ -418,25 +358,14 @@ fn follow_guide(plane: &ControlPlane, work: &Path) -> Result<String> {
             "--ignore-not-found",
         ],
     )?;
-    let steps = guide_steps("docs/deploying.md");
-    ensure!(!steps.is_empty(), "docs/deploying.md: no `sh guide` block");
     let kubectl_dir = ControlPlane::kubectl()
         .parent()
         .context("kubectl")?
         .to_owned();
     let path = format!("{}:{}", kubectl_dir.display(), path_with_host());
-    let out = std::process::Command::new("bash")
-        .args(["-c", &format!("set -euo pipefail\n{}", steps.concat())])
-        .env("PATH", path)
-        .env("KUBECONFIG", plane.admin_kubeconfig())
-        .current_dir(work)
-        .output()?;
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    ensure!(
-        out.status.success(),
-        "docs/deploying.md's guide, followed literally, failed:\n{printed}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let kubeconfig = plane.admin_kubeconfig().display().to_string();
+    let env = [("PATH", path), ("KUBECONFIG", kubeconfig)];
+    let printed = follow("docs/deploying.md", "sh guide", work, &env)?;
     kubectl(plane, &["delete", "configmap", "my-plugin-demo"])?;
     Ok(printed)
 }

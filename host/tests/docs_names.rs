@@ -15,7 +15,7 @@ use crate::support::docs::repo;
 
 /// Flags docs name that belong to other programs (kubectl, helm, cosign, cargo, the
 /// control plane's components), in spans that do not say whose.
-const OTHERS: [&str; 30] = [
+const OTHERS: [&str; 31] = [
     "--unsafe-no-fsync",
     "--controllers",
     "--authorization-mode",
@@ -30,6 +30,7 @@ const OTHERS: [&str; 30] = [
     "--set",
     "--values",
     "--reuse-values",
+    "--reset-then-reuse-values",
     "--timeout",
     "--for",
     "--field-selector",
@@ -61,10 +62,10 @@ const METRIC_PREFIXES: [&str; 6] = [
 
 /// The docs a user reads.
 fn documents() -> Result<Vec<(String, String)>> {
-    let mut found = vec![(
-        "README.md".to_string(),
-        std::fs::read_to_string(repo("README.md"))?,
-    )];
+    let mut found = Vec::new();
+    for doc in ["README.md", "charts/wasm-controller-manager/README.md"] {
+        found.push((doc.to_string(), std::fs::read_to_string(repo(doc))?));
+    }
     for entry in std::fs::read_dir(repo("docs"))? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "md") {

@@ -63,7 +63,7 @@ pub fn namespace_gone_or_live(plane: &ControlPlane) -> Result<()> {
     let phase = ["get", "namespace", NAMESPACE, "--ignore-not-found"];
     let phase = [&phase[..], &["-o", "jsonpath={.status.phase}"]].concat();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    while super::kubectl(plane, &phase)?.trim() == "Terminating" {
+    while kubectl(plane, &phase)?.trim() == "Terminating" {
         ensure!(
             std::time::Instant::now() < deadline,
             "{NAMESPACE} still terminating after 3 minutes"
@@ -236,3 +236,86 @@ pub async fn earlier_pods_gone(client: &Client) -> Result<()> {
     quiet.context("earlier tests' Pods are still there")?;
     Ok(())
 }
+
+/// The WasmPlugin CRD's name.
+pub const CRD: &str = "wasmplugins.wasm-controller-manager.io";
+
+/// The image the host's Deployment runs.
+pub fn deployed_image(plane: &ControlPlane) -> Result<String> {
+    let path = "jsonpath={.spec.template.spec.containers[0].image}";
+    let args = [
+        "-n",
+        NAMESPACE,
+        "get",
+        "deployment/wasm-controller-manager",
+        "-o",
+        path,
+    ];
+    Ok(kubectl(plane, &args)?.trim().to_string())
+}
+
+/// This test's host binary with a section of its own added: the same version, a
+/// different content, as a rebuild of one commit with other flags or toolchain gives.
+pub fn rebuilt_binary(dir: &Path) -> Result<std::path::PathBuf> {
+    let marker = dir.join("rebuild-marker");
+    std::fs::write(&marker, format!("{}", fastrand::u64(..)))?;
+    let rebuilt = dir.join("wasm-controller-manager-rebuilt");
+    let section = format!(".wcm-rebuild={}", marker.display());
+    let out = std::process::Command::new("objcopy")
+        .args([
+            "--add-section",
+            &section,
+            env!("CARGO_BIN_EXE_wasm-controller-manager"),
+        ])
+        .arg(&rebuilt)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "objcopy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(rebuilt)
+}
+
+/// The digests every ready host Pod's containers run (`status.containerStatuses`).
+pub async fn running_digests(client: &Client) -> Result<Vec<String>> {
+    let mut digests = Vec::new();
+    for pod in ready_pods(client).await? {
+        let status = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default();
+        digests.extend(
+            status
+                .iter()
+                .filter_map(|c| c.image_id.rsplit_once('@'))
+                .map(|(_, d)| d.to_string()),
+        );
+    }
+    Ok(digests)
+}
+
+/// Makes the cluster's WasmPlugin CRD older than the checkout's: without the bound on
+/// `spec.settings`, as a CRD of an earlier release had it.
+pub fn make_crd_older(plane: &ControlPlane) -> Result<()> {
+    let older = format!(r#"[{{"op": "remove", "path": "{SETTINGS_BOUND}"}}]"#);
+    kubectl(plane, &["patch", "crd", CRD, "--type=json", "-p", &older])?;
+    Ok(())
+}
+
+/// Whether the cluster's WasmPlugin CRD is the checkout's again (its settings bound).
+pub fn crd_is_current(plane: &ControlPlane) -> Result<bool> {
+    let path = SETTINGS_BOUND
+        .trim_start_matches('/')
+        .replace('/', ".")
+        .replace("versions.0", "versions[0]");
+    let got = kubectl(
+        plane,
+        &["get", "crd", CRD, "-o", &format!("jsonpath={{.{path}}}")],
+    )?;
+    Ok(got.trim() == "256")
+}
+
+/// Where the CRD bounds a `WasmPlugin`'s settings.
+const SETTINGS_BOUND: &str =
+    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/settings/maxProperties";

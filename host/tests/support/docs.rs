@@ -46,3 +46,36 @@ pub fn path_with_host() -> String {
         std::env::var("PATH").unwrap_or_default()
     )
 }
+
+/// Runs the ```` ```sh INFO ```` blocks of the repository's file `doc` in order, as one
+/// script in `dir`, with `env` over the test's environment (a reader's shell: tools on
+/// `PATH`, `KUBECONFIG`, what earlier prose told them to set); what it printed, or an
+/// error with everything it said.
+pub fn follow(doc: &str, info: &str, dir: &Path, env: &[(&str, String)]) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(repo(doc))?;
+    let steps = blocks(&text, info);
+    anyhow::ensure!(!steps.is_empty(), "{doc}: no `{info}` block");
+    let out = std::process::Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{}", steps.concat())])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(dir)
+        .output()?;
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    anyhow::ensure!(
+        out.status.success(),
+        "{doc}'s `{info}` blocks, followed literally, failed:\n{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(printed)
+}
+
+/// A directory that is a checkout to a reader's commands — `charts/`, `scripts/`,
+/// `control-plane/` and `target/` are the repository's — where the files they write land
+/// apart from the repository.
+pub fn checkout_view() -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    for entry in ["charts", "scripts", "control-plane", "target", "Cargo.toml"] {
+        std::os::unix::fs::symlink(repo(entry), dir.path().join(entry))?;
+    }
+    Ok(dir)
+}

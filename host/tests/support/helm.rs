@@ -20,8 +20,17 @@ pub fn chart() -> PathBuf {
 /// Runs helm with `args` (against `kubeconfig`, if any); its standard output, or an
 /// error with its standard error.
 pub fn helm(args: &[&str], kubeconfig: Option<&Path>) -> Result<String> {
+    helm_binary(&ControlPlane::helm(), args, kubeconfig)
+}
+
+/// [`helm`] with Helm 3, which most installs still run.
+pub fn helm3(args: &[&str], kubeconfig: Option<&Path>) -> Result<String> {
+    helm_binary(&ControlPlane::helm3(), args, kubeconfig)
+}
+
+fn helm_binary(binary: &Path, args: &[&str], kubeconfig: Option<&Path>) -> Result<String> {
     let home = tempfile::tempdir()?;
-    let mut command = Command::new(ControlPlane::helm());
+    let mut command = Command::new(binary);
     command
         .args(args)
         .current_dir(repo("."))
@@ -35,7 +44,7 @@ pub fn helm(args: &[&str], kubeconfig: Option<&Path>) -> Result<String> {
     let out = command.output().with_context(|| {
         format!(
             "{} (built by control-plane/scripts/build.sh)",
-            ControlPlane::helm().display()
+            binary.display()
         )
     })?;
     ensure!(
