@@ -264,7 +264,127 @@ async fn install_upgrade_and_check(plane: &ControlPlane, client: &kube::Client) 
         "{running:?} run, not {digest}"
     );
     ensure!(crd_is_current(plane)?, "the CRD was not upgraded");
-    counts_with_two_replicas(client).await
+    counts_with_two_replicas(client).await?;
+    let second = a_second_install_beside_it(plane, client, &upgraded).await;
+    let _ = helm(
+        &["uninstall", "wcm-b", "--namespace", SECOND, "--wait"],
+        Some(plane.admin_kubeconfig()),
+    );
+    let _ = kubectl(plane, &["delete", "namespace", SECOND, "--wait=false"]);
+    second
+}
+
+/// The namespace of a second install in the same cluster.
+const SECOND: &str = "wcm-b";
+
+/// A second install in another namespace, with names of its own (its host account and
+/// plugin prefix, as docs/deploying.md says): both run pod-counter, neither takes the
+/// other's rights (a second install with the first's names once bound the cluster-wide
+/// roles to its own accounts).
+async fn a_second_install_beside_it(
+    plane: &ControlPlane,
+    client: &kube::Client,
+    image: &str,
+) -> Result<()> {
+    let labelled = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {SECOND}\n  labels:\n    \
+         pod-security.kubernetes.io/enforce: restricted\n"
+    );
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), labelled)?;
+    kubectl(
+        plane,
+        &["apply", "-f", file.path().to_str().context("path")?],
+    )?;
+    let counter = plugin_file("pod-counter");
+    let from_file = format!("--from-file={}", counter.display());
+    kubectl(
+        plane,
+        &[
+            "-n",
+            SECOND,
+            "create",
+            "configmap",
+            "wcm-plugins",
+            &from_file,
+        ],
+    )?;
+    let names = [
+        "--host-service-account",
+        "wcm-b",
+        "--service-account-prefix",
+        "wcm-b-plugin-",
+    ];
+    let mut args: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
+    args.extend(["--output=chart-values", "--namespace", SECOND].map(PathBuf::from));
+    args.push(counter);
+    let values = rbac_file(&args)?;
+    let local = tempfile::NamedTempFile::new()?;
+    let view = checkout_view()?;
+    let kubeconfig = plane.admin_kubeconfig().display().to_string();
+    let out = std::process::Command::new("scripts/local-chart-values.sh")
+        .current_dir(view.path())
+        .env("KUBECONFIG", &kubeconfig)
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(local.path(), out.stdout)?;
+    let (repository, digest) = image.split_once('@').context("no digest")?;
+    let (repository, digest) = (
+        format!("image.repository={repository}"),
+        format!("image.digest={digest}"),
+    );
+    let chart = chart();
+    let install = [
+        "upgrade",
+        "--install",
+        "wcm-b",
+        chart.to_str().context("path")?,
+        "-n",
+        SECOND,
+        "-f",
+        values.path().to_str().context("path")?,
+        "-f",
+        local.path().to_str().context("path")?,
+        "--set",
+        &repository,
+        "--set",
+        &digest,
+        "--wait",
+        "--timeout",
+        "300s",
+        // The CRD is the cluster's, installed and upgraded once for every install.
+        "--skip-crds",
+    ];
+    helm(&install, Some(plane.admin_kubeconfig()))?;
+    for namespace in [NAMESPACE, SECOND] {
+        runs_pod_counter(client, namespace).await?;
+    }
+    Ok(())
+}
+
+/// The Lease holder of the install in `namespace` runs pod-counter (`running`, not
+/// `forbidden`).
+async fn runs_pod_counter(client: &kube::Client, namespace: &str) -> Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Pod;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), namespace);
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
+    let running = r#"wcm_plugin_state{plugin="pod-counter",state="running"} 1"#;
+    let seen = poll_until(INSTALLED_WITHIN, || async {
+        let lease = leases.get("wasm-controller-manager").await.ok()?;
+        let holder = lease.spec?.holder_identity?;
+        let ip = pods.get(&holder).await.ok()?.status?.pod_ip?;
+        let metrics = support::http_get(&format!("{ip}:8080"), "/metrics")
+            .await
+            .ok()?;
+        metrics.contains(running).then_some(())
+    })
+    .await;
+    seen.with_context(|| format!("pod-counter is not running in {namespace}"))
 }
 
 /// Two ready host Pods, one holding the Lease, pod-counter counting the cluster's Pods.

@@ -82,6 +82,9 @@ app.kubernetes.io/name: {{ include "wcm.name" . }}
 - --leader-elect-retry-period={{ . }}
 {{- end }}
 {{- end }}
+{{- if ne .Values.rbac.serviceAccountPrefix "wcm-plugin-" }}
+- --plugin-service-account-prefix={{ .Values.rbac.serviceAccountPrefix }}
+{{- end }}
 - --shutdown-grace={{ .Values.shutdownGrace }}
 - --log-format={{ .Values.logFormat }}
 {{- with .Values.extraArgs }}

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use super::render::{Document, RoleSet, rule};
 
 /// `document` as a values file: `rbac.namespace`, `rbac.serviceAccount`,
-/// `rbac.plugins` and `rbac.roles`.
+/// `rbac.serviceAccountPrefix`, `rbac.plugins` and `rbac.roles`.
 pub fn chart_values(document: &Document) -> String {
     let names: Vec<&str> = document.plugins.iter().map(|p| p.plugin.as_str()).collect();
     let mut out = String::new();
@@ -30,8 +30,8 @@ pub fn chart_values(document: &Document) -> String {
     );
     let _ = write!(
         out,
-        "rbac:\n  namespace: {}\n  serviceAccount: {}\n",
-        document.namespace, document.host
+        "rbac:\n  namespace: {}\n  serviceAccount: {}\n  serviceAccountPrefix: {}\n",
+        document.namespace, document.host, document.account_prefix
     );
     out.push_str(if document.plugins.is_empty() {
         "  plugins: []\n"

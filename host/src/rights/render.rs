@@ -98,6 +98,9 @@ pub struct Document {
     pub pod_security: PodSecurity,
     /// The host's ServiceAccount.
     pub host: String,
+    /// The prefix of the plugins' ServiceAccounts, which the host is told
+    /// (`--plugin-service-account-prefix`) to find them.
+    pub account_prefix: String,
     /// The host's own roles.
     pub host_roles: Vec<RoleSet>,
     /// Each plugin's part.
@@ -137,6 +140,7 @@ pub fn document(plugins: &[PluginRights], naming: &Naming) -> Document {
         namespace: naming.accounts.namespace.clone(),
         pod_security: naming.pod_security,
         host: naming.host.clone(),
+        account_prefix: naming.accounts.prefix.clone(),
         host_roles,
         plugins,
     }
