@@ -69,9 +69,21 @@ pub enum Command {
     /// Pull a plugin from an OCI registry (either Wasm layer media type), its digests
     /// checked, and write it to a file; prints the reference pinned to its digest.
     Pull(crate::registry_cli::PullArgs),
+    /// Write the transcripts under a recording directory (`run --record-plugin`) to
+    /// standard output as a tar archive: `kubectl exec POD -- wasm-controller-manager
+    /// transcripts DIR > transcripts.tar` fetches them from a Pod whose image has no
+    /// shell or tar.
+    Transcripts(TranscriptsArgs),
     /// Print the `WasmPlugin` CustomResourceDefinition (what `deploy/crds/` holds), as
     /// YAML for `kubectl apply -f -`.
     Crd,
+}
+
+#[derive(Debug, Args)]
+pub struct TranscriptsArgs {
+    /// The recording directory: its transcripts (`*.yaml`), and those of one
+    /// directory per plugin in it.
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

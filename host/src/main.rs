@@ -36,6 +36,7 @@ fn main() -> anyhow::Result<()> {
             Command::GatherPlugins(args) => gather_plugins(&args),
             Command::Push(args) => registry_cli::push(args).await,
             Command::Pull(args) => registry_cli::pull(args).await,
+            Command::Transcripts(args) => transcripts(&args),
             Command::Crd => {
                 print!("{}", wcm_host::wasmplugin::crd_yaml());
                 Ok(())
@@ -222,6 +223,14 @@ fn gather_plugins(args: &cli::GatherArgs) -> anyhow::Result<()> {
             file.bytes
         );
     }
+    Ok(())
+}
+
+/// Writes the transcripts under `args.dir` to standard output as a tar archive.
+fn transcripts(args: &cli::TranscriptsArgs) -> anyhow::Result<()> {
+    let out = std::io::stdout().lock();
+    let count = wcm_host::tape::write_archive(&args.dir, std::io::BufWriter::new(out))?;
+    eprintln!("{count} transcript(s) from {}", args.dir.display());
     Ok(())
 }
 

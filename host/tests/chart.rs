@@ -265,6 +265,7 @@ async fn install_upgrade_and_check(plane: &ControlPlane, client: &kube::Client) 
     );
     ensure!(crd_is_current(plane)?, "the CRD was not upgraded");
     counts_with_two_replicas(client).await?;
+    records_in_the_cluster(plane, view.path()).await?;
     let second = a_second_install_beside_it(plane, client, &upgraded).await;
     let _ = helm(
         &["uninstall", "wcm-b", "--namespace", SECOND, "--wait"],
@@ -272,6 +273,51 @@ async fn install_upgrade_and_check(plane: &ControlPlane, client: &kube::Client) 
     );
     let _ = kubectl(plane, &["delete", "namespace", SECOND, "--wait=false"]);
     second
+}
+
+/// Recording turned on with the chart's value; docs/testing-a-plugin.md's block, run as
+/// written, fetches the leader's transcripts through `kubectl exec` (the image has no
+/// shell or tar) and replays them.
+async fn records_in_the_cluster(plane: &ControlPlane, view: &std::path::Path) -> Result<()> {
+    let chart = chart();
+    let record = [
+        "upgrade",
+        "wcm",
+        chart.to_str().context("path")?,
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        "--set",
+        "recording.plugins={pod-counter}",
+        "--wait",
+        "--timeout",
+        "300s",
+    ];
+    helm(&record, Some(plane.admin_kubeconfig()))?;
+    let kubectl_dir = ControlPlane::kubectl()
+        .parent()
+        .context("kubectl")?
+        .display()
+        .to_string();
+    let env = [
+        ("PATH", format!("{kubectl_dir}:{}", path_with_host())),
+        ("KUBECONFIG", plane.admin_kubeconfig().display().to_string()),
+    ];
+    // The new leader records once it has reconciled.
+    let mut last = None;
+    let replayed = poll_until(INSTALLED_WITHIN, || {
+        let said = follow(
+            "docs/testing-a-plugin.md",
+            "sh fetch-transcripts",
+            view,
+            &env,
+        );
+        let ok = said.as_ref().is_ok_and(|s| s.contains("000001.yaml"));
+        last = Some(said);
+        async move { ok.then_some(()) }
+    })
+    .await;
+    replayed.with_context(|| format!("no transcript fetched and replayed: {last:?}"))
 }
 
 /// The namespace of a second install in the same cluster.

@@ -82,6 +82,15 @@ app.kubernetes.io/name: {{ include "wcm.name" . }}
 - --leader-elect-retry-period={{ . }}
 {{- end }}
 {{- end }}
+{{- range .Values.recording.plugins }}
+- --record-plugin={{ . }}=/var/lib/wasm-controller-manager/transcripts/{{ . }}
+{{- end }}
+{{- if .Values.recording.plugins }}
+- --record-max-mib={{ .Values.recording.maxMiB }}
+{{- if .Values.recording.secrets }}
+- --record-secrets
+{{- end }}
+{{- end }}
 {{- if ne .Values.rbac.serviceAccountPrefix "wcm-plugin-" }}
 - --plugin-service-account-prefix={{ .Values.rbac.serviceAccountPrefix }}
 {{- end }}

@@ -5,10 +5,12 @@
 //! is YAML a person can read: the objects the plugin read and wrote as objects, a
 //! Secret's data redacted unless the operator asked for it.
 
+mod archive;
 mod call_tape;
 mod recorder;
 mod replaying;
 
+pub use archive::{ArchiveError, write_archive};
 pub use call_tape::{CallTape, MAX_TRANSCRIPT_BYTES, Replayed};
 pub use recorder::{Recorder, RecorderError};
 pub use replaying::{MAX_TRANSCRIPT_FILE_BYTES, read_transcript, transcript_files};
