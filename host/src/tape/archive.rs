@@ -83,25 +83,33 @@ mod tests {
 
     #[test]
     fn transcripts_of_each_plugin_are_archived_and_nothing_else() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("tempdir");
         let plugin = dir.path().join("pod-counter");
-        std::fs::create_dir(&plugin).unwrap();
-        std::fs::write(plugin.join("000001.yaml"), "plugin: pod-counter\n").unwrap();
-        std::fs::write(plugin.join("notes.txt"), "not a transcript").unwrap();
-        std::fs::write(dir.path().join("000002.yaml"), "plugin: x\n").unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", plugin.join("passwd.yaml")).unwrap();
+        std::fs::create_dir(&plugin).expect("mkdir");
+        std::fs::write(plugin.join("000001.yaml"), "plugin: pod-counter\n").expect("write");
+        std::fs::write(plugin.join("notes.txt"), "not a transcript").expect("write");
+        std::fs::write(dir.path().join("000002.yaml"), "plugin: x\n").expect("write");
+        std::os::unix::fs::symlink("/etc/passwd", plugin.join("passwd.yaml")).expect("link");
         let mut bytes = Vec::new();
-        assert_eq!(write_archive(dir.path(), &mut bytes).unwrap(), 2);
+        assert_eq!(write_archive(dir.path(), &mut bytes).expect("archived"), 2);
         let mut archive = tar::Archive::new(&bytes[..]);
-        let names: Vec<String> = (archive.entries().unwrap())
-            .map(|e| e.unwrap().path().unwrap().display().to_string())
+        let entries = archive.entries().expect("a tar archive");
+        let names: Vec<String> = entries
+            .map(|e| {
+                e.expect("an entry")
+                    .path()
+                    .expect("a path")
+                    .display()
+                    .to_string()
+            })
             .collect();
         assert_eq!(names, ["000002.yaml", "pod-counter/000001.yaml"]);
     }
 
     #[test]
     fn a_missing_directory_is_named() {
-        let err = write_archive(Path::new("/no/such/dir"), Vec::new()).unwrap_err();
+        let err =
+            write_archive(Path::new("/no/such/dir"), Vec::new()).expect_err("no such directory");
         assert!(
             err.to_string().starts_with("cannot read /no/such/dir:"),
             "{err}"
