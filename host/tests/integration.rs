@@ -10,6 +10,7 @@ mod capabilities;
 mod capability_backends;
 mod capability_properties;
 mod chart;
+mod chart_install;
 mod churn;
 mod contract_policy;
 mod contract_versions;
