@@ -177,7 +177,7 @@ async fn reconcile_fresh(
     access: &Arc<ClusterAccess>,
     key: ReconcileKey,
 ) -> Result<()> {
-    let result = code.reconcile(access.clone(), &key).await;
+    let result = ReusedInstance::reconcile_once(code, access.clone(), &key).await;
     result.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }
@@ -198,7 +198,7 @@ async fn reconcile_in(
 ) -> Result<()> {
     let mut slot = slot.lock().await;
     let mut instance =
-        (slot.instance.take()).unwrap_or_else(|| code.reusable(access.clone(), REUSE));
+        (slot.instance.take()).unwrap_or_else(|| ReusedInstance::new(code, access.clone(), REUSE));
     let (result, retired) = instance.reconcile(&key).await;
     match retired {
         Some(_) => slot.retired += 1,

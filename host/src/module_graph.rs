@@ -7,7 +7,8 @@
 //!
 //! A mention of `crate::m` in a file of module `f` is an arrow `f → m`; within a
 //! folder, `super::sibling` is an arrow between its files (the folder's `mod.rs`, which
-//! declares and re-exports them, is not a sibling).
+//! declares and re-exports them, is not a sibling), and so is `super::Name` when the
+//! `mod.rs` re-exports `Name` from a sibling.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -69,6 +70,32 @@ fn code(text: &str) -> String {
     lines.collect::<Vec<_>>().join("\n")
 }
 
+/// What a folder's `mod.rs` re-exports from its files (`pub use load::{Loaded, start
+/// as begin};` maps `Loaded` and `begin` to `load`), so `super::Loaded` in a sibling is
+/// an arrow to `load`, not to the folder: without it a cycle through a re-export hides.
+fn reexports(mod_rs: &str) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for (at, _) in mod_rs.match_indices(" use ") {
+        let head = &mod_rs[..at];
+        let public = head.ends_with("pub") || head.ends_with(')') && head.contains("pub(");
+        let statement = &mod_rs[at + 5..];
+        let statement = statement[..statement.find(';').unwrap_or(statement.len())].trim();
+        let statement = statement.strip_prefix("self::").unwrap_or(statement);
+        let Some((module, items)) = statement.split_once("::").filter(|_| public) else {
+            continue;
+        };
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let name = match item.split_once(" as ") {
+                Some((_, alias)) => alias.trim(),
+                None => item.rsplit("::").next().unwrap_or(item),
+            };
+            found.insert(name.to_string(), module.to_string());
+        }
+    }
+    found
+}
+
 /// Adds `from → to` drawn by `file`, unless it is a loop onto itself.
 fn arrow(graph: &mut Graph, from: &str, to: &str, file: &Path) {
     if from != to {
@@ -105,13 +132,20 @@ fn graphs(src: &Path) -> (Graph, BTreeMap<String, Graph>) {
         if name == "mod" {
             continue;
         }
+        let dir = src.join(folder.join("/"));
+        let exported = std::fs::read_to_string(dir.join("mod.rs"))
+            .map(|text| reexports(&code(&text)))
+            .unwrap_or_default();
         let siblings = folders.entry(folder.join("/")).or_default();
         siblings.entry(name.clone()).or_default();
         for target in mentioned(&text, "super::") {
-            let sibling = src.join(folder.join("/")).join(format!("{target}.rs"));
-            let sub = src.join(folder.join("/")).join(target).join("mod.rs");
-            if sibling.exists() || sub.exists() {
+            let module = |m: &str| {
+                dir.join(format!("{m}.rs")).exists() || dir.join(m).join("mod.rs").exists()
+            };
+            if module(target) {
                 arrow(siblings, name, target, file);
+            } else if let Some(from) = exported.get(target).filter(|m| module(m)) {
+                arrow(siblings, name, from, file);
             }
         }
     }
@@ -190,4 +224,25 @@ fn a_cycle_is_found_and_named_with_the_files_that_draw_it() {
                 use super::{Manager, waiting::W};";
     assert_eq!(mentioned(text, "crate::"), ["kube", "metrics"]);
     assert_eq!(mentioned(text, "super::"), ["load", "Manager", "waiting"]);
+}
+
+#[test]
+fn a_name_a_mod_rs_re_exports_is_an_arrow_to_the_file_it_comes_from() {
+    let mod_rs = "mod load;\nmod reuse;\npub use load::{Loaded, start as begin};\n\
+                  pub(crate) use self::reuse::Pool;\nuse private::Hidden;\n\
+                  pub use crate::other::Far;";
+    let found = reexports(mod_rs);
+    let pairs: Vec<(&str, &str)> = found
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("Far", "crate"),
+            ("Loaded", "load"),
+            ("Pool", "reuse"),
+            ("begin", "load")
+        ]
+    );
 }

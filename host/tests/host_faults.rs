@@ -22,7 +22,7 @@ use wcm_host::contract::{DeleteOptions, EventRecord, Verb};
 use wcm_host::leader::LeaderGate;
 use wcm_host::metrics::Metrics;
 use wcm_host::rights::Granted;
-use wcm_host::runtime::{Blame, CallError, HostFault, HostState, Runtime};
+use wcm_host::runtime::{Blame, CallError, HostFault, HostState, ReusedInstance, Runtime};
 use wcm_host::testing::ReconcileKey;
 use wcm_host::testing::v0_3::wcm::controller::cluster::Host as Cluster;
 use wcm_host::testing::v0_3::wcm::controller::types::{Gvk, ObjectRef};
@@ -138,7 +138,7 @@ async fn a_panic_in_the_host_traps_the_plugins_call_and_is_not_held_against_it()
     let key = ReconcileKey::fixed("count");
 
     // pod-counter counts Pods first: the lookup of their cache panics.
-    let error = (loaded.code.reconcile(access(true, &metrics), &key).await)
+    let error = (ReusedInstance::reconcile_once(&loaded.code, access(true, &metrics), &key).await)
         .err()
         .context("a reconcile through a panicking host call succeeded")?;
     let CallError::HostFault(message) = &error else {
@@ -155,7 +155,7 @@ async fn a_panic_in_the_host_traps_the_plugins_call_and_is_not_held_against_it()
     ensure!(text.contains(line), "{line} not in\n{text}");
 
     // The process goes on, and so does the plugin: its next reconcile runs whole.
-    let next = loaded.code.reconcile(access(false, &metrics), &key).await;
+    let next = ReusedInstance::reconcile_once(&loaded.code, access(false, &metrics), &key).await;
     ensure!(next.is_ok(), "{next:?}");
     Ok(())
 }

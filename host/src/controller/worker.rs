@@ -202,7 +202,7 @@ impl Worker {
                 if kept.is_some() {
                     self.metrics.instance_recycled(plugin, Recycle::upgrade);
                 }
-                version.code.reusable(version.access.clone(), policy)
+                ReusedInstance::new(&version.code, version.access.clone(), policy)
             }
         };
         let (called, recycle) = instance.reconcile(key).await;

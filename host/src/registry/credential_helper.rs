@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::RegistryAuth;
+use super::auth::RegistryAuth;
 
 /// Longest a helper may take.
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -3,6 +3,7 @@
 //! on-disk store of what was pulled, by digest. Used by `push` and `pull` on the
 //! command line and for `WasmPlugin`s.
 
+mod auth;
 mod cache;
 mod challenge;
 mod client;
@@ -17,9 +18,10 @@ mod session;
 mod signature;
 mod upload;
 
+pub use auth::RegistryAuth;
 pub use cache::{DEFAULT_MAX_BYTES as DEFAULT_PULLED_MAX_BYTES, Fetched, PulledPlugins};
 pub use client::{Pulled, Registry, pull};
-pub use credentials::{CredentialsError, DockerConfig, RegistryAuth};
+pub use credentials::{CredentialsError, DockerConfig};
 pub use layout::{ACCEPTED_LAYERS, LEGACY_WASM_LAYER, NotAComponent, WASM_CONFIG, WASM_LAYER};
 pub use limits::{
     DEFAULT_CONCURRENT_PULLS, DEFAULT_PULL_MEMORY_BYTES, DEFAULT_PULL_TIMEOUT, MAX_MANIFEST_BYTES,

@@ -5,12 +5,10 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::{ReusePolicy, Runtime, chain};
+use super::{Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
-use crate::capabilities::ClusterAccess;
-use crate::contract::{Action, Failure, Registration};
+use crate::contract::{Failure, Registration};
 use crate::host_state::{HostFault, HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
-use crate::keys::ReconcileKey;
 use crate::metrics::{FailureCause, Limit};
 
 /// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
@@ -213,17 +211,6 @@ impl PluginCode {
             })
             .await;
         result.map_err(|e| with_stderr(e, store.data()))
-    }
-
-    /// Reconciles `key` in a fresh instance with the plugin's cluster access: an
-    /// instance made for this one call.
-    pub async fn reconcile(
-        &self,
-        access: Arc<ClusterAccess>,
-        key: &ReconcileKey,
-    ) -> Result<Action, CallError> {
-        let mut instance = self.reusable(access, ReusePolicy::ONE_CALL);
-        instance.reconcile(key).await.0
     }
 
     /// Sorts a failed call by where it failed.

@@ -68,24 +68,33 @@ pub struct ReusedInstance {
     baseline: Option<usize>,
 }
 
-impl PluginCode {
-    /// An instance of this code that reconciles with `access` until `policy` retires it.
-    pub fn reusable(&self, access: Arc<ClusterAccess>, policy: ReusePolicy) -> ReusedInstance {
-        let limits = self.limits();
+impl ReusedInstance {
+    /// An instance of `code` that reconciles with `access` until `policy` retires it.
+    pub fn new(code: &PluginCode, access: Arc<ClusterAccess>, policy: ReusePolicy) -> Self {
+        let limits = code.limits();
         let state = HostState::for_reconcile(access, String::new(), limits.max_memory_bytes)
-            .with_settings(self.settings());
+            .with_settings(code.settings());
         ReusedInstance {
-            store: self.store(state),
-            code: self.clone(),
+            store: code.store(state),
+            code: code.clone(),
             instance: None,
             policy,
             calls: 0,
             baseline: None,
         }
     }
-}
 
-impl ReusedInstance {
+    /// Reconciles `key` in a fresh instance of `code` with its cluster access: an
+    /// instance made for this one call.
+    pub async fn reconcile_once(
+        code: &PluginCode,
+        access: Arc<ClusterAccess>,
+        key: &ReconcileKey,
+    ) -> Result<Action, CallError> {
+        let mut instance = ReusedInstance::new(code, access, ReusePolicy::ONE_CALL);
+        instance.reconcile(key).await.0
+    }
+
     /// Reconciles `key` in this instance, under the same deadline and limits as a
     /// fresh one. Returns the outcome and, when this instance must serve no further
     /// call, why.

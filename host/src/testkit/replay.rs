@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::cluster;
 use super::run::{Session, TestError, TestOptions};
-use crate::runtime::{ReusePolicy, outcome_text};
+use crate::runtime::{ReusePolicy, ReusedInstance, outcome_text};
 use crate::tape::{read_transcript, transcript_files};
 
 /// What a replay found.
@@ -48,7 +48,7 @@ pub async fn replay(options: &TestOptions, dir: &Path) -> Result<Replay, TestErr
         let (memory, access) = cluster::of_registration(&session.registration, (&[], &[]))?;
         memory.set_clock(transcript.clock_since_epoch());
         let key = transcript.key.key();
-        let instance = session.code.reusable(access.into(), ReusePolicy::ONE_CALL);
+        let instance = ReusedInstance::new(&session.code, access.into(), ReusePolicy::ONE_CALL);
         let (result, found) = instance.replay(&key, transcript.calls.clone()).await;
         let outcome = outcome_text(&result);
         let cut = transcript.truncated

@@ -25,7 +25,7 @@ use crate::keys::ReconcileKey;
 use crate::loading::{RegistrationError, load_registered, load_registered_with};
 use crate::metrics::plugin::PluginMetrics;
 use crate::runtime::settings;
-use crate::runtime::{CallError, PluginCode, Runtime, chain, outcome_text};
+use crate::runtime::{CallError, PluginCode, ReusedInstance, Runtime, chain, outcome_text};
 
 /// What to test and how.
 #[derive(Debug, Clone)]
@@ -152,7 +152,7 @@ impl Session {
 
     /// One reconcile of `key` in a fresh instance.
     pub async fn reconcile(&self, key: &ReconcileKey) -> Result<Action, CallError> {
-        self.code.reconcile(self.access.clone(), key).await
+        ReusedInstance::reconcile_once(&self.code, self.access.clone(), key).await
     }
 }
 
