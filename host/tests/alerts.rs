@@ -53,7 +53,7 @@ fn promtool(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(text)
 }
 
-#[test]
+#[support::test(offline)]
 fn promtool_accepts_the_rules_and_passes_their_tests() -> Result<()> {
     let chart = repo("charts/wasm-controller-manager");
     let checked = promtool(&chart, &["check", "rules", "files/alerts.yaml"])?;
@@ -63,7 +63,7 @@ fn promtool_accepts_the_rules_and_passes_their_tests() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn every_alert_fires_in_a_case_and_has_a_runbook() -> Result<()> {
     let file = yaml(RULES)?;
     let alerts: Vec<&str> = rules(&file)

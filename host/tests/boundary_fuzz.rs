@@ -395,14 +395,14 @@ fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-#[test]
+#[support::test(offline)]
 fn sequences_of_hostile_outside_inputs_cost_the_host_a_bounded_amount() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let runtime = tokio::runtime::Runtime::new().expect("tokio");
     fuzz_doors::run(&runtime, cases(16));
 }
 
-#[test]
+#[support::test(offline)]
 fn sequences_of_hostile_calls_cost_the_host_a_bounded_multiple_of_their_size() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let runtime = tokio::runtime::Runtime::new().expect("tokio");

@@ -81,9 +81,8 @@ fn budget(plugin: &str) -> Arc<PluginBudget> {
     ))
 }
 
-#[tokio::test]
+#[support::test]
 async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-read").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     create_config_map(&ns.client(), ns.name(), "api", "api").await?;
@@ -146,9 +145,8 @@ async fn get_and_list_read_the_cache_with_selectors_and_typed_errors() -> Result
 /// `count` and `list-first` (0.3.1) see what `list` sees: the count of a selector,
 /// the first objects by name, the same errors, and the result limit on what is
 /// returned, not on what is matched.
-#[tokio::test]
+#[support::test]
 async fn count_and_list_first_answer_as_list_without_copying_the_rest() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-count").await?;
     for name in ["batch-d", "batch-b", "batch-e", "batch-a", "batch-c"] {
         create_config_map(&ns.client(), ns.name(), name, "batch").await?;
@@ -245,9 +243,8 @@ fn names(listed: &[String]) -> Result<Vec<String>> {
         .collect()
 }
 
-#[tokio::test]
+#[support::test]
 async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-patch").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -306,9 +303,8 @@ async fn patch_labels_sets_and_removes_as_the_plugins_field_manager() -> Result<
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-rbac").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     // The plugin declared the permission, but its writes go out with an identity that
@@ -351,9 +347,8 @@ async fn an_api_server_refusal_reaches_the_plugin_as_forbidden() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-event").await?;
     let cm = create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -396,9 +391,8 @@ async fn record_event_reports_as_the_plugin_and_folds_repeats_into_one_event() -
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_repeat_of_an_event_the_api_server_no_longer_has_is_recorded_anew() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-event-gone").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -427,9 +421,8 @@ async fn a_repeat_of_an_event_the_api_server_no_longer_has_is_recorded_anew() ->
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-leader").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let (leading, gate) = tokio::sync::watch::channel(true);
@@ -467,9 +460,8 @@ async fn a_replica_that_stopped_leading_writes_nothing_and_says_why() -> Result<
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-apply").await?;
     let n = ns.name();
     let gate = LeaderGate::always_open;
@@ -538,9 +530,8 @@ async fn two_plugins_applying_one_field_conflict_unless_the_second_forces() -> R
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn errors_carry_the_status_and_causes_and_deletes_check_their_preconditions() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-precond").await?;
     let n = ns.name();
     let gate = LeaderGate::always_open;
@@ -605,9 +596,8 @@ async fn errors_carry_the_status_and_causes_and_deletes_check_their_precondition
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_event_names_its_action_and_related_object() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-related").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let settings = create_config_map(&ns.client(), ns.name(), "settings", "web").await?;
@@ -659,9 +649,8 @@ async fn an_event_names_its_action_and_related_object() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_kind_declared_get_but_not_watched_is_read_live() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-live").await?;
     create_config_map(&ns.client(), ns.name(), "web", "web").await?;
     let client = ns.client();
@@ -711,9 +700,8 @@ async fn a_kind_declared_get_but_not_watched_is_read_live() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn the_cluster_is_unavailable_during_register() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let mut state = HostState::for_register(PLUGIN, 64 << 20);
     assert_wit_error(
         state.get(config_map("ns", "x")).await,
@@ -767,9 +755,8 @@ fn background() -> DeleteOptions {
     }
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     use crate::support::imports::Metrics;
     use wcm_host::contract::{MetricDeclaration, MetricKind};
     use wcm_host::metrics::plugin::PluginMetrics;
@@ -824,9 +811,8 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn create_patch_and_update_write_as_the_plugin_and_keep_their_preconditions() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     use wcm_host::testing::v0_3::wcm::controller::cluster::PatchType;
     let ns = TestNamespace::create("cap-writes").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
@@ -919,10 +905,9 @@ async fn create_patch_and_update_write_as_the_plugin_and_keep_their_precondition
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_lookup_of_a_kind_the_api_server_does_not_serve_is_a_counted_request_made_once()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-bogus").await?;
     let client = ns.client();
     let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();

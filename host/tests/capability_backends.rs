@@ -313,9 +313,8 @@ async fn compare(
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn every_refusal_reads_the_same_from_the_live_and_the_in_memory_cluster() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("cap-twins").await?;
     let (_dir, fixtures) = web_in_both(&ns).await?;
     let mut in_cluster = live(&ns, LeaderGate::always_open()).await?;

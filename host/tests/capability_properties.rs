@@ -214,9 +214,8 @@ async fn call_everything(state: &mut HostState, c: Calls) -> Result<(), TestCase
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn every_capability_survives_arbitrary_arguments() {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     let runtime = RUNTIME.get_or_init(|| tokio::runtime::Runtime::new().expect("tokio"));
     let (ns, state) = runtime.block_on(async {

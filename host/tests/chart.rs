@@ -31,7 +31,7 @@ pub fn template(namespace: &str, extra: &[&str]) -> Result<String> {
     helm(&args, None)
 }
 
-#[test]
+#[support::test(offline)]
 fn helm_lint_is_clean_with_the_defaults_and_every_option_with_helm_4_and_3() -> Result<()> {
     let chart = chart();
     let chart = chart.to_str().context("path")?;
@@ -50,7 +50,7 @@ fn helm_lint_is_clean_with_the_defaults_and_every_option_with_helm_4_and_3() -> 
 }
 
 /// `helm show readme` is the chart's README: its compatibility and how to install it.
-#[test]
+#[support::test(offline)]
 fn helm_show_readme_says_what_the_chart_works_with_and_how_to_install_it() -> Result<()> {
     let chart = chart();
     let readme = helm(&["show", "readme", chart.to_str().context("path")?], None)?;
@@ -65,7 +65,7 @@ fn helm_show_readme_says_what_the_chart_works_with_and_how_to_install_it() -> Re
 }
 
 /// Helm 3 renders the objects Helm 4 does (its YAML differs in blank lines only).
-#[test]
+#[support::test(offline)]
 fn helm_3_renders_the_objects_helm_4_does() -> Result<()> {
     let chart = chart();
     for extra in [&[][..], &["-f", EVERY_FEATURE][..]] {
@@ -87,7 +87,7 @@ fn helm_3_renders_the_objects_helm_4_does() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn helm_template_is_the_reviewed_golden_rendering() -> Result<()> {
     for (golden, extra) in [
         ("default.yaml", &[][..]),
@@ -108,7 +108,7 @@ fn helm_template_is_the_reviewed_golden_rendering() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn values_that_cannot_work_together_are_refused_saying_why() -> Result<()> {
     let both = template(
         NAMESPACE,
@@ -151,9 +151,8 @@ pub fn chart_values(namespace: &str, files: &[PathBuf]) -> Result<tempfile::Name
     rbac_file(&args)
 }
 
-#[test]
+#[support::test]
 fn with_the_examples_rbac_the_chart_renders_what_deploy_applies() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let files: Vec<PathBuf> = EXAMPLES.iter().map(|p| plugin_file(p)).collect();
     let values = chart_values(NAMESPACE, &files)?;
     let values_path = values.path().to_str().context("path")?;

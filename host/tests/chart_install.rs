@@ -31,10 +31,9 @@ const INSTALLED_WITHIN: Duration = Duration::from_secs(300);
 /// two ready replicas, one holding the Lease, pod-counter counting — then, with a
 /// rebuilt image and a CRD made older, upgraded with Helm 4: the Pods run the new
 /// digest, the CRD is the chart's, pod-counter still counts.
-#[tokio::test]
+#[support::test]
 async fn installed_from_the_registry_with_helm_3_and_upgraded_with_helm_4_as_the_docs_say()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (plane, client) = plane_with_node().await?;
     namespace_gone_or_live(plane)?;
     earlier_pods_gone(&client).await?;

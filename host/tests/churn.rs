@@ -24,9 +24,8 @@ const COUNTED: &str = "pod-counter.example.com/counted";
 const SOURCE: &str = "wcm.test/source";
 const MIRRORED: &str = "wcm.test/mirrored";
 
-#[tokio::test]
+#[support::test]
 async fn two_thousand_pods_in_bursts_converge_with_few_reconciles() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("churn").await?;
     let client = ns.client();
     let node = format!("{}-cp", ns.name());

@@ -5,6 +5,8 @@
 //! Components are made from the contract's own WIT (a dummy core module per world), so
 //! only the version and the functions differ. Offline.
 
+use crate::support;
+
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -65,9 +67,8 @@ async fn load_component(bytes: Vec<u8>) -> Result<Result<ContractVersion, LoadEr
     Ok(runtime.prepare(file).await.map(|l| l.code.contract()))
 }
 
-#[tokio::test]
+#[support::test]
 async fn every_patch_release_of_a_served_minor_version_loads_as_that_version() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     assert_eq!(load(CURRENT).await?.ok(), Some(ContractVersion::V0_3));
     let newer_patch = versioned(CURRENT, CURRENT_VERSION, "0.3.7");
     assert_eq!(load(&newer_patch).await?.ok(), Some(ContractVersion::V0_3));
@@ -79,9 +80,8 @@ async fn every_patch_release_of_a_served_minor_version_loads_as_that_version() -
 
 /// A plugin built against 0.3.0, before `count` and `list-first` (0.3.1) existed,
 /// imports the 0.3.0 names of the functions it has: it keeps loading, bound to 0.3.
-#[tokio::test]
+#[support::test]
 async fn a_plugin_of_an_earlier_patch_release_keeps_loading() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     assert_eq!(
         load(&earlier_patch()).await?.ok(),
         Some(ContractVersion::V0_3)
@@ -102,9 +102,8 @@ fn earlier_patch() -> String {
     earlier
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_newer_patch_release_using_what_this_host_lacks_is_refused_by_name() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let newer = versioned(CURRENT, CURRENT_VERSION, "0.3.7").replace(
         "interface cluster {",
         "interface cluster {\n    frobnicate: func();",
@@ -123,9 +122,8 @@ async fn a_newer_patch_release_using_what_this_host_lacks_is_refused_by_name() -
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_unserved_minor_version_is_refused_naming_the_served_ones() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     for version in ["0.4.0", "0.1.0", "1.0.0"] {
         let refused = load(&versioned(CURRENT, CURRENT_VERSION, version))
             .await?
@@ -146,9 +144,8 @@ async fn an_unserved_minor_version_is_refused_naming_the_served_ones() -> Result
 /// `componentize` (the Go SDK's path) makes a module a component of the version whose
 /// reconciler it exports: a plugin built with a 0.2 Go SDK stays on 0.2 and keeps
 /// loading; one built with the current SDK, or a 0.3.0 one, is 0.3.
-#[tokio::test]
+#[support::test]
 async fn componentize_embeds_the_contract_version_a_module_exports() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     for (wit, version) in [
         (CURRENT, ContractVersion::V0_3),
         (&earlier_patch(), ContractVersion::V0_3),

@@ -58,9 +58,8 @@ async fn host_with_both() -> Result<(tempfile::TempDir, HostProcess)> {
     Ok((dir, host))
 }
 
-#[tokio::test]
+#[support::test]
 async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("contracts").await?;
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let (_dir, host) = host_with_both().await?;
@@ -222,9 +221,8 @@ async fn plugins_of_both_contract_versions_run_in_one_host() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn terminal_errors_are_not_retried_and_preconditions_refuse_a_delete() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("contract-terminal").await?;
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let (_dir, host) = host_with_both().await?;

@@ -138,10 +138,9 @@ fn gap(queries: &[String], series: &BTreeMap<String, BTreeSet<String>>) -> Optio
     None
 }
 
-#[tokio::test]
+#[support::test]
 async fn every_query_of_the_dashboard_and_the_alerts_names_metrics_and_labels_the_host_exports()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let text = std::fs::read_to_string(repo("deploy/grafana/wasm-controller-manager.json"))?;
     let dashboard: Value = serde_json::from_str(&text)?;
     ensure!(dashboard["uid"] == "wasm-controller-manager", "no uid");
@@ -200,7 +199,7 @@ async fn every_query_of_the_dashboard_and_the_alerts_names_metrics_and_labels_th
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn a_query_is_read_into_its_metrics_and_labels() {
     let read = metrics_and_labels(
         "histogram_quantile(0.99, sum by (name, le) (rate(workqueue_queue_duration_seconds_bucket{name=~\"$plugin\"}[5m])))",

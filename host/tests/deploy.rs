@@ -43,10 +43,9 @@ const WAIT: Duration = Duration::from_secs(120);
 /// release, not an expiry.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 
-#[tokio::test]
+#[support::test]
 async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_images()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (plane, client) = plane_with_node().await?;
     earlier_pods_gone(&client).await?;
     install_crd(&client).await?;

@@ -30,9 +30,8 @@ const WAIT: Duration = Duration::from_secs(120);
 /// release, not an expiry.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 
-#[tokio::test]
+#[support::test]
 async fn the_every_replica_component_spreads_the_plugins_over_three_pods() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (plane, client) = plane_with_node().await?;
     install_crd(&client).await?;
     let overlay = tempfile::tempdir()?;

@@ -97,10 +97,9 @@ fn image(d: &Deployment) -> Option<&str> {
     pod.containers.first()?.image.as_deref()
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_webapp_becomes_an_owned_deployment_that_follows_its_spec_and_is_repaired() -> Result<()>
 {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp").await?;
     install_crd(&ns.client()).await?;
@@ -165,9 +164,8 @@ async fn a_webapp_becomes_an_owned_deployment_that_follows_its_spec_and_is_repai
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_second_plugin_applying_an_owned_field_without_force_sees_a_conflict() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-pin").await?;
     install_crd(&ns.client()).await?;
@@ -204,9 +202,8 @@ async fn a_second_plugin_applying_an_owned_field_without_force_sees_a_conflict()
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn deleting_a_webapp_garbage_collects_its_deployment() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-gc").await?;
     install_crd(&ns.client()).await?;
@@ -221,9 +218,8 @@ async fn deleting_a_webapp_garbage_collects_its_deployment() -> Result<()> {
     collected.context("the Deployment outlived its WebApp")
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_invalid_webapp_gets_one_warning_and_a_condition_and_no_retry_loop() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-bad").await?;
     install_crd(&ns.client()).await?;
@@ -279,9 +275,8 @@ async fn an_invalid_webapp_gets_one_warning_and_a_condition_and_no_retry_loop() 
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_host_started_before_the_crd_picks_the_kind_up_once_it_is_installed() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-late").await?;
     remove_crd(&ns.client()).await?;

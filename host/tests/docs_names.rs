@@ -6,6 +6,8 @@
 //! host's source registers; the chart values (`rbac.roles`, `prometheusRule.runbookBaseURL`)
 //! against `values.yaml`.
 
+use crate::support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
@@ -203,7 +205,7 @@ fn read_help(text: &str, flags: &mut BTreeMap<String, Vec<String>>) {
     }
 }
 
-#[test]
+#[support::test(offline)]
 fn every_flag_the_docs_name_is_one_of_the_hosts() -> Result<()> {
     let flags = flags_of_the_host()?;
     let mut missing = Vec::new();
@@ -280,7 +282,7 @@ fn metric_names_in_the_source() -> Result<BTreeSet<String>> {
         .collect())
 }
 
-#[test]
+#[support::test(offline)]
 fn every_metric_the_docs_name_is_one_the_host_registers() -> Result<()> {
     let names = metric_names_in_the_source()?;
     let registered = |metric: &str| {
@@ -314,7 +316,7 @@ fn every_metric_the_docs_name_is_one_the_host_registers() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn every_log_line_the_docs_quote_is_one_the_host_writes() -> Result<()> {
     let literals = literals_of_the_source()?.join("\n");
     let mut missing = Vec::new();
@@ -346,7 +348,7 @@ fn every_log_line_the_docs_quote_is_one_the_host_writes() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn every_chart_value_the_docs_name_is_in_values_yaml() -> Result<()> {
     let values: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(repo(
         "charts/wasm-controller-manager/values.yaml",

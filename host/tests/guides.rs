@@ -77,9 +77,8 @@ fn reader_env(plane: &ControlPlane, plugins: &Path) -> Result<Vec<(String, Strin
     ])
 }
 
-#[tokio::test]
+#[support::test]
 async fn every_guide_followed_literally_ends_with_its_plugin_acting_in_the_cluster() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     // A fresh cluster of the test's own: nothing in it the guides do not create.
     let state = tempfile::tempdir()?;
     let plane = PrivateControlPlane::start(&state.path().join("cluster"))?;
@@ -120,9 +119,8 @@ async fn follow_guides(env: &[(String, String)], work: &Path, host: &HostProcess
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn guide_blocks_are_read_in_order_and_other_blocks_are_not() {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let markdown = "text\n```sh guide\na\nb\n```\n```sh\nnot a step\n```\n```sh guide\nc\n```\n";
     assert_eq!(blocks(markdown, "sh guide"), ["a\nb\n", "c\n"]);
 }

@@ -6,6 +6,8 @@
 //! the import) reached by the real pod-counter plugin, and a backend's own
 //! `HostFault` answer to a write. Offline: the backend is this file's.
 
+use crate::support;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -126,9 +128,8 @@ fn access(broken: bool, metrics: &Arc<Metrics>) -> Arc<ClusterAccess> {
     ))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_panic_in_the_host_traps_the_plugins_call_and_is_not_held_against_it() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let metrics = Arc::new(Metrics::new());
     let runtime =
         Arc::new(Runtime::new(Limits::default(), None).map_err(|e| anyhow::anyhow!("{e}"))?);
@@ -160,9 +161,8 @@ async fn a_panic_in_the_host_traps_the_plugins_call_and_is_not_held_against_it()
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_backends_host_fault_traps_instead_of_answering_the_plugin() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let metrics = Arc::new(Metrics::new());
     let mut state = HostState::for_reconcile(access(false, &metrics), "key".into(), 64 << 20);
     let node = ObjectRef {

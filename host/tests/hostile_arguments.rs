@@ -56,9 +56,8 @@ fn reset_peak(pid: u32) -> Result<usize> {
     Ok(resources(pid)?.peak_rss_kib)
 }
 
-#[tokio::test]
+#[support::test]
 async fn huge_arguments_are_refused_before_they_cost_the_host_more_than_their_size() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hostile-args").await?;
     let dir = plugin_in(&ns)?;
     // Room in the guest for the arguments it builds.
@@ -115,9 +114,8 @@ async fn one_call(api: &Api<ConfigMap>, host: &HostProcess, call: &str) -> Resul
 /// Objects in the cache the hostile plugin counts over.
 const CACHED: usize = 10_000;
 
-#[tokio::test]
+#[support::test]
 async fn the_costliest_selector_over_a_large_cache_holds_up_no_one() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("selector-cpu").await?;
     let client = ns.client();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());

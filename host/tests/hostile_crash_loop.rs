@@ -26,9 +26,8 @@ async fn handled(api: &Api<ConfigMap>, name: &str) -> Option<String> {
         .cloned()
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_whose_every_reconcile_traps_is_crash_looping_until_one_succeeds() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("crashloop").await?;
     let dir = plugins_dir(&[("misbehaving.wasm", plugin_bytes("misbehaving"))])?;
     let host = HostProcess::start(dir.path(), &[])?;

@@ -22,9 +22,8 @@ const POD_COUNTER_PACE: Duration = Duration::from_secs(10);
 /// How long `/healthz` may take to answer while the loops spin.
 const HEALTHZ_PACE: Duration = Duration::from_secs(1);
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_looping_on_four_keys_never_costs_the_leader_its_lease() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let mut scene = Scene::new("le-loop").await?;
     std::fs::write(
         scene.dir.path().join("misbehaving.wasm"),

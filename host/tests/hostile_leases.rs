@@ -37,10 +37,9 @@ fn label_mirror() -> Result<tempfile::TempDir> {
     support::plugins_dir(&[("label-mirror.wasm", support::plugin_bytes("label-mirror"))])
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_decoy_lease_holds_a_plugin_for_a_lease_duration_at_most_and_a_misnamed_one_not_at_all()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("decoy-leases").await?;
     let group = ns.name().to_string();
     // Created ahead, under the plugin's own name: expires as the group judges it.
@@ -75,10 +74,9 @@ async fn a_decoy_lease_holds_a_plugin_for_a_lease_duration_at_most_and_a_misname
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_replicas_lease_created_ahead_with_a_duration_of_years_holds_it_a_lease_duration()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("decoy-lease").await?;
     decoy(&ns, ns.name(), None).await?;
     let dir = label_mirror()?;

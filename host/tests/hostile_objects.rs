@@ -39,9 +39,8 @@ async fn create_raw(client: &Client, path: &str, body: &Value) -> Result<()> {
         .context(format!("POST {path}"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_wasm_plugin_the_host_cannot_decode_costs_only_itself() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-deep").await?;
     let repo = push_label_mirror(&registry)?;
     let image = format!("{repo}:v1");
@@ -184,10 +183,9 @@ fn blob_crd() -> Result<
                     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}}))?)
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_custom_resource_too_deep_to_decode_leaves_its_kind_served() -> Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = wcm_control_plane::ControlPlane::shared()?;
     let admin = plane.admin_client().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());

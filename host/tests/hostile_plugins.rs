@@ -66,9 +66,8 @@ async fn label_on(
     )
 }
 
-#[tokio::test]
+#[support::test]
 async fn one_host_survives_every_misbehaviour_and_pod_counter_keeps_its_pace() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hostile").await?;
     let client = ns.client();
     let dir = plugins_dir(&[

@@ -26,9 +26,8 @@ async fn row_in(host: &HostProcess, file: &str, state: State) -> Result<PluginSt
     host.row_in(file, state, WAIT).await
 }
 
-#[tokio::test]
+#[support::test]
 async fn registrations_a_host_cannot_serve_are_refused_with_the_reason() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = plugins_dir(&[
         ("resync-1ms.wasm", plugin_bytes("hostile-resync-1ms")),
         ("resync-max.wasm", plugin_bytes("hostile-resync-max")),
@@ -123,9 +122,8 @@ async fn revoke(client: &Client, name: &str) {
         .await;
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("no-list").await?;
     let admin = ns.client();
     let user = format!("wcm-limited-{}", ns.name());
@@ -186,9 +184,8 @@ async fn a_kind_the_host_may_not_list_degrades_the_plugin_until_granted() -> Res
     recovered
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_that_multiplies_the_hosts_caches_is_stopped_at_its_bound() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("many-informers").await?;
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(ns.client(), ns.name());
@@ -237,9 +234,8 @@ async fn a_plugin_that_multiplies_the_hosts_caches_is_stopped_at_its_bound() -> 
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn plugin_names_and_values_never_break_or_forge_the_exposition() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hostile-metrics").await?;
     let bytes = plugin_bytes("hostile-metrics");
     let settings = |metric: &str| format!(r#"{{"metric": "{metric}"}}"#).into_bytes();

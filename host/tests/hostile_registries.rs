@@ -74,9 +74,8 @@ fn pull(reference: &str, behaviour: &str, extra: &[&str], out: &Path) -> Result<
     })
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_pull_from_a_hostile_registry_stops_at_each_bound_and_repeats_nothing() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = HostileRegistry::start().await?;
     let dir = tempfile::tempdir()?;
     let cases: [(&str, &[&str], &str); 8] = [
@@ -163,9 +162,8 @@ async fn a_pull_from_a_hostile_registry_stops_at_each_bound_and_repeats_nothing(
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_wasm_plugin_naming_a_hostile_registry_costs_only_itself() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-hostile").await?;
     let hostile = HostileRegistry::start().await?;
     let repo = push_label_mirror(&registry)?;

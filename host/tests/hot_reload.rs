@@ -40,9 +40,8 @@ async fn count_label_is(client: &Client, node: &str, expected: fn(usize) -> Stri
     found.with_context(|| format!("count label stuck at {label:?}"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_dropped_in_plugin_runs_and_a_new_version_takes_over() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("hot").await?;
     let (client, n) = (ns.client(), ns.name());
     let node = format!("{n}-cp");
@@ -101,9 +100,8 @@ fn other_major_component() -> Vec<u8> {
     .expect("valid component text")
 }
 
-#[tokio::test]
+#[support::test]
 async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("badupload").await?;
     let (client, n) = (ns.client(), ns.name());
     let good = plugin_bytes("label-mirror");
@@ -191,9 +189,8 @@ async fn mirrored(client: &Client, ns: &str, value: &str) -> Result<()> {
     found.with_context(|| format!("probe never mirrored {value:?}"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_file_copied_in_slowly_is_loaded_once_after_the_last_chunk() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("slowcopy").await?;
     let dir = plugins_dir(&[])?;
     let host = HostProcess::start(dir.path(), &[])?;
@@ -225,9 +222,8 @@ async fn a_file_copied_in_slowly_is_loaded_once_after_the_last_chunk() -> Result
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_removed_mid_reconcile_finishes_that_call_and_runs_no_more() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("removal").await?;
     let (client, n) = (ns.client(), ns.name());
     let dir = plugins_dir(&[("misbehaving.wasm", plugin_bytes("misbehaving"))])?;
@@ -269,9 +265,8 @@ async fn a_plugin_removed_mid_reconcile_finishes_that_call_and_runs_no_more() ->
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("compilecache").await?;
     let cache = tempfile::tempdir()?;
     let cache_flag = cache.path().to_str().context("utf-8 path")?;
@@ -331,9 +326,8 @@ async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> 
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_hundred_upgrade_and_remove_cycles_leave_no_resources_behind() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("cycles").await?;
     let dir = plugins_dir(&[])?;
     // Instances come from the pooling allocator by default, whose fixed set of slots
@@ -395,9 +389,8 @@ async fn logged(host: &HostProcess, what: &str, times: usize) -> Result<()> {
     done.with_context(|| format!("{what} #{times} never logged; errors: {errors:#?}"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_sigterm_while_the_first_plugins_load_stops_the_host_cleanly() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("earlyterm").await?;
     let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
     // No compile cache: the first load compiles for about a second.
@@ -416,9 +409,8 @@ async fn a_sigterm_while_the_first_plugins_load_stops_the_host_cleanly() -> Resu
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_slow_plugin_holds_up_neither_the_others_nor_a_sigterm() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("slowload").await?;
     // The Python plugin (CPython inside, 18 MB) compiles for many seconds without
     // the cache; its file sorts before pod-counter's.

@@ -21,9 +21,8 @@ use wcm_host::status::State;
 const COUNT: &str = "pod-counter.example.com/count";
 const WAIT: Duration = Duration::from_secs(60);
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_acts_as_its_file_name_whatever_it_registers_as() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("identity").await?;
     let prefix = format!("{}-", ns.name());

@@ -82,9 +82,8 @@ fn containerfile_declarations() -> Result<Vec<(String, String)>> {
         .collect())
 }
 
-#[test]
+#[support::test]
 fn the_image_declares_what_the_containerfile_declares_and_holds_nothing_else() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let archive = dir.path().join("host.tar");
     build_image(&archive)?;
@@ -142,9 +141,8 @@ fn the_image_declares_what_the_containerfile_declares_and_holds_nothing_else() -
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn the_image_runs_on_the_node_as_a_restricted_non_root_pod() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     plane
         .node()

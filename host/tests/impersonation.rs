@@ -42,9 +42,8 @@ const EXAMPLES: [&str; 4] = [
     "data-hash",
 ];
 
-#[tokio::test]
+#[support::test]
 async fn example_plugins_act_as_their_service_accounts_and_rbac_decides() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("imp").await?;
     install_crd(&ns.client()).await?;

@@ -7,6 +7,8 @@
 //! and the same limiter bounds its instances); one with more memories than a component
 //! may define is refused at load with either allocator, saying why. Offline.
 
+use crate::support;
+
 use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
@@ -232,9 +234,8 @@ async fn load_and_register(runtime: &Arc<Runtime>, bytes: Vec<u8>) -> Option<Str
     }
 }
 
-#[tokio::test]
+#[support::test]
 async fn memories_and_tables_of_an_instance_are_bounded_together() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     // Four memories of 60 MiB, each under the 64 MiB limit on its own.
     let file = PluginFile {
         hash: "hog".into(),
@@ -267,9 +268,8 @@ async fn memories_and_tables_of_an_instance_are_bounded_together() -> Result<()>
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_component_with_more_memories_than_a_plugin_may_define_is_refused() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let bounds =
         "a plugin's component may create at most 32 core instances, 4 memories and 8 tables";
     for pooling in [true, false] {

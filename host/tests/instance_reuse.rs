@@ -105,10 +105,9 @@ async fn reused_at_most(
 /// often than the plugin's own writes (a written copy and its watch event both wake
 /// it, and a read of the older copy loses an entry), so the checks are on the bounds
 /// each history keeps, not on one exact sequence.
-#[tokio::test]
+#[support::test]
 async fn instances_are_reused_only_as_the_operator_allows_and_replaced_when_they_fail_or_grow()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("instance-reuse").await?;
 
     let (fresh, mut host) = history(&ns, "fresh", json!({}), &[]).await?;

@@ -57,6 +57,7 @@ mod record_replay;
 mod registry;
 mod restarts;
 mod shared_informers;
+mod test_attributes;
 mod testkit;
 mod testkit_faults;
 mod testkit_steps;

@@ -1,5 +1,7 @@
 //! Leader election against the real API server: candidates racing for one Lease.
 
+use crate::support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,9 +44,8 @@ async fn campaign(mut elector: Elector, barrier: Arc<Barrier>) -> Result<Attempt
     anyhow::bail!("{} never saw the lease expire", elector.identity())
 }
 
-#[tokio::test]
+#[support::test]
 async fn two_candidates_racing_for_an_expired_lease_elect_exactly_one() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("election").await?;
     let rounds = (0..ROUNDS).map(|round| {
         let (client, ns) = (ns.client(), ns.name().to_string());
@@ -122,9 +123,8 @@ async fn wait_until(leading: &mut tokio::sync::watch::Receiver<bool>, value: boo
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("overwrite").await?;
     let config = short(ns.name(), "overwritten", "leader");
     let (mut campaign, metrics) = start_campaign(ns.client(), config);
@@ -161,9 +161,8 @@ async fn a_leader_whose_lease_is_overwritten_stops_at_its_next_renewal() -> Resu
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_released_lease_is_taken_over_well_before_it_would_expire() -> Result<()> {
-    let _turn = crate::support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("handoff").await?;
     let first = short(ns.name(), "handoff", "first");
     let second = short(ns.name(), "handoff", "second");

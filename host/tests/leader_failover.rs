@@ -29,9 +29,8 @@ use wcm_host::leader::JITTER_FACTOR;
 /// One scenario at a time: pod-counter counts and labels cluster-wide.
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-#[tokio::test]
+#[support::test]
 async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-only").await?;
     let (mut a, b) = scene.leader_and_standby().await?;
@@ -99,9 +98,8 @@ async fn only_the_leader_reconciles_and_writes_and_an_overwritten_leader_exits()
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_killed_leader_is_replaced_within_the_lease_duration_and_two_retries() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-kill").await?;
     let (mut a, b) = scene.leader_and_standby().await?;
@@ -126,10 +124,9 @@ async fn a_killed_leader_is_replaced_within_the_lease_duration_and_two_retries()
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_terminated_leader_releases_and_the_standby_takes_over_within_two_retries() -> Result<()>
 {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-term").await?;
     let (mut a, b) = scene.leader_and_standby().await?;
@@ -160,9 +157,8 @@ async fn a_terminated_leader_releases_and_the_standby_takes_over_within_two_retr
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_partitioned_leader_stops_writing_before_another_replica_acquires() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("le-cut").await?;
     let cp = ControlPlane::shared()?;
@@ -240,9 +236,8 @@ async fn a_partitioned_leader_stops_writing_before_another_replica_acquires() ->
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn election_settings_that_could_let_two_replicas_act_are_refused_at_start() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let cp = ControlPlane::shared()?;
     let dir = plugins_dir(&[])?;
     let flags = [
@@ -266,10 +261,9 @@ async fn election_settings_that_could_let_two_replicas_act_are_refused_at_start(
 
 /// Failover times, kill and graceful, with the short and the default timings; medians
 /// of five runs each. About three minutes: run with `make measure-failover`.
-#[tokio::test]
+#[support::test]
 #[ignore = "a measurement; run with `make measure-failover`"]
 async fn measure_failover_times() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     for (name, timings) in [("short", SHORT), ("default", DEFAULT)] {
         let mut killed = Vec::new();

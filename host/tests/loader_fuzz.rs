@@ -3,6 +3,8 @@
 //! Whatever it is fed, it answers with a named error (or a loaded plugin whose
 //! `register` ends in one), never a panic. No cluster is needed.
 
+use crate::support;
+
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::Unstructured;
@@ -79,31 +81,28 @@ fn component_around(module: &[u8]) -> Vec<u8> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    #[test]
+    #[support::test]
     fn random_bytes_get_a_named_error(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
-        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let error = load(bytes).expect("random bytes never load");
         prop_assert!(!error.is_empty());
     }
 
-    #[test]
+    #[support::test]
     fn random_bytes_after_a_component_header_get_a_named_error(
         body in proptest::collection::vec(any::<u8>(), 0..4096)
     ) {
-        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let mut bytes = b"\0asm\x0d\0\x01\0".to_vec();
         bytes.extend(body);
         let error = load(bytes).expect("a header and noise never load");
         prop_assert!(!error.is_empty());
     }
 
-    #[test]
+    #[support::test]
     fn a_real_plugin_with_bytes_flipped_cut_or_spliced_never_panics(
         flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
         cut in any::<prop::sample::Index>(),
         splice in any::<bool>(),
     ) {
-        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let mut bytes = real_plugin().to_vec();
         for (at, value) in flips {
             let i = at.index(bytes.len());
@@ -121,11 +120,10 @@ proptest! {
         }
     }
 
-    #[test]
+    #[support::test]
     fn components_around_random_modules_are_refused_by_name(
         seed in proptest::collection::vec(any::<u8>(), 64..2048)
     ) {
-        let _turn = crate::support::turns::one_file_at_a_time(module_path!());
         let mut u = Unstructured::new(&seed);
         let Ok(module) = wasm_smith::Module::new(wasm_smith::Config::default(), &mut u) else {
             return Ok(());

@@ -33,9 +33,8 @@ const EXAMPLES: [(&str, State); 5] = [
     ("deployment-reconcile.wasm", State::Waiting),
 ];
 
-#[tokio::test]
+#[support::test]
 async fn make_run_on_a_configured_fresh_cluster_grants_the_examples_and_they_work() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let state = tempfile::tempdir()?;
     let plane = PrivateControlPlane::start(&state.path().join("cluster"))?;
     let mut command = Command::new("bash");

@@ -87,9 +87,8 @@ fn web_pod(name: &str, image: &str, with_secret: bool) -> Result<Pod> {
     }))?)
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_image_pushed_to_the_local_registry_runs_on_the_node() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     plane
         .node()

@@ -31,9 +31,8 @@ async fn phase_label(pods: &Api<Pod>, name: &str) -> Option<String> {
     pod.metadata.labels?.get(PHASE).cloned()
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_python_controller_labels_pods_with_their_phase_and_records_events() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("python").await?;
     let pods: Api<Pod> = Api::namespaced(ns.client(), ns.name());
     let pod: Pod = serde_json::from_value(json!({
@@ -93,9 +92,8 @@ async fn data_hash_label(config_maps: &Api<ConfigMap>, name: &str) -> Option<Str
     cm.metadata.labels?.get("example.com/data-hash").cloned()
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_javascript_controller_labels_config_maps_with_a_hash_of_their_data() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("javascript").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let cm: ConfigMap = serde_json::from_value(json!({
@@ -151,9 +149,8 @@ async fn template_hash(deployments: &Api<Deployment>, name: &str) -> Option<Stri
     template.get("example.com/config-hash").cloned()
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_go_controller_rolls_a_deployment_when_its_config_map_changes() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("go").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     let cm: ConfigMap = serde_json::from_value(json!({
@@ -234,9 +231,8 @@ fn logged_duration(text: &str) -> Result<Duration> {
 /// components (both over 4 MiB) take turns, while pod-counter (under 1 MiB) compiles
 /// at once beside them. Loaded together with no compile cache, one of the two large
 /// ones waits about as long as the other compiles, and pod-counter does not wait.
-#[tokio::test]
+#[support::test]
 async fn large_plugins_compile_one_at_a_time_and_small_ones_do_not_wait() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = plugins_dir(&[
         ("phase-labeller.wasm", plugin_bytes("phase-labeller")),
         ("data-hash.wasm", plugin_bytes("data-hash")),
@@ -267,9 +263,8 @@ async fn large_plugins_compile_one_at_a_time_and_small_ones_do_not_wait() -> Res
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn componentize_refuses_a_module_that_is_no_plugin_with_the_reason() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     // A core module that exports nothing of the contract.
     let module = dir.path().join("empty.wasm");

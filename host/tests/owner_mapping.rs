@@ -19,9 +19,8 @@ use wcm_control_plane::TestNamespace;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-#[tokio::test]
+#[support::test]
 async fn changes_of_owned_pods_wake_their_controller_owner() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("owners").await?;
     let (client, n) = (ns.client(), ns.name());
     let owner = [("wcm.test/owner", "")];

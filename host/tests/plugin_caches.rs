@@ -115,9 +115,8 @@ async fn labelled(ns: &TestNamespace, name: &str, (key, value): (&str, &str)) ->
     done.with_context(|| format!("{name} never got {key}={value}"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("plugin-caches").await?;
     let dir = two_plugins(ns.name())?;
     let mut hosts = BTreeMap::new();

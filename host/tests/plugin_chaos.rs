@@ -19,10 +19,9 @@ use crate::support::per_plugin::{converged, scene, spread_over, taken_over};
 use crate::support::plugin_workload::SMALL;
 use crate::support::{self, HostProcess};
 
-#[tokio::test]
+#[support::test]
 async fn replicas_killed_at_random_under_churn_leave_no_plugin_behind_and_none_run_twice()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let seconds = std::env::var("WCM_CHAOS_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok());

@@ -14,9 +14,8 @@ use wcm_host::status::State;
 
 const WAIT: Duration = Duration::from_secs(90);
 
-#[tokio::test]
+#[support::test]
 async fn copies_of_one_component_run_under_their_own_names_and_share_its_code() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let bytes = plugin_bytes("pod-counter");
     let dir = plugins_dir(&[("counter-a.wasm", bytes.clone()), ("counter-b.wasm", bytes)])?;
     let host = HostProcess::start(dir.path(), &[])?;

@@ -62,9 +62,8 @@ async fn acting_alone(lease: &str, holder: &str, hosts: &[(&str, &HostProcess)])
     }
 }
 
-#[tokio::test]
+#[support::test]
 async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_share() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (ns, client, name, dir) = scene("plugin-leases").await?;
     let mut a = per_plugin_replica(&ns, dir.path(), "replica-a")?;
     let b = per_plugin_replica(&ns, dir.path(), "replica-b")?;
@@ -111,9 +110,8 @@ async fn nine_plugins_spread_over_three_replicas_and_a_killed_one_loses_its_shar
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_scale_up_from_one_to_three_replicas_hands_plugins_over_by_release() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (ns, client, name, dir) = scene("plugin-scale-up").await?;
     let first = per_plugin_replica_with(HANDOVER, &ns, dir.path(), "scale-1")?;
     spread_within(&client, &name, &["scale-1"], 0).await?;
@@ -194,9 +192,8 @@ async fn ready(host: &HostProcess) -> Result<()> {
     ready.context("the new replica never became ready")
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plugin() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (ns, client, name, dir) = scene("plugin-rollout").await?;
     let mut replicas: Vec<(String, HostProcess)> = Vec::new();
     for identity in ["rollout-a", "rollout-b", "rollout-c"] {
@@ -268,9 +265,8 @@ async fn a_rolling_restart_under_churn_never_has_two_replicas_write_for_one_plug
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn the_every_replica_component_runs_three_replicas_with_a_lease_per_plugin() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     // An overlay of `deploy/host` with the component, as an operator writes one.
     let repo = support::docs::repo("");
     let overlay = tempfile::tempdir_in(repo.join("target"))?;

@@ -68,10 +68,9 @@ async fn seen(client: &Client, conf: &ConfigMap) -> Result<()> {
     found.with_context(|| format!("watch-options never saw {:?}", conf.metadata.namespace))
 }
 
-#[tokio::test]
+#[support::test]
 async fn settings_decide_the_registration_reload_on_change_and_bad_ones_are_refused() -> Result<()>
 {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let client = ControlPlane::shared()?.admin_client().await?;
     let (b, c) = ("wcm-watch-b", "wcm-watch-c");
     for ns in [b, c] {
@@ -117,9 +116,8 @@ async fn settings_decide_the_registration_reload_on_change_and_bad_ones_are_refu
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn only_bounded_regular_files_inside_the_plugins_directory_are_read() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let outside = tempfile::tempdir()?;
     let secret = outside.path().join("kubeconfig");
     std::fs::write(&secret, "token: hunter2\n")?;

@@ -41,9 +41,8 @@ async fn event(ns: &TestNamespace, uid: &str, reason: &str) -> Result<Event> {
     found.with_context(|| format!("no {reason} Event about the host's Pod"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugins_turn_for_the_worse_and_its_recovery_are_events_on_the_hosts_pod() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("state-events").await?;
     // The host's Pod, as the object its Events are about: the host runs beside the
     // cluster here, so its Pod is one no node takes (its node selector matches none).

@@ -60,9 +60,8 @@ async fn each_pod_counted_once(client: &Client, pods: &[(String, String)]) -> Re
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn counts_pods_into_the_control_plane_label_once_per_pod_across_a_restart() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let namespaces = [
         TestNamespace::create("pc-a").await?,
         TestNamespace::create("pc-b").await?,

@@ -53,9 +53,8 @@ async fn release(client: &Client, name: &str) {
         .await;
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_pod_whose_event_is_refused_does_not_hold_up_the_others() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("ending").await?;
     let client = ns.client();
     let ending = format!("a-{}", ns.name());

@@ -14,9 +14,8 @@ use wcm_control_plane::TestNamespace;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-#[tokio::test]
+#[support::test]
 async fn readiness_follows_the_first_loads_and_json_logs_are_json() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _ns = TestNamespace::create("probes").await?;
     // A Python plugin compiles for seconds without the cache: long enough to see the
     // host not ready yet.

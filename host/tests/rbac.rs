@@ -25,9 +25,8 @@ use wcm_host::status::State;
 const WAIT: Duration = Duration::from_secs(60);
 const EXPECTED: &str = include_str!("../../deploy/rbac.yaml");
 
-#[test]
+#[support::test]
 fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let files: Vec<PathBuf> = EXAMPLES.iter().map(|p| plugin_file(p)).collect();
     let out = rbac(&files)?;
     ensure!(
@@ -45,9 +44,8 @@ fn the_examples_rbac_is_the_reviewed_file() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn the_api_server_accepts_the_output_for_any_namespace() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("rbac").await?;
     let mut args = vec![PathBuf::from("--namespace"), PathBuf::from(ns.name())];
@@ -66,9 +64,8 @@ async fn the_api_server_accepts_the_output_for_any_namespace() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let bad = dir.path().join("broken.wasm");
     std::fs::write(&bad, b"not wasm")?;
@@ -84,9 +81,8 @@ fn a_file_that_is_no_plugin_is_refused_by_name() -> Result<()> {
 
 /// `rbac`'s `--username` is one registry's: WasmPlugins naming two registries are
 /// refused, naming both, before any password is read or sent.
-#[test]
+#[support::test]
 fn one_user_for_two_registries_is_refused_naming_them() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins.yaml");
     let plugin = |name: &str, image: &str| {
@@ -124,9 +120,8 @@ fn one_user_for_two_registries_is_refused_naming_them() -> Result<()> {
 /// removing one's RBAC (by its label) makes it `forbidden` and leaves the other
 /// working. (The host's rights were once one role for all plugins, so granting the
 /// second took them from the first.)
-#[tokio::test]
+#[support::test]
 async fn granting_or_removing_one_plugins_rbac_leaves_the_others() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("rbac-two").await?;
     let host = format!("{}-host", ns.name());

@@ -52,9 +52,8 @@ async fn secret_label(client: &Client, ns: &str, name: &str, key: &str) -> Optio
         .cloned()
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_is_served_only_the_kinds_its_service_account_may_list() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("reads").await?;
     let prefix = format!("{}-", ns.name());
@@ -170,9 +169,8 @@ async fn fresh_namespace(client: &Client, name: &str) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_granted_one_namespace_cannot_write_in_another() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("one-ns").await?;
     let client = ns.client();
@@ -220,9 +218,8 @@ async fn one_namespace_scenario(client: &Client, home: &str, prefix: &str) -> Re
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_upgrade_that_needs_a_new_right_waits_for_it_while_the_old_version_runs() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let plane = ControlPlane::shared()?;
     let ns = TestNamespace::create("upgrade-rights").await?;
     let prefix = format!("{}-", ns.name());
@@ -341,9 +338,8 @@ where
     result
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_change_of_rights_is_seen_at_once_and_a_recovered_plugin_acts_at_once() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     with_pod_counter_rbac("rights-change", rights_change_scenario).await
 }
 
@@ -376,9 +372,8 @@ async fn rights_change_scenario(ns: TestNamespace, prefix: String) -> Result<()>
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_plugin_served_a_kind_again_reconciles_what_changed_while_it_was_not() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     with_pod_counter_rbac("rights-missed", missed_while_forbidden_scenario).await
 }
 

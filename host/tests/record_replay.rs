@@ -53,9 +53,8 @@ fn replay(settings: &Path, dir: &Path) -> Result<(bool, String, String)> {
     Ok((out.status.success(), text(&out.stdout), text(&out.stderr)))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_recorded_plugin_replays_offline_as_it_ran_its_secrets_redacted() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("record").await?;
     let registry = TestNamespace::create("record-registry").await?;
     install_crd(&ns.client()).await?;

@@ -83,9 +83,8 @@ fn pull(registry: &LocalRegistry, reference: &str, out: &Path, extra: &[&str]) -
     )
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_pushed_plugin_comes_back_the_same_by_tag_and_by_digest() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     let file = support::plugin_file("pod-counter");
     let tagged = format!("{}:v1", repository(&registry, "pod-counter"));
@@ -149,9 +148,8 @@ fn credential_helper(dir: &Path, name: &str, registry: &LocalRegistry) -> Result
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn credential_helpers_are_run_as_docker_runs_them() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     let file = support::plugin_file("pod-counter");
     let tagged = format!("{}:v1", repository(&registry, "helper"));
@@ -197,9 +195,8 @@ async fn credential_helpers_are_run_as_docker_runs_them() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn credentials_come_from_the_docker_config_and_a_wrong_one_is_refused() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     let file = support::plugin_file("pod-counter");
     let file = file.to_str().context("path")?;
@@ -296,9 +293,8 @@ async fn push_raw(
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn the_older_layer_type_is_read_and_what_is_not_a_plugin_is_refused() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     let component = std::fs::read(support::plugin_file("pod-counter"))?;
     let repo = repository(&registry, "layouts");
@@ -359,13 +355,12 @@ async fn the_older_layer_type_is_read_and_what_is_not_a_plugin_is_refused() -> R
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secret() -> Result<()> {
     use k8s_openapi::api::core::v1::Secret;
     use wcm_host::registry::{PulledPlugins, Registry};
     use wcm_host::wasmplugin::pull_auth;
 
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     let ns = wcm_control_plane::TestNamespace::create("pull-secret").await?;
     let secrets: kube::Api<Secret> = kube::Api::namespaced(ns.client(), ns.name());
@@ -432,10 +427,9 @@ async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secr
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_blob_that_does_not_match_its_manifest_is_refused_and_a_larger_one_cut_off() -> Result<()>
 {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = registry()?;
     // A blob of this test's own: its storage is about to go bad.
     let note = format!("tampered-{}", fastrand::u64(..));

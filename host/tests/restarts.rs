@@ -27,9 +27,8 @@ async fn mirrored(client: &Client, ns: &str, name: &str, value: &str) -> Result<
     found.with_context(|| format!("{ns}/{name}: mirrored label is {last:?}, wanted {value:?}"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn labels_changed_while_the_host_is_stopped_end_right_after_restart() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("stopped").await?;
     let (client, n) = (ns.client(), ns.name());
     let dir = plugins_dir(&[("label-mirror.wasm", plugin_bytes("label-mirror"))])?;
@@ -61,10 +60,9 @@ async fn labels_changed_while_the_host_is_stopped_end_right_after_restart() -> R
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_apiserver_restart_expires_the_watch_and_the_host_relists_without_losing_updates()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let state = tempfile::tempdir()?;
     let plane = PrivateControlPlane::start(&state.path().join("cluster"))?;
     let client = plane.admin_client().await?;

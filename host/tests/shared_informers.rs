@@ -13,9 +13,8 @@ use wcm_control_plane::TestNamespace;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-#[tokio::test]
+#[support::test]
 async fn two_plugins_watching_pods_share_one_watch_and_deletions_are_delivered() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let ns = TestNamespace::create("shared").await?;
     let client = ns.client();
     let dir = plugins_dir(&[

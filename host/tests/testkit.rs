@@ -86,9 +86,8 @@ const SETTINGS: [(&str, &str); 1] = [(
     "plugins/deployment-reconcile/testdata/settings.yaml",
 )];
 
-#[test]
+#[support::test]
 fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     for (plugin, fixtures, expected) in REVIEWED {
         let mut args = vec![plugin_file(plugin)];
         args.extend(fixtures.iter().map(|f| repo(f)));
@@ -111,9 +110,8 @@ fn every_plugin_does_what_its_reviewed_report_says() -> Result<()> {
 /// project (here pod-counter's file and `testdata/`, which holds the expected report
 /// beside the fixtures, as `new` writes it): they pass, and `--update` rewrites the
 /// same report.
-#[test]
+#[support::test]
 fn the_documented_commands_work_as_written() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let steps = guide_steps("docs/testing-a-plugin.md");
     ensure!(steps.len() == 1, "{steps:?}");
     let project = tempfile::tempdir()?;
@@ -143,9 +141,8 @@ fn the_documented_commands_work_as_written() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_changed_expectation_fails_with_a_diff_of_the_changed_lines() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let expected = std::fs::read_to_string(repo("plugins/pod-counter/testdata/expected.yaml"))?;
     let changed = expected.replace("count: \"3\"", "count: \"4\"");
     ensure!(changed != expected, "the expected report has no count 3");
@@ -208,9 +205,8 @@ spec:
     spec: {containers: [{name: same, image: nginx:1.27}]}
 "#;
 
-#[test]
+#[support::test]
 fn an_apply_of_a_field_another_manager_set_differently_is_a_conflict_naming_both() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(PINNED)?;
     let out = test_command(&[plugin_file("replica-pinner"), file])?;
     let stdout = text(&out.stdout);
@@ -236,9 +232,8 @@ fn an_apply_of_a_field_another_manager_set_differently_is_a_conflict_naming_both
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn events_about_kinds_not_its_own_are_forbidden_and_floods_are_cut() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("events"))?;
     let out = test_command(&[plugin_file("misbehaving"), file])?;
     let stdout = text(&out.stdout);
@@ -256,9 +251,8 @@ fn events_about_kinds_not_its_own_are_forbidden_and_floods_are_cut() -> Result<(
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_trap_fails_the_run_naming_the_plugin_the_step_and_the_key() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("trap"))?;
     let out = test_command(&[plugin_file("misbehaving"), file])?;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -276,9 +270,8 @@ fn a_trap_fails_the_run_naming_the_plugin_the_step_and_the_key() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_plugin_whose_writes_keep_waking_it_is_stopped_at_the_bound() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("bump"))?;
     let out = test_command(&[
         plugin_file("misbehaving"),
@@ -298,9 +291,8 @@ fn a_plugin_whose_writes_keep_waking_it_is_stopped_at_the_bound() -> Result<()> 
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn bad_fixtures_and_files_that_are_no_plugin_are_refused_by_name() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture("apiVersion: v1\nkind: Pod\nmetadata: {}\n")?;
     let out = test_command(&[plugin_file("pod-counter"), file.clone()])?;
     let stderr = text(&out.stderr);
@@ -340,9 +332,8 @@ fn many_deployments(count: usize) -> String {
 /// A Go plugin's heap grows while the host writes a large answer into it: before the
 /// Go SDK kept Go's collector out of that callback, the instance trapped ("cannot
 /// leave component instance").
-#[test]
+#[support::test]
 fn a_go_plugin_reads_a_list_of_thousands_of_objects() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&many_deployments(3000))?;
     let out = test_command(&[plugin_file("config-reloader"), file])?;
     let stdout = text(&out.stdout);
@@ -371,9 +362,8 @@ fn many_pods(count: usize) -> String {
 /// More uncounted Pods than one batch: pod-counter takes them a batch at a time
 /// (`list-first`, one more than the batch to learn that more remain) and asks to run
 /// again, until every Pod has its one Event and its mark.
-#[test]
+#[support::test]
 fn pod_counter_counts_a_burst_larger_than_a_batch_in_several_reconciles() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&many_pods(120))?;
     let out = test_command(&[plugin_file("pod-counter"), file])?;
     ensure!(out.status.success(), "{}", text(&out.stderr));
@@ -400,10 +390,9 @@ fn pod_counter_counts_a_burst_larger_than_a_batch_in_several_reconciles() -> Res
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn settings_beside_the_plugin_or_given_decide_what_it_registers_and_bad_ones_are_named()
 -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let dir = tempfile::tempdir()?;
     let plugin = dir.path().join("watch-options.wasm");
     std::fs::copy(plugin_file("watch-options"), &plugin)?;

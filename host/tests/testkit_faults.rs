@@ -49,9 +49,8 @@ fn examples() -> Vec<(&'static str, Vec<PathBuf>)> {
     ]
 }
 
-#[test]
+#[support::test]
 fn every_example_plugin_ends_each_run_with_a_fault_as_it_ends_the_run_without() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     for (plugin, fixtures) in examples() {
         let mut args = vec![plugin_file(plugin)];
         args.extend(fixtures);
@@ -206,9 +205,8 @@ const CLASSIC_BUGS: [(&str, &str, &[&str]); 6] = [
     ),
 ];
 
-#[test]
+#[support::test]
 fn each_classic_bug_is_found_by_the_fault_that_shows_it_and_its_fixed_twin_passes() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     // The same bugs in Rust and in Python: the host finds them whatever the language.
     for plugin in ["classic-bugs", "classic-bugs-py"] {
         for (bug, fixed, said) in CLASSIC_BUGS {
@@ -225,7 +223,7 @@ fn each_classic_bug_is_found_by_the_fault_that_shows_it_and_its_fixed_twin_passe
     Ok(())
 }
 
-#[test]
+#[support::test(offline)]
 fn an_unknown_fault_is_refused_naming_the_ones_there_are() -> Result<()> {
     let (_dir, fixtures) = fixture(&parent("app", "check-state", ""))?;
     let args = [

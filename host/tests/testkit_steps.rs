@@ -47,9 +47,8 @@ fn applied<'a>(writes: &'a [Value], object: &str) -> Result<&'a Value> {
     Ok(&found?["applied"])
 }
 
-#[test]
+#[support::test]
 fn a_webapp_followed_step_by_step_does_in_each_step_what_a_user_expects() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let expected = repo("plugins/deployment-reconcile/testdata/steps-expected.yaml");
     let expected = expected.to_str().context("path")?;
     let out = test_command(&webapp_steps(&["--expect", expected]))?;
@@ -102,9 +101,8 @@ fn a_webapp_followed_step_by_step_does_in_each_step_what_a_user_expects() -> Res
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_step_that_cannot_be_made_is_refused_naming_the_file_the_step_and_the_object() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, steps) = fixture(
         "steps:\n- name: scale\n  apply: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}]\n\
          - name: the Secret goes\n  delete:\n  - {apiVersion: v1, kind: Secret, \

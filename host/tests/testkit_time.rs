@@ -45,9 +45,8 @@ fn reconciles(report: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
-#[test]
+#[support::test]
 fn a_requeue_after_runs_again_on_the_virtual_clock_until_the_time_is_up() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let args = vec![
         plugin_file("deployment-reconcile"),
         repo("plugins/deployment-reconcile/webapp-crd.yaml"),
@@ -79,9 +78,8 @@ fn a_requeue_after_runs_again_on_the_virtual_clock_until_the_time_is_up() -> Res
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_failed_reconcile_is_retried_with_the_hosts_backoff() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("trap"))?;
     let Run {
         passed,
@@ -112,9 +110,8 @@ fn a_failed_reconcile_is_retried_with_the_hosts_backoff() -> Result<()> {
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_key_that_requeues_itself_at_once_forever_is_reported_not_looped() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (_dir, file) = fixture(&misbehaving("requeue"))?;
     let Run {
         passed,
@@ -136,9 +133,8 @@ fn a_key_that_requeues_itself_at_once_forever_is_reported_not_looped() -> Result
     Ok(())
 }
 
-#[test]
+#[support::test]
 fn a_resync_queues_every_watched_object_again_each_period() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     // key-recorder resyncs every second and records `Seen` about each Pod it gets.
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\n";
     let (_dir, file) = fixture(pod)?;

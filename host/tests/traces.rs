@@ -33,9 +33,8 @@ fn reconcile_with_a_write(spans: &[Span]) -> Option<(Span, Vec<Span>)> {
         })
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_reconcile_is_a_span_with_a_child_per_host_call() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let collector = Collector::start()?;
     let dir = plugins_dir(&[("pod-counter.wasm", plugin_bytes("pod-counter"))])?;
     let flags = [

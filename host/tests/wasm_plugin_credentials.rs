@@ -41,9 +41,8 @@ fn unauthorized(s: &WasmPluginStatus) -> bool {
     has(s, "Pulled", "False", "Unauthorized")
 }
 
-#[tokio::test]
+#[support::test]
 async fn each_wasm_plugin_pulls_with_its_own_pull_secret_as_it_is_now() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-creds").await?;
     let repo = repository(&registry, "label-mirror");
     let bytes = std::fs::read(support::plugin_file("label-mirror"))?;

@@ -17,9 +17,8 @@ use crate::support::wasm_plugins::{
 };
 use crate::support::{self, eventually};
 
-#[tokio::test]
+#[support::test]
 async fn every_replica_pulls_and_the_plugins_holder_runs_it_and_reports() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-per-plugin").await?;
     let repo = repository(&registry, "per-plugin");
     let bytes = another_build(

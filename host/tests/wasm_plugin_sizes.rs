@@ -144,15 +144,13 @@ async fn cold_and_warm(timed: Timed) -> Result<(Duration, Duration)> {
     Ok((cold, warm))
 }
 
-#[tokio::test]
+#[support::test]
 async fn the_python_example_runs_from_the_registry_cold_and_with_warm_caches() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     cold_and_warm(Timed::PhaseLabeller).await.map(drop)
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_rust_plugin_runs_from_the_registry_cold_and_with_warm_caches() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     cold_and_warm(Timed::LabelMirror).await.map(drop)
 }
 
@@ -203,9 +201,8 @@ async fn push_two_gib_layer(registry: &LocalRegistry, reference: &str) -> Result
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_two_gib_layer_is_refused_unread_and_a_lying_one_cut_off_at_the_bound() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-huge").await?;
     let repo = repository(&registry, "huge");
     let mirror = std::fs::read(support::plugin_file("label-mirror"))?;

@@ -24,9 +24,8 @@ use crate::support::wasm_plugins::{
 };
 use crate::support::{self, eventually};
 
-#[tokio::test]
+#[support::test]
 async fn a_wasm_plugin_is_pulled_run_upgraded_refused_paused_and_deleted() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-plugins").await?;
     let repo = repository(&registry, "label-mirror");
     let v1_bytes = std::fs::read(support::plugin_file("label-mirror"))?;
@@ -152,9 +151,8 @@ async fn is_mirrored(ns: &TestNamespace, name: &str, value: &str) -> bool {
     labels.is_some_and(|l| l.get(BACKLOG_LABEL).map(String::as_str) == Some(value))
 }
 
-#[tokio::test]
+#[support::test]
 async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-backlog").await?;
     let repo = repository(&registry, "backlog");
     let v1_bytes = std::fs::read(support::plugin_file("label-mirror"))?;
@@ -195,9 +193,8 @@ async fn an_upgrade_in_the_middle_of_a_backlog_loses_no_key() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn rbac_of_a_wasm_plugin_is_that_of_its_component_under_the_resources_name() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let registry = ControlPlane::shared()?.registry()?;
     let repo = repository(&registry, "label-mirror");
     let bytes = std::fs::read(support::plugin_file("label-mirror"))?;
@@ -301,9 +298,8 @@ fn cosign_sign(registry: &LocalRegistry, dir: &Path, pinned: &str) -> Result<()>
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-signed").await?;
     let dir = tempfile::tempdir()?;
     let (a, b) = (dir.path().join("key-a"), dir.path().join("key-b"));
@@ -409,11 +405,10 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
     Ok(())
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_standby_pulls_ahead_and_serves_within_a_lease_duration_of_a_crashed_leader() -> Result<()>
 {
     use crate::support::election::{LEASE, SHORT};
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let (registry, ns) = setup("wasm-leader").await?;
     let repo = repository(&registry, "leader");
     let bytes = another_build(

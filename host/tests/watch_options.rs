@@ -88,9 +88,8 @@ async fn settled_reconciles(host: &HostProcess, at_least: f64) -> Result<f64> {
     settled.with_context(|| format!("the plugin did not settle after {at_least} reconciles"))
 }
 
-#[tokio::test]
+#[support::test]
 async fn watches_by_namespaces_field_selector_metadata_only_and_label_changes() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let client = ControlPlane::shared()?.admin_client().await?;
     fresh_namespaces(&client).await?;
     let dir = plugins_dir(&[("watch-options.wasm", plugin_bytes(PLUGIN))])?;

@@ -57,9 +57,8 @@ fn host(registry: &str) -> Result<(HostProcess, tempfile::TempDir)> {
     Ok((host, dir))
 }
 
-#[tokio::test]
+#[support::test]
 async fn a_secret_backed_webapp_is_recorded_rolled_on_rotation_and_finalized() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-vault").await?;
     let registry = TestNamespace::create("webapp-registry").await?;
@@ -171,9 +170,8 @@ async fn a_secret_backed_webapp_is_recorded_rolled_on_rotation_and_finalized() -
 
 /// Predicates: the plugin's own status write, its finalizer and an annotation do not
 /// wake the WebApp's key; a spec change does.
-#[tokio::test]
+#[support::test]
 async fn only_spec_changes_and_deletions_wake_a_webapp() -> Result<()> {
-    let _turn = support::turns::one_file_at_a_time(module_path!());
     let _serial = SERIAL.lock().await;
     let ns = TestNamespace::create("webapp-quiet").await?;
     let registry = TestNamespace::create("webapp-registry").await?;

@@ -13,6 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use wcm_control_plane::ControlPlane;
 
 pub use wcm_control_plane::poll_until as eventually;
+/// The attribute of every integration test: it takes its file's turn ([`turns`]).
+pub use wcm_test_macros::test;
 
 pub mod access;
 pub mod audit;
