@@ -75,7 +75,7 @@ impl PluginBudget {
     /// Counts one call the plugin made to the host.
     pub fn host_call(
         &self,
-        function: crate::metrics::HostFunction,
+        function: crate::contract::Capability,
         result: crate::metrics::HostCallResult,
     ) {
         let labels = crate::metrics::HostCallLabels {

@@ -9,13 +9,14 @@ use kube::core::{GroupVersionKind, Selector};
 
 use super::{CapabilityError, Target};
 use crate::budget::PluginBudget;
+use crate::contract::Capability;
 use crate::contract::{EventRecord, Registration, Verb};
 use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
 use crate::kube::selector;
+use crate::metrics::Limit;
 use crate::metrics::plugin::PluginMetrics;
-use crate::metrics::{HostFunction, Limit};
 
 /// A plugin's declared verbs per kind and its budgets.
 #[derive(Debug)]
@@ -138,11 +139,11 @@ impl Declared {
 }
 
 /// The contract call a listing is: `list-first` with a limit, `list` without.
-pub fn list_call(limit: Option<usize>) -> HostFunction {
+pub fn list_call(limit: Option<usize>) -> Capability {
     if limit.is_some() {
-        HostFunction::ListFirst
+        Capability::ListFirst
     } else {
-        HostFunction::List
+        Capability::List
     }
 }
 

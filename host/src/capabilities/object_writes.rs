@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::backend::{Request, Write};
 use super::head::object_head;
 use super::{CapabilityError, ClusterAccess, Op, Target};
-use crate::contract::{PatchKind, Verb};
+use crate::contract::{Capability, PatchKind, Verb};
 use crate::kube::object_writes::{PatchBody, SUBRESOURCES};
 use crate::logs::shorten;
 
@@ -17,15 +17,15 @@ impl ClusterAccess {
     /// Server-side applies a whole object (JSON) as the plugin; returns the stored
     /// object's JSON.
     pub async fn apply(&self, json: &str, force: bool) -> Result<String, CapabilityError> {
-        let target = object_head("apply", &self.declared.plugin, json, false)?;
-        let op = Op::on("apply", &target);
+        let target = object_head(Capability::Apply.name(), &self.declared.plugin, json, false)?;
+        let op = Op::on(Capability::Apply.name(), &target);
         let request = Request::Apply {
             object: json,
             force,
         };
         self.journaled(&target, request, async {
             self.declared.require(Verb::Apply, "apply", &target)?;
-            let object = parse_object("apply", json)?;
+            let object = parse_object(Capability::Apply.name(), json)?;
             let write = Write::Apply {
                 object: &object,
                 force,
@@ -39,11 +39,11 @@ impl ClusterAccess {
     /// Creates the object `json` (named, or with `metadata.generateName`); returns it
     /// as stored.
     pub async fn create(&self, json: &str) -> Result<String, CapabilityError> {
-        let target = object_head("create", &self.declared.plugin, json, true)?;
-        let op = Op::on("create", &target);
+        let target = object_head(Capability::Create.name(), &self.declared.plugin, json, true)?;
+        let op = Op::on(Capability::Create.name(), &target);
         self.journaled(&target, Request::Create(json), async {
             self.declared.require(Verb::Create, "create", &target)?;
-            let object = dynamic(&op, parse_object("create", json)?)?;
+            let object = dynamic(&op, parse_object(Capability::Create.name(), json)?)?;
             let written = self.written(&op, &target, Write::Create(&object)).await?;
             let stored = Target {
                 name: written.metadata.name.clone().unwrap_or_default(),
@@ -62,7 +62,7 @@ impl ClusterAccess {
         patch: &str,
         subresource: Option<&str>,
     ) -> Result<String, CapabilityError> {
-        let op = Op::on_part("patch", target, subresource);
+        let op = Op::on_part(Capability::Patch.name(), target, subresource);
         let request = Request::Patch {
             kind,
             patch,
@@ -85,11 +85,16 @@ impl ClusterAccess {
 
     /// Replaces an object that carries the resourceVersion it was read at.
     pub async fn update(&self, json: &str) -> Result<String, CapabilityError> {
-        let target = object_head("update", &self.declared.plugin, json, false)?;
-        let op = Op::on("update", &target);
+        let target = object_head(
+            Capability::Update.name(),
+            &self.declared.plugin,
+            json,
+            false,
+        )?;
+        let op = Op::on(Capability::Update.name(), &target);
         self.journaled(&target, Request::Update(json), async {
             self.declared.require(Verb::Update, "update", &target)?;
-            let value = parse_object("update", json)?;
+            let value = parse_object(Capability::Update.name(), json)?;
             require_version(&op, &value)?;
             let object = dynamic(&op, value)?;
             let written = self.written(&op, &target, Write::Update(&object)).await?;

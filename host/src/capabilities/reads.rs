@@ -8,7 +8,7 @@ use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector};
 
 use super::{CapabilityError, ClusterAccess, Op, Target, list_call, list_selector, list_what};
-use crate::contract::Verb;
+use crate::contract::{Capability, Verb};
 
 /// What one `list`, `list-first` or `count` reads.
 struct Listing {
@@ -59,7 +59,7 @@ impl ClusterAccess {
             return self.get_live(target).await;
         }
         let what = target.to_string();
-        let watches = self.readable("get", &what, &target.gvk, matching)?;
+        let watches = self.readable(Capability::Get.name(), &what, &target.gvk, matching)?;
         let json = (self.backend.cached(target, &watches))
             .ok_or_else(|| CapabilityError::NotFound(format!("get {target}: not in the cache")))?;
         self.declared
@@ -70,7 +70,7 @@ impl ClusterAccess {
     /// A live read of a kind the plugin does not watch: counted against its API rate
     /// like a write, answered without managedFields, bounded by its result size.
     async fn get_live(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
-        let op = Op::on("get", target);
+        let op = Op::on(Capability::Get.name(), target);
         self.declared.budget.api_request().await;
         let found = (self.backend.get(&op, target).await).map_err(|e| self.noticed(e))?;
         Ok(self.answer(&op, found)?.into())
@@ -103,7 +103,7 @@ impl ClusterAccess {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<usize, CapabilityError> {
-        let listing = self.listing("count", gvk, namespace, label_selector)?;
+        let listing = self.listing(Capability::Count.name(), gvk, namespace, label_selector)?;
         let counted = self
             .backend
             .count(&listing.watches, namespace, &listing.selector);

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::backend::{Request, Write};
 use super::{CapabilityError, ClusterAccess, Op, Target};
-use crate::contract::{DeleteOptions, ErrorCode, EventRecord, Verb};
+use crate::contract::{Capability, DeleteOptions, ErrorCode, EventRecord, Verb};
 use crate::kube::discovery::display_gvk;
 use crate::kube::finalizers;
 use crate::kube::writes::label_patch;
@@ -88,7 +88,7 @@ impl ClusterAccess {
         set: &[(String, String)],
         remove: &[String],
     ) -> Result<(), CapabilityError> {
-        let op = Op::on("patch-labels", target);
+        let op = Op::on(Capability::PatchLabels.name(), target);
         let request = Request::PatchLabels { set, remove };
         self.journaled(target, request, async {
             self.declared.require(Verb::Patch, "patch-labels", target)?;
@@ -109,7 +109,7 @@ impl ClusterAccess {
         add: &[String],
         remove: &[String],
     ) -> Result<(), CapabilityError> {
-        let op = Op::on("patch-finalizers", target);
+        let op = Op::on(Capability::PatchFinalizers.name(), target);
         let request = Request::PatchFinalizers { add, remove };
         self.journaled(target, request, async {
             self.declared
@@ -158,7 +158,7 @@ impl ClusterAccess {
 
     /// Merges `status` (JSON of `.status`) into the status subresource of `target`.
     pub async fn patch_status(&self, target: &Target, status: &str) -> Result<(), CapabilityError> {
-        let op = Op::on("patch-status", target);
+        let op = Op::on(Capability::PatchStatus.name(), target);
         self.journaled(target, Request::PatchStatus(status), async {
             self.declared
                 .require(Verb::PatchStatus, "patch-status", target)?;
@@ -178,7 +178,7 @@ impl ClusterAccess {
         target: &Target,
         options: &DeleteOptions,
     ) -> Result<(), CapabilityError> {
-        let op = Op::on("delete", target);
+        let op = Op::on(Capability::Delete.name(), target);
         self.journaled(target, Request::Delete(options), async {
             self.declared.require(Verb::Delete, "delete", target)?;
             self.backend.served(&op, &target.gvk).await?;

@@ -3,10 +3,12 @@
 //! at the edge (`crate::bindings`), so the informers, queues, capability checks and
 //! the test kit never depend on one version's generated code.
 
+mod capability;
 mod error;
 mod predicate;
 mod verb;
 
+pub use capability::{Capability, Descriptor};
 pub use error::{Cause, ErrorCode, GuestError};
 pub use predicate::{Predicate, PredicateError, parse_predicate};
 pub use verb::{Verb, VerbError, api_verbs, parse_verb};

@@ -5,14 +5,15 @@
 
 use tracing::field::Empty;
 
+use crate::contract::Capability;
 use crate::contract::GuestError;
-use crate::metrics::{HostCallResult, HostFunction};
+use crate::metrics::HostCallResult;
 use crate::traces::TARGET;
 
 /// A host call about to run, with its span.
 pub(super) struct Call {
     /// Which import.
-    pub function: HostFunction,
+    pub function: Capability,
     /// Its span; disabled while no exporter runs.
     pub span: tracing::Span,
 }
@@ -20,7 +21,7 @@ pub(super) struct Call {
 impl Call {
     /// The call of `function`; `kind` (the kind it is about, as `group/version/kind`)
     /// is only worked out for a span that is exported.
-    pub fn new(function: HostFunction, kind: impl FnOnce() -> Option<String>) -> Call {
+    pub fn new(function: Capability, kind: impl FnOnce() -> Option<String>) -> Call {
         let name = function.name();
         let span = tracing::info_span!(target: TARGET, "host call", otel.name = name,
             function = name, verb = api_verb(function), kind = Empty, status = Empty,
@@ -50,21 +51,9 @@ impl Call {
     }
 }
 
-/// The API verb a call is authorized by.
-fn api_verb(function: HostFunction) -> &'static str {
-    match function {
-        HostFunction::Get => "get",
-        HostFunction::List | HostFunction::ListFirst | HostFunction::Count => "list",
-        HostFunction::Create | HostFunction::RecordEvent => "create",
-        HostFunction::Update => "update",
-        HostFunction::Delete => "delete",
-        HostFunction::PatchLabels
-        | HostFunction::PatchFinalizers
-        | HostFunction::Patch
-        | HostFunction::PatchStatus
-        | HostFunction::Apply => "patch",
-        HostFunction::Metrics => "none",
-    }
+/// The API verb a call is authorized by (`none` for the plugin's own metrics).
+fn api_verb(function: Capability) -> &'static str {
+    function.descriptor().api_verb.unwrap_or("none")
 }
 
 /// The kind of an object a plugin passes whole (`apply`, `create`, `update`), as

@@ -16,9 +16,11 @@ use kube::core::GroupVersionKind;
 use crate::capabilities::{
     CapabilityError, ClusterAccess, Target, bounds, check_kind, check_namespace, list_call,
 };
-use crate::contract::{DeleteOptions, EventRecord, GuestError, Gvk, ObjectRef, PatchKind};
+use crate::contract::{
+    Capability, DeleteOptions, EventRecord, GuestError, Gvk, ObjectRef, PatchKind,
+};
 use crate::keys::from_wit_gvk;
-use crate::metrics::{HostCallResult, HostFunction};
+use crate::metrics::HostCallResult;
 
 use super::HostState;
 use super::fault::{HostFault, panic_message};
@@ -67,7 +69,7 @@ impl HostState {
     /// at its own part (logged, since the plugin never sees it).
     pub(super) fn counted<T>(
         &self,
-        function: HostFunction,
+        function: Capability,
         result: Result<T, CapabilityError>,
     ) -> Answer<T> {
         let budget = self.access.as_ref().map(|access| access.budget());
@@ -127,7 +129,7 @@ impl HostState {
 
     /// A call answered from the transcript being replayed; a call it does not hold
     /// next traps, naming the first difference.
-    fn replayed<T: Taped>(&mut self, function: HostFunction, args: &Value) -> Answer<T> {
+    fn replayed<T: Taped>(&mut self, function: Capability, args: &Value) -> Answer<T> {
         let Some(tape) = self.tape.as_mut() else {
             unreachable!("replaying")
         };
@@ -156,10 +158,10 @@ impl HostState {
     pub(crate) async fn host_get(&mut self, obj: ObjectRef) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": object_of(&obj)}));
         self.call(
-            Call::new(HostFunction::Get, || Some(kind_of(&obj.kind))),
+            Call::new(Capability::Get, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
-                let target = target("get", &plugin, obj)?;
+                let target = target(Capability::Get.name(), &plugin, obj)?;
                 Ok(access?.get(&target).await?.to_string())
             },
         )
@@ -207,11 +209,16 @@ impl HostState {
             json!({"kind": kind_of(&kind), "namespace": namespace, "labelSelector": label_selector})
         });
         self.call(
-            Call::new(HostFunction::Count, || Some(kind_of(&kind))),
+            Call::new(Capability::Count, || Some(kind_of(&kind))),
             args,
             |access, plugin| async move {
-                bounds::selector("count", &plugin, label_selector.as_deref())?;
-                let gvk = checked_kind("count", &plugin, &kind, namespace.as_deref())?;
+                bounds::selector(Capability::Count.name(), &plugin, label_selector.as_deref())?;
+                let gvk = checked_kind(
+                    Capability::Count.name(),
+                    &plugin,
+                    &kind,
+                    namespace.as_deref(),
+                )?;
                 let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
                 Ok(access?.count(&gvk, ns, selector).await? as u64)
             },
@@ -232,11 +239,16 @@ impl HostState {
             json!({"object": object_of(&obj), "set": set, "remove": remove})
         });
         self.call(
-            Call::new(HostFunction::PatchLabels, || Some(kind_of(&obj.kind))),
+            Call::new(Capability::PatchLabels, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
-                bounds::labels("patch-labels", &plugin, set.len(), remove.len())?;
-                let target = target("patch-labels", &plugin, obj)?;
+                bounds::labels(
+                    Capability::PatchLabels.name(),
+                    &plugin,
+                    set.len(),
+                    remove.len(),
+                )?;
+                let target = target(Capability::PatchLabels.name(), &plugin, obj)?;
                 access?.patch_labels(&target, &set, &remove).await
             },
         )
@@ -253,10 +265,10 @@ impl HostState {
         let args =
             self.tape_args(|| json!({"object": object_of(&obj), "add": add, "remove": remove}));
         self.call(
-            Call::new(HostFunction::PatchFinalizers, || Some(kind_of(&obj.kind))),
+            Call::new(Capability::PatchFinalizers, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
-                let target = target("patch-finalizers", &plugin, obj)?;
+                let target = target(Capability::PatchFinalizers.name(), &plugin, obj)?;
                 access?.patch_finalizers(&target, &add, &remove).await
             },
         )
@@ -272,12 +284,16 @@ impl HostState {
                 "reason": event.reason, "action": event.action, "note": event.note})
         });
         self.call(
-            Call::new(HostFunction::RecordEvent, || {
+            Call::new(Capability::RecordEvent, || {
                 Some(kind_of(&event.regarding.kind))
             }),
             args,
             |access, plugin| async move {
-                let regarding = target("record-event", &plugin, event.regarding.clone())?;
+                let regarding = target(
+                    Capability::RecordEvent.name(),
+                    &plugin,
+                    event.regarding.clone(),
+                )?;
                 let related = match event.related.clone() {
                     Some(related) => Some(target("record-event related", &plugin, related)?),
                     None => None,
@@ -295,10 +311,10 @@ impl HostState {
     pub(crate) async fn host_apply(&mut self, object: String, force: bool) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": parsed(&object), "force": force}));
         self.call(
-            Call::new(HostFunction::Apply, || kind_in(&object)),
+            Call::new(Capability::Apply, || kind_in(&object)),
             args,
             |access, plugin| async move {
-                bounds::body("apply", &plugin, "the object", &object)?;
+                bounds::body(Capability::Apply.name(), &plugin, "the object", &object)?;
                 access?.apply(&object, force).await
             },
         )
@@ -309,10 +325,10 @@ impl HostState {
     pub(crate) async fn host_create(&mut self, object: String) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": parsed(&object)}));
         self.call(
-            Call::new(HostFunction::Create, || kind_in(&object)),
+            Call::new(Capability::Create, || kind_in(&object)),
             args,
             |access, plugin| async move {
-                bounds::body("create", &plugin, "the object", &object)?;
+                bounds::body(Capability::Create.name(), &plugin, "the object", &object)?;
                 access?.create(&object).await
             },
         )
@@ -336,11 +352,11 @@ impl HostState {
                 "subresource": subresource})
         });
         self.call(
-            Call::new(HostFunction::Patch, || Some(kind_of(&obj.kind))),
+            Call::new(Capability::Patch, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
-                bounds::body("patch", &plugin, "the patch", &patch)?;
-                let target = target("patch", &plugin, obj)?;
+                bounds::body(Capability::Patch.name(), &plugin, "the patch", &patch)?;
+                let target = target(Capability::Patch.name(), &plugin, obj)?;
                 (access?.patch(&target, kind, &patch, subresource.as_deref())).await
             },
         )
@@ -351,10 +367,10 @@ impl HostState {
     pub(crate) async fn host_update(&mut self, object: String) -> Answer<String> {
         let args = self.tape_args(|| json!({"object": parsed(&object)}));
         self.call(
-            Call::new(HostFunction::Update, || kind_in(&object)),
+            Call::new(Capability::Update, || kind_in(&object)),
             args,
             |access, plugin| async move {
-                bounds::body("update", &plugin, "the object", &object)?;
+                bounds::body(Capability::Update.name(), &plugin, "the object", &object)?;
                 access?.update(&object).await
             },
         )
@@ -365,11 +381,16 @@ impl HostState {
     pub(crate) async fn host_patch_status(&mut self, obj: ObjectRef, status: String) -> Answer<()> {
         let args = self.tape_args(|| json!({"object": object_of(&obj), "status": parsed(&status)}));
         self.call(
-            Call::new(HostFunction::PatchStatus, || Some(kind_of(&obj.kind))),
+            Call::new(Capability::PatchStatus, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
-                bounds::body("patch-status", &plugin, "the status", &status)?;
-                let target = target("patch-status", &plugin, obj)?;
+                bounds::body(
+                    Capability::PatchStatus.name(),
+                    &plugin,
+                    "the status",
+                    &status,
+                )?;
+                let target = target(Capability::PatchStatus.name(), &plugin, obj)?;
                 access?.patch_status(&target, &status).await
             },
         )
@@ -392,15 +413,21 @@ impl HostState {
                 "resourceVersion": options.resource_version})
         });
         self.call(
-            Call::new(HostFunction::Delete, || Some(kind_of(&obj.kind))),
+            Call::new(Capability::Delete, || Some(kind_of(&obj.kind))),
             args,
             |access, plugin| async move {
                 let preconditions = [&options.uid, &options.resource_version];
                 for value in preconditions.into_iter().flatten() {
                     let max = bounds::MAX_PRECONDITION_BYTES;
-                    bounds::at_most("delete", &plugin, "a precondition", value.len(), max)?;
+                    bounds::at_most(
+                        Capability::Delete.name(),
+                        &plugin,
+                        "a precondition",
+                        value.len(),
+                        max,
+                    )?;
                 }
-                let target = target("delete", &plugin, obj)?;
+                let target = target(Capability::Delete.name(), &plugin, obj)?;
                 access?.delete(&target, &options).await
             },
         )

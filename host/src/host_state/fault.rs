@@ -14,7 +14,7 @@
 
 use std::any::Any;
 
-use crate::metrics::HostFunction;
+use crate::contract::Capability;
 
 /// The host failed at its own part of `function` for `plugin`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +30,7 @@ pub struct HostFault {
 
 impl HostFault {
     /// A fault in `function` for `plugin`.
-    pub fn new(plugin: &str, function: HostFunction, message: String) -> HostFault {
+    pub fn new(plugin: &str, function: Capability, message: String) -> HostFault {
         HostFault {
             plugin: plugin.to_string(),
             function: function.name(),
@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn a_fault_names_the_plugin_the_import_and_the_cause() {
-        let fault = HostFault::new("shop", HostFunction::Get, "encoding failed".into());
+        let fault = HostFault::new("shop", Capability::Get, "encoding failed".into());
         assert_eq!(
             fault.to_string(),
             "host fault in get for plugin shop: encoding failed"

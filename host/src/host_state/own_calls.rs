@@ -2,9 +2,10 @@
 //! and its log lines, each bounded as the plugin's budget says.
 
 use crate::capabilities::CapabilityError;
+use crate::contract::Capability;
 use crate::contract::Level;
+use crate::metrics::Limit;
 use crate::metrics::plugin::{MetricError, Update};
-use crate::metrics::{HostFunction, Limit};
 
 use super::HostState;
 use super::calls::Answer;
@@ -27,7 +28,7 @@ impl HostState {
             }
             done.map_err(|e| CapabilityError::Invalid(e.to_string()))
         })();
-        self.counted(HostFunction::Metrics, result)
+        self.counted(Capability::Metrics, result)
     }
 
     /// `config.settings`: the version's settings, in `register` and `reconcile`.

@@ -3,6 +3,8 @@
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 
+use crate::contract::Capability;
+
 /// Labels of per-plugin series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabels {
@@ -101,7 +103,7 @@ pub struct HostCallLabels {
     /// The plugin's registered name.
     pub plugin: String,
     /// The WIT function: `get`, `list`, `patch-labels`, ...
-    pub function: HostFunction,
+    pub function: Capability,
     /// How it ended.
     pub result: HostCallResult,
 }
@@ -150,52 +152,8 @@ pub struct RecycleLabels {
     pub reason: Recycle,
 }
 
-/// Declares [`HostFunction`] from one list, so its `ALL` (what an unloaded plugin's
-/// series are dropped by) cannot miss a function the calls count.
-macro_rules! host_functions {
-    ($($variant:ident => $name:literal,)+) => {
-        /// A host function a plugin calls, as `wcm_host_calls_total{function}` names it
-        /// (its WIT name).
-        #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-        pub enum HostFunction {
-            $(
-                #[doc = concat!("`", $name, "`.")]
-                $variant,
-            )+
-        }
-
-        impl HostFunction {
-            /// Every host function, for dropping a plugin's series.
-            pub const ALL: &[HostFunction] = &[$(HostFunction::$variant),+];
-
-            /// The WIT name.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(HostFunction::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-host_functions! {
-    Get => "get",
-    List => "list",
-    ListFirst => "list-first",
-    Count => "count",
-    PatchLabels => "patch-labels",
-    PatchFinalizers => "patch-finalizers",
-    Metrics => "metrics",
-    Create => "create",
-    Patch => "patch",
-    Update => "update",
-    RecordEvent => "record-event",
-    Apply => "apply",
-    PatchStatus => "patch-status",
-    Delete => "delete",
-}
-
-impl EncodeLabelValue for HostFunction {
+/// A capability's series are labelled with its name (`function="patch-labels"`).
+impl EncodeLabelValue for Capability {
     fn encode(
         &self,
         encoder: &mut prometheus_client::encoding::LabelValueEncoder,

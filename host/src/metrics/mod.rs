@@ -13,13 +13,15 @@ pub mod rest;
 pub mod standard;
 
 pub use labels::{
-    AccessReviewLabels, FailureCause, FailureLabels, HostCallLabels, HostCallResult, HostFunction,
+    AccessReviewLabels, FailureCause, FailureLabels, HostCallLabels, HostCallResult,
     InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels, PluginLabels, Recycle,
     RecycleLabels, ReviewResult, StateLabels,
 };
 pub use standard::{QueueMetrics, ReconcileResult, Standard};
 
 use std::sync::atomic::AtomicU64;
+
+use crate::contract::Capability;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -363,7 +365,7 @@ impl Metrics {
         self.plugin_events.remove(&labels);
         self.plugin_cache_bytes.remove(&labels);
         self.plugin_instance_memory.remove(&labels);
-        for &function in HostFunction::ALL {
+        for &function in Capability::ALL {
             for &result in HostCallResult::ALL {
                 self.host_calls.remove(&HostCallLabels {
                     plugin: plugin.to_string(),
@@ -476,7 +478,7 @@ mod tests {
                 plugin: "gone".into(),
             })
             .inc();
-        for &function in HostFunction::ALL {
+        for &function in Capability::ALL {
             let labels = HostCallLabels {
                 plugin: "gone".into(),
                 function,

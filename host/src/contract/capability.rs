@@ -1,0 +1,211 @@
+//! One descriptor per capability: what a plugin may call on the host, described once —
+//! its name (the WIT function, and `wcm_host_calls_total{function}`'s label), the WIT
+//! interface and functions it is, the API verb that authorizes it, and whether it
+//! writes. The host's strings and matches about a capability derive from here, so a new
+//! one is a new variant and its descriptor, and the compiler points at every match
+//! that must learn it.
+
+/// A capability a plugin calls.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capability {
+    /// `get`: one object.
+    Get,
+    /// `list`: the objects of a watched kind.
+    List,
+    /// `list-first`: the first objects of a watched kind.
+    ListFirst,
+    /// `count`: how many objects of a watched kind.
+    Count,
+    /// `patch-labels`.
+    PatchLabels,
+    /// `patch-finalizers`.
+    PatchFinalizers,
+    /// The plugin's own metrics (`add`, `set`, `observe`).
+    Metrics,
+    /// `create`.
+    Create,
+    /// `patch`.
+    Patch,
+    /// `update`.
+    Update,
+    /// `record-event`.
+    RecordEvent,
+    /// `apply`.
+    Apply,
+    /// `patch-status`.
+    PatchStatus,
+    /// `delete`.
+    Delete,
+}
+
+/// What the host knows of a capability.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Its name: the WIT function (or the interface, for the metrics), and the label
+    /// of its series.
+    pub name: &'static str,
+    /// The WIT interface its functions are in.
+    pub interface: &'static str,
+    /// Its WIT functions.
+    pub functions: &'static [&'static str],
+    /// The API verb that authorizes it, if it reaches the API server.
+    pub api_verb: Option<&'static str>,
+    /// Whether it changes the cluster.
+    pub writes: bool,
+}
+
+/// A capability of the `cluster` interface with one function of its name.
+const fn cluster(
+    name: &'static str,
+    functions: &'static [&'static str],
+    api_verb: &'static str,
+    writes: bool,
+) -> Descriptor {
+    Descriptor {
+        name,
+        interface: "cluster",
+        functions,
+        api_verb: Some(api_verb),
+        writes,
+    }
+}
+
+const GET: Descriptor = cluster("get", &["get"], "get", false);
+const LIST: Descriptor = cluster("list", &["list"], "list", false);
+const LIST_FIRST: Descriptor = cluster("list-first", &["list-first"], "list", false);
+const COUNT: Descriptor = cluster("count", &["count"], "list", false);
+const PATCH_LABELS: Descriptor = cluster("patch-labels", &["patch-labels"], "patch", true);
+const PATCH_FINALIZERS: Descriptor =
+    cluster("patch-finalizers", &["patch-finalizers"], "patch", true);
+const METRICS: Descriptor = Descriptor {
+    name: "metrics",
+    interface: "metrics",
+    functions: &["add", "set", "observe"],
+    api_verb: None,
+    writes: false,
+};
+const CREATE: Descriptor = cluster("create", &["create"], "create", true);
+const PATCH: Descriptor = cluster("patch", &["patch"], "patch", true);
+const UPDATE: Descriptor = cluster("update", &["update"], "update", true);
+const RECORD_EVENT: Descriptor = cluster("record-event", &["record-event"], "create", true);
+const APPLY: Descriptor = cluster("apply", &["apply"], "patch", true);
+const PATCH_STATUS: Descriptor = cluster("patch-status", &["patch-status"], "patch", true);
+const DELETE: Descriptor = cluster("delete", &["delete"], "delete", true);
+
+impl Capability {
+    /// Every capability, for dropping a plugin's series and checking the SDKs.
+    pub const ALL: &[Capability] = &[
+        Capability::Get,
+        Capability::List,
+        Capability::ListFirst,
+        Capability::Count,
+        Capability::PatchLabels,
+        Capability::PatchFinalizers,
+        Capability::Metrics,
+        Capability::Create,
+        Capability::Patch,
+        Capability::Update,
+        Capability::RecordEvent,
+        Capability::Apply,
+        Capability::PatchStatus,
+        Capability::Delete,
+    ];
+
+    /// Its descriptor.
+    pub fn descriptor(self) -> &'static Descriptor {
+        match self {
+            Capability::Get => &GET,
+            Capability::List => &LIST,
+            Capability::ListFirst => &LIST_FIRST,
+            Capability::Count => &COUNT,
+            Capability::PatchLabels => &PATCH_LABELS,
+            Capability::PatchFinalizers => &PATCH_FINALIZERS,
+            Capability::Metrics => &METRICS,
+            Capability::Create => &CREATE,
+            Capability::Patch => &PATCH,
+            Capability::Update => &UPDATE,
+            Capability::RecordEvent => &RECORD_EVENT,
+            Capability::Apply => &APPLY,
+            Capability::PatchStatus => &PATCH_STATUS,
+            Capability::Delete => &DELETE,
+        }
+    }
+
+    /// Its name (`patch-labels`): the WIT function, the metric label, and what its
+    /// errors begin with.
+    pub fn name(self) -> &'static str {
+        self.descriptor().name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// The sources under `dir` (of the repository) whose names end in `extension`.
+    fn sources(dir: &str, extension: &str) -> String {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+        let mut text = String::new();
+        for entry in std::fs::read_dir(&dir).expect("a source directory") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_some_and(|e| e == extension) {
+                text += &std::fs::read_to_string(&path).expect("a source file");
+            }
+        }
+        text
+    }
+
+    /// The WIT declares every function of every capability in its interface, and both
+    /// hand-written SDKs call it: the Rust SDK by its generated binding, the Go SDK by
+    /// its `//go:wasmimport`. Python and JavaScript plugins call bindings their
+    /// toolchains generate from this same WIT, so the WIT check covers them.
+    #[test]
+    fn every_capability_is_in_the_contract_and_both_sdks() {
+        let wit = sources("wit", "wit");
+        let rust = sources("guest-sdk/src", "rs");
+        let go = sources("guest-sdk-go/controller", "go");
+        let mut missing = Vec::new();
+        for capability in Capability::ALL {
+            let d = capability.descriptor();
+            let interface = wit
+                .split(&format!("interface {} {{", d.interface))
+                .nth(1)
+                .and_then(|rest| rest.split("\n}").next())
+                .unwrap_or_default();
+            for function in d.functions {
+                let declared = [
+                    format!("\n    {function}: func("),
+                    format!("\n    %{function}: func("),
+                ];
+                if !declared.iter().any(|d| interface.contains(d.as_str())) {
+                    missing.push(format!("wit: {}/{function}", d.interface));
+                }
+                if !rust.contains(&format!("::{}(", function.replace('-', "_"))) {
+                    missing.push(format!("Rust SDK: {function}"));
+                }
+                let import = format!("/{}@", d.interface);
+                let go_import = go.lines().any(|l| {
+                    l.starts_with("//go:wasmimport")
+                        && l.contains(&import)
+                        && l.ends_with(&format!(" {function}"))
+                });
+                if !go_import {
+                    missing.push(format!("Go SDK: {}/{function}", d.interface));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "capabilities not exposed: {missing:?}");
+    }
+
+    #[test]
+    fn names_are_distinct_and_writes_need_an_api_verb() {
+        let names: std::collections::BTreeSet<_> =
+            Capability::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), Capability::ALL.len());
+        for capability in Capability::ALL {
+            let d = capability.descriptor();
+            assert!(!d.writes || d.api_verb.is_some(), "{capability:?}");
+        }
+    }
+}
