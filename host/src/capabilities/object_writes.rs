@@ -30,7 +30,7 @@ impl ClusterAccess {
                 object: &object,
                 force,
             };
-            let written = self.written(&op, &target, write).await?;
+            let written = self.admit_and_write(&op, &target, write).await?;
             self.kept(&op, &target, written)
         })
         .await
@@ -44,7 +44,9 @@ impl ClusterAccess {
         self.journaled(&target, Request::Create(json), async {
             self.declared.require(Verb::Create, "create", &target)?;
             let object = dynamic(&op, parse_object(Capability::Create.name(), json)?)?;
-            let written = self.written(&op, &target, Write::Create(&object)).await?;
+            let written = self
+                .admit_and_write(&op, &target, Write::Create(&object))
+                .await?;
             let stored = Target {
                 name: written.metadata.name.clone().unwrap_or_default(),
                 ..target.clone()
@@ -73,7 +75,7 @@ impl ClusterAccess {
             self.declared.require(verb, "patch", target)?;
             let body = patch_value(&op, kind, patch)?;
             let write = Write::Patch { body, subresource };
-            let written = self.written(&op, target, write).await?;
+            let written = self.admit_and_write(&op, target, write).await?;
             match subresource {
                 // A scale subresource answers with a Scale, not the object.
                 Some("scale") => self.answer(&op, written),
@@ -97,7 +99,9 @@ impl ClusterAccess {
             let value = parse_object(Capability::Update.name(), json)?;
             require_version(&op, &value)?;
             let object = dynamic(&op, value)?;
-            let written = self.written(&op, &target, Write::Update(&object)).await?;
+            let written = self
+                .admit_and_write(&op, &target, Write::Update(&object))
+                .await?;
             self.kept(&op, &target, written)
         })
         .await

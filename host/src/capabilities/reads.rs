@@ -72,7 +72,8 @@ impl ClusterAccess {
     async fn get_live(&self, target: &Target) -> Result<Arc<str>, CapabilityError> {
         let op = Op::on(Capability::Get.name(), target);
         self.declared.budget.api_request().await;
-        let found = (self.backend.get(&op, target).await).map_err(|e| self.noticed(e))?;
+        let found =
+            (self.backend.get(&op, target).await).map_err(|e| self.review_if_forbidden(e))?;
         Ok(self.answer(&op, found)?.into())
     }
 

@@ -46,7 +46,7 @@ impl ClusterAccess {
     /// `error`, after asking for a review of the plugin's rights at once if the API
     /// server refused the request as forbidden: the plugin's state then names the
     /// rule it lacks within a second, not at the next periodic review.
-    pub(super) fn noticed(&self, error: CapabilityError) -> CapabilityError {
+    pub(super) fn review_if_forbidden(&self, error: CapabilityError) -> CapabilityError {
         if let CapabilityError::Api(e) = &error
             && e.status == Some(403)
         {
@@ -57,7 +57,7 @@ impl ClusterAccess {
 
     /// Admits and makes one write of a kind the cluster serves; returns what was
     /// stored.
-    pub(super) async fn written(
+    pub(super) async fn admit_and_write(
         &self,
         op: &Op,
         target: &Target,
@@ -65,7 +65,7 @@ impl ClusterAccess {
     ) -> Result<DynamicObject, CapabilityError> {
         self.backend.served(op, &target.gvk).await?;
         self.admit(op).await?;
-        (self.backend.write(op, target, write).await).map_err(|e| self.noticed(e))
+        (self.backend.write(op, target, write).await).map_err(|e| self.review_if_forbidden(e))
     }
 
     /// Runs the checks and write of `request` on `target`, noting in the backend's
@@ -93,7 +93,8 @@ impl ClusterAccess {
         self.journaled(target, request, async {
             self.declared.require(Verb::Patch, "patch-labels", target)?;
             label_patch(set, remove).map_err(|e| op.invalid(e))?;
-            let written = (self.written(&op, target, Write::Labels { set, remove })).await?;
+            let written =
+                (self.admit_and_write(&op, target, Write::Labels { set, remove })).await?;
             self.backend.remember(target, &written);
             Ok(())
         })
@@ -140,7 +141,7 @@ impl ClusterAccess {
         remove: &[String],
     ) -> Result<(), CapabilityError> {
         self.admit(op).await?;
-        let read = (self.backend.get(op, target).await).map_err(|e| self.noticed(e))?;
+        let read = (self.backend.get(op, target).await).map_err(|e| self.review_if_forbidden(e))?;
         let current = read.metadata.finalizers.clone().unwrap_or_default();
         let wanted = finalizers::changed(&current, add, remove);
         if wanted == current {
@@ -151,7 +152,7 @@ impl ClusterAccess {
             resource_version: &version,
             finalizers: &wanted,
         };
-        let written = self.written(op, target, write).await?;
+        let written = self.admit_and_write(op, target, write).await?;
         self.backend.remember(target, &written);
         Ok(())
     }
@@ -164,7 +165,9 @@ impl ClusterAccess {
                 .require(Verb::PatchStatus, "patch-status", target)?;
             let value: Value = (serde_json::from_str(status))
                 .map_err(|e| op.invalid(format!("the status is not JSON: {e}")))?;
-            let written = self.written(&op, target, Write::Status(&value)).await?;
+            let written = self
+                .admit_and_write(&op, target, Write::Status(&value))
+                .await?;
             self.backend.remember(target, &written);
             Ok(())
         })
@@ -184,7 +187,7 @@ impl ClusterAccess {
             self.backend.served(&op, &target.gvk).await?;
             self.admit(&op).await?;
             let deleted = self.backend.delete(&op, target, options).await;
-            deleted.map_err(|e| self.noticed(e))
+            deleted.map_err(|e| self.review_if_forbidden(e))
         })
         .await
     }
@@ -220,6 +223,6 @@ impl ClusterAccess {
         let recorded = (self.backend)
             .record_event(&op, (regarding, uid), related, event)
             .await;
-        recorded.map_err(|e| self.noticed(e))
+        recorded.map_err(|e| self.review_if_forbidden(e))
     }
 }

@@ -29,11 +29,11 @@ use crate::watcher::{DirWatcher, FileChange, WatchError};
 use load::{LoadJob, LoadOutcome, Source};
 use slot::Files;
 
-mod health;
+mod health_reports;
 mod load;
+mod rbac_changes;
 mod resource_status;
 mod resources;
-mod rights;
 mod slot;
 mod start;
 pub(crate) mod state_events;
@@ -160,7 +160,7 @@ impl Manager {
         // (the second time it is found unchanged), never missed.
         let watcher = DirWatcher::start(&config.plugins_dir, config.settle)?;
         let files = plugin_files(&config.plugins_dir)?;
-        let rbac = rights::watch_rbac(&ctx).await;
+        let rbac = rbac_changes::watch_rbac(&ctx).await;
         let resources = match &config.wasm_plugins {
             Some(source) => Some(resources::Resources::start(
                 source,
@@ -217,7 +217,7 @@ impl Manager {
                 _ = retry.tick(), if self.files.all_waiting().next().is_some() => {
                     self.retry_waiting()
                 }
-                Some(concerned) = rights::next_change(&mut self.rbac) => {
+                Some(concerned) = rbac_changes::next_change(&mut self.rbac) => {
                     self.rights_changed(&concerned)
                 }
                 Some(change) = resources::next_change(&mut self.resources) => {

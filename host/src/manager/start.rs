@@ -109,7 +109,7 @@ impl Manager {
         let contract = loaded.code.contract().to_string();
         self.table
             .set(row.with_limits(limits).with_contract(contract));
-        super::health::show_rights(&self.ctx, &self.table, file, controller);
+        super::health_reports::show_rights(&self.ctx, &self.table, file, controller);
     }
 
     /// Records a failure: a running version keeps running and its row notes the

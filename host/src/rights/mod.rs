@@ -21,7 +21,7 @@ pub use chart_values::chart_values;
 pub use granted::{Granted, Review};
 pub use identity::PLUGIN_LABEL;
 pub use kinds::{RbacKind, rbac_kind};
-pub use needed::{PluginRights, Rights, Target, plugin_rights, plugin_rights_with};
+pub use needed::{PluginRights, Rights, RuleTarget, plugin_rights, plugin_rights_with};
 pub use render::{Document, Naming, PodSecurity, document, render};
 
 /// The host's own rights, the same whatever plugins it runs: create
@@ -31,7 +31,7 @@ pub use render::{Document, Naming, PodSecurity, document, render};
 /// its informers cannot decode.
 pub fn host_rights(naming: &Naming) -> Rights {
     let mut rights = Rights::new();
-    let reviews = Target::new(None, "authorization.k8s.io", "subjectaccessreviews");
+    let reviews = RuleTarget::new(None, "authorization.k8s.io", "subjectaccessreviews");
     rights.insert(reviews, ["create"].into());
     for resource in [
         "clusterrolebindings",
@@ -39,11 +39,11 @@ pub fn host_rights(naming: &Naming) -> Rights {
         "rolebindings",
         "roles",
     ] {
-        let rbac = Target::new(None, "rbac.authorization.k8s.io", resource);
+        let rbac = RuleTarget::new(None, "rbac.authorization.k8s.io", resource);
         rights.insert(rbac, ["list", "watch"].into());
     }
     let home = Some(naming.accounts.namespace.clone());
-    let leases = Target::new(home.clone(), "coordination.k8s.io", "leases");
+    let leases = RuleTarget::new(home.clone(), "coordination.k8s.io", "leases");
     // list and watch: a standby watches its Lease to take it as soon as it is released;
     // delete: a replica leaving the group (per-plugin mode) deletes its membership Lease.
     rights.insert(
@@ -54,16 +54,16 @@ pub fn host_rights(naming: &Naming) -> Rights {
     // each pull; their changes watched, metadata only, so a mended Secret retries a
     // failed pull at once).
     let group = "wasm-controller-manager.io";
-    let plugins = Target::new(home.clone(), group, "wasmplugins");
+    let plugins = RuleTarget::new(home.clone(), group, "wasmplugins");
     rights.insert(plugins, ["get", "list", "watch"].into());
-    let status = Target::new(home.clone(), group, "wasmplugins/status");
+    let status = RuleTarget::new(home.clone(), group, "wasmplugins/status");
     rights.insert(status, ["patch", "update"].into());
-    let secrets = Target::new(home, "", "secrets");
+    let secrets = RuleTarget::new(home, "", "secrets");
     rights.insert(secrets, ["get", "list", "watch"].into());
     // Events of its own: about plugins' states (on its Pod or their WasmPlugins), and
     // on any object an informer cannot decode, wherever it is; repeats patched into
     // their series.
-    let events = Target::new(None, "events.k8s.io", "events");
+    let events = RuleTarget::new(None, "events.k8s.io", "events");
     rights.insert(events, ["create", "patch"].into());
     rights
 }
@@ -78,9 +78,9 @@ pub fn host_rights_for(plugin: &PluginRights, naming: &Naming) -> Rights {
         entry.extend(["list", "watch"]);
     }
     needed::drop_subsumed(&mut rights);
-    let account = Target {
+    let account = RuleTarget {
         names: vec![naming.accounts.name(&plugin.plugin)],
-        ..Target::new(
+        ..RuleTarget::new(
             Some(naming.accounts.namespace.clone()),
             "",
             "serviceaccounts",

@@ -10,7 +10,7 @@ use crate::keys::from_wit_gvk;
 
 /// Where one set of verbs applies: a resource in a namespace, or cluster-wide.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Target {
+pub struct RuleTarget {
     /// `None`: cluster-wide (a ClusterRole); else a Role in that namespace.
     pub namespace: Option<String>,
     /// API group (`""` for the core group).
@@ -21,10 +21,10 @@ pub struct Target {
     pub names: Vec<String>,
 }
 
-impl Target {
+impl RuleTarget {
     /// All objects of `group`/`resource` in `namespace` (`None`: cluster-wide).
-    pub fn new(namespace: Option<String>, group: &str, resource: &str) -> Target {
-        Target {
+    pub fn new(namespace: Option<String>, group: &str, resource: &str) -> RuleTarget {
+        RuleTarget {
             namespace,
             group: group.to_string(),
             resource: resource.to_string(),
@@ -34,7 +34,7 @@ impl Target {
 }
 
 /// Verbs per target, sorted, so the output is stable.
-pub type Rights = BTreeMap<Target, BTreeSet<&'static str>>;
+pub type Rights = BTreeMap<RuleTarget, BTreeSet<&'static str>>;
 
 /// One plugin's identity and rights.
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ pub fn plugin_rights_with(
     builder.homes = home_namespaces(&watched);
     for (kind, namespace) in watched {
         for verb in READ {
-            let target = Target::new(namespace.clone(), &kind.group, &kind.resource);
+            let target = RuleTarget::new(namespace.clone(), &kind.group, &kind.resource);
             builder.watches.entry(target).or_default().insert(verb);
         }
         builder.events_about(&kind, namespace);
@@ -105,7 +105,7 @@ pub fn plugin_rights_with(
                     Some(sub) => format!("{}/{sub}", kind.resource),
                     None => kind.resource.clone(),
                 };
-                let target = Target::new(namespace.clone(), &kind.group, &resource);
+                let target = RuleTarget::new(namespace.clone(), &kind.group, &resource);
                 builder.rights.entry(target).or_default().extend(verbs);
             }
             builder.events_about(&kind, namespace);
@@ -150,7 +150,7 @@ impl Builder<'_> {
         };
         let entry = self
             .rights
-            .entry(Target::new(namespace, EVENTS_GROUP, "events"));
+            .entry(RuleTarget::new(namespace, EVENTS_GROUP, "events"));
         entry.or_default().extend(["create", "patch"]);
     }
 
@@ -177,7 +177,7 @@ pub(super) fn drop_subsumed(rights: &mut Rights) {
         let Some(_) = target.namespace else {
             return true;
         };
-        let everywhere = Target {
+        let everywhere = RuleTarget {
             namespace: None,
             ..target.clone()
         };

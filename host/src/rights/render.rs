@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::identity::{PLUGIN_LABEL, ServiceAccounts};
-use super::needed::{PluginRights, Rights, Target};
+use super::needed::{PluginRights, Rights, RuleTarget};
 use super::{host_rights, host_rights_for};
 
 /// A Pod Security Standard level: the label `pod-security.kubernetes.io/enforce` on the
@@ -71,7 +71,7 @@ pub struct RoleSet {
     /// The plugin whose RBAC it is part of (labelled so), if any.
     pub plugin: Option<String>,
     /// The rules, sorted.
-    pub rules: Vec<(Target, Vec<&'static str>)>,
+    pub rules: Vec<(RuleTarget, Vec<&'static str>)>,
 }
 
 /// One plugin's ServiceAccount and everything bound for it.
@@ -154,7 +154,7 @@ fn role_sets(
     subject: &str,
     plugin: Option<&str>,
 ) -> Vec<RoleSet> {
-    let mut by_namespace: BTreeMap<Option<&str>, Vec<(Target, Vec<&'static str>)>> =
+    let mut by_namespace: BTreeMap<Option<&str>, Vec<(RuleTarget, Vec<&'static str>)>> =
         BTreeMap::new();
     for (target, verbs) in rights {
         let entry = by_namespace.entry(target.namespace.as_deref()).or_default();
@@ -267,7 +267,7 @@ fn role_set(out: &mut String, set: &RoleSet, accounts: &str) {
 }
 
 /// One rule as a YAML list item, indented by `indent`.
-pub(super) fn rule(target: &Target, verbs: &[&str], indent: &str) -> String {
+pub(super) fn rule(target: &RuleTarget, verbs: &[&str], indent: &str) -> String {
     let mut out = format!(
         "{indent}- apiGroups: [\"{}\"]\n{indent}  resources: [{}]\n",
         target.group, target.resource
