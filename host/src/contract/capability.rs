@@ -156,21 +156,58 @@ mod tests {
         text
     }
 
-    /// The WIT declares every function of every capability in its interface, and both
-    /// hand-written SDKs call it: the Rust SDK by its generated binding, the Go SDK by
-    /// its `//go:wasmimport`. Python and JavaScript plugins call bindings their
-    /// toolchains generate from this same WIT, so the WIT check covers them.
+    /// How each SDK calls a WIT function of an interface: the Rust SDK by its generated
+    /// binding (`host::patch_labels(`), the Go SDK by its `//go:wasmimport`, the Python
+    /// SDK by componentize-py's binding (`_cluster.patch_labels`), the JavaScript SDK
+    /// by componentize-js's (`host.patchLabels`, `hostMetrics.add`).
+    fn calls(sdk: &str, interface: &str, function: &str) -> Vec<String> {
+        let snake = function.replace('-', "_");
+        let mut camel = String::new();
+        for (i, part) in function.split('-').enumerate() {
+            let mut chars = part.chars();
+            match (i, chars.next()) {
+                (0, Some(c)) => camel.push(c),
+                (_, Some(c)) => camel.extend(c.to_uppercase()),
+                _ => {}
+            }
+            camel.extend(chars);
+        }
+        let js_module = match interface {
+            "cluster" => "host".to_string(),
+            other => format!("host{}{}", other[..1].to_uppercase(), &other[1..]),
+        };
+        match sdk {
+            "rust" => vec![format!("::{snake}(")],
+            "go" => vec![format!("{interface}@"), format!(" {function}\n")],
+            "python" => vec![format!("_{interface}.{snake}")],
+            _ => vec![format!("{js_module}.{camel}")],
+        }
+    }
+
+    /// Whether `text` has `name` as a whole name (`host.list`, not `host.listFirst`).
+    fn mentions(text: &str, name: &str) -> bool {
+        text.match_indices(name).any(|(at, _)| {
+            let next = text[at + name.len()..].chars().next();
+            !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    }
+
+    /// The WIT declares every function of every capability in its interface, and every
+    /// SDK — Rust, Go, Python, JavaScript — calls it, so a capability no SDK exposes
+    /// fails here, naming the SDK and the function.
     #[test]
-    fn every_capability_is_in_the_contract_and_both_sdks() {
+    fn every_capability_is_in_the_contract_and_every_sdk() {
         let wit = sources("wit", "wit");
-        let rust = sources("guest-sdk/src", "rs");
-        let go = sources("guest-sdk-go/controller", "go");
+        let sdks = [
+            ("rust", sources("guest-sdk/src", "rs")),
+            ("go", sources("guest-sdk-go/controller", "go")),
+            ("python", sources("guest-sdk-python", "py")),
+            ("javascript", sources("guest-sdk-js", "js")),
+        ];
         let mut missing = Vec::new();
         for capability in Capability::ALL {
             let d = capability.descriptor();
-            let interface = wit
-                .split(&format!("interface {} {{", d.interface))
-                .nth(1)
+            let interface = (wit.split(&format!("interface {} {{", d.interface)).nth(1))
                 .and_then(|rest| rest.split("\n}").next())
                 .unwrap_or_default();
             for function in d.functions {
@@ -181,17 +218,20 @@ mod tests {
                 if !declared.iter().any(|d| interface.contains(d.as_str())) {
                     missing.push(format!("wit: {}/{function}", d.interface));
                 }
-                if !rust.contains(&format!("::{}(", function.replace('-', "_"))) {
-                    missing.push(format!("Rust SDK: {function}"));
-                }
-                let import = format!("/{}@", d.interface);
-                let go_import = go.lines().any(|l| {
-                    l.starts_with("//go:wasmimport")
-                        && l.contains(&import)
-                        && l.ends_with(&format!(" {function}"))
-                });
-                if !go_import {
-                    missing.push(format!("Go SDK: {}/{function}", d.interface));
+                for (sdk, text) in &sdks {
+                    let wanted = calls(sdk, d.interface, function);
+                    let found = match *sdk {
+                        "go" => text.lines().any(|l| {
+                            l.starts_with("//go:wasmimport")
+                                && l.contains(&wanted[0])
+                                && format!("{l}\n").ends_with(&wanted[1])
+                        }),
+                        "rust" => text.contains(&wanted[0]),
+                        _ => mentions(text, &wanted[0]),
+                    };
+                    if !found {
+                        missing.push(format!("{sdk} SDK: {}/{function}", d.interface));
+                    }
                 }
             }
         }
