@@ -20,8 +20,8 @@ use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::hostile_registry::{HostileRegistry, SECRET};
 use crate::support::wasm_plugins::{
-    condition, has, host_with, is_ready, mirrored, push_label_mirror, setup, source, status_until,
-    wasm_plugin,
+    condition, host_with, is_ready, mirrored, pull_refused, push_label_mirror, setup, source,
+    status_until, wasm_plugin,
 };
 use crate::support::{self, resources};
 
@@ -198,22 +198,20 @@ async fn a_wasm_plugin_naming_a_hostile_registry_costs_only_itself() -> Result<(
     status_until(&api, "served", "Ready=True over plain http", is_ready).await?;
     source(&ns, "first", "one").await?;
     mirrored(&ns, "first", "one").await?;
-    let refused =
-        |reason: &'static str| move |s: &WasmPluginStatus| has(s, "Pulled", "False", reason);
     let endless = status_until(
         &api,
         "endless",
         "too large",
-        refused("RegistryAnswerTooLarge"),
+        pull_refused("RegistryAnswerTooLarge"),
     )
     .await?;
-    let big = status_until(&api, "bigerror", "refused", refused("PullFailed")).await?;
-    let denied = status_until(&api, "denied", "denied", refused("Unauthorized")).await?;
+    let big = status_until(&api, "bigerror", "refused", pull_refused("PullFailed")).await?;
+    let denied = status_until(&api, "denied", "denied", pull_refused("Unauthorized")).await?;
     let elsewhere = status_until(
         &api,
         "elsewhere",
         "not allowed",
-        refused("RegistryNotAllowed"),
+        pull_refused("RegistryNotAllowed"),
     )
     .await?;
     let message = |s: &WasmPluginStatus| condition(s, "Pulled").map(|c| c.2).unwrap_or_default();

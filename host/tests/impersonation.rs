@@ -21,7 +21,7 @@ use serde_json::json;
 use support::audit::writes_by;
 use support::objects::{
     all_pods, create_config_map, create_labelled_pod, create_node, create_pod, events_about,
-    node_label,
+    label_of, node_label,
 };
 use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::webapp::{install_crd, webapp_resource};
@@ -66,16 +66,7 @@ async fn counted(client: &kube::Client, node: &str) -> Option<()> {
 
 /// Waits until the Pod `name` has the label `key`.
 async fn labelled(pods: &Api<Pod>, name: &str, key: &str) -> Result<String> {
-    let found = eventually(CONVERGE, || async {
-        pods.get(name)
-            .await
-            .ok()?
-            .metadata
-            .labels?
-            .get(key)
-            .cloned()
-    })
-    .await;
+    let found = eventually(CONVERGE, || label_of(pods, name, key)).await;
     found.with_context(|| format!("Pod {name} never got {key}"))
 }
 

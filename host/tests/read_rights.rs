@@ -17,7 +17,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::objects::{
-    all_pods, config_map_label, create_config_map, create_node, create_pod, node_label,
+    all_pods, config_map_label, create_config_map, create_node, create_pod, label_of, node_label,
 };
 use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
@@ -42,14 +42,7 @@ async fn create_secret(client: &Client, ns: &str, name: &str) -> Result<()> {
 
 async fn secret_label(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    secrets
-        .get(name)
-        .await
-        .ok()?
-        .metadata
-        .labels?
-        .get(key)
-        .cloned()
+    label_of(&secrets, name, key).await
 }
 
 #[support::test]

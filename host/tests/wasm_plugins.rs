@@ -19,8 +19,8 @@ use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::registry::{another_build, push, repository};
 use crate::support::wasm_plugins::{
-    WAIT, condition, has, host, host_with, is_ready, kept_layer, mirrored, mirrored_to, set_spec,
-    setup, source, status_until, wasm_plugin,
+    WAIT, condition, has, host, host_with, is_ready, kept_layer, mirrored, mirrored_to,
+    pull_refused, set_spec, setup, source, status_until, wasm_plugin,
 };
 use crate::support::{self, eventually};
 
@@ -332,13 +332,11 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
             .await?;
     }
     status_until(&api, "signed", "Ready=True", is_ready).await?;
-    let refused =
-        |reason: &'static str| move |s: &WasmPluginStatus| has(s, "Pulled", "False", reason);
     let missing = status_until(
         &api,
         "unsigned",
         "SignatureMissing",
-        refused("SignatureMissing"),
+        pull_refused("SignatureMissing"),
     )
     .await?;
     let message = condition(&missing, "Pulled")
@@ -376,7 +374,7 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
         &api,
         "wrong",
         "SignatureInvalid",
-        refused("SignatureInvalid"),
+        pull_refused("SignatureInvalid"),
     )
     .await?;
     let message = condition(&wrong, "Pulled").map(|c| c.2).unwrap_or_default();
@@ -399,7 +397,7 @@ async fn a_signature_policy_admits_only_what_its_key_signed_before_compiling() -
         &api,
         "anything",
         "SignatureMissing",
-        refused("SignatureMissing"),
+        pull_refused("SignatureMissing"),
     )
     .await?;
     Ok(())

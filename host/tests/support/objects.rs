@@ -196,3 +196,18 @@ pub async fn create_misbehaving(api: &Api<ConfigMap>, name: &str, data: Value) -
     api.create(&PostParams::default(), &cm).await?;
     Ok(())
 }
+
+/// The label `key` of the object `name`, if it exists and has it.
+pub async fn label_of<K>(api: &Api<K>, name: &str, key: &str) -> Option<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get(name)
+        .await
+        .ok()?
+        .meta()
+        .labels
+        .as_ref()?
+        .get(key)
+        .cloned()
+}

@@ -175,6 +175,11 @@ pub fn has(status: &WasmPluginStatus, kind: &str, value: &str, reason: &str) -> 
     condition(status, kind).is_some_and(|c| c.0 == value && c.1 == reason)
 }
 
+/// Whether a status says its pull was refused for `reason` (`Pulled=False`).
+pub fn pull_refused(reason: &'static str) -> impl Fn(&WasmPluginStatus) -> bool {
+    move |status| has(status, "Pulled", "False", reason)
+}
+
 /// Whether `status` says `Ready=True`.
 pub fn is_ready(status: &WasmPluginStatus) -> bool {
     condition(status, "Ready").is_some_and(|c| c.0 == "True")
