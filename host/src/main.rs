@@ -186,10 +186,9 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
-    // The host's namespace by default, as its Lease's and its plugins' accounts'.
+    // The host's namespace by default: its Lease's (the Pod's, else wcm-system).
     let namespace = (args.wasm_plugin_namespace)
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .unwrap_or_else(|| "wcm-system".to_string());
+        .unwrap_or_else(|| args.election.leader_elect_resource_namespace.clone());
     let followed = (!args.no_wasm_plugins).then_some(namespace);
     config.wasm_plugins = followed.map(|namespace| WasmPluginSource {
         namespace,

@@ -2,17 +2,16 @@
 //! from their registries — and of the host, as YAML for `kubectl apply -f -` or as
 //! values of the Helm chart.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use kube::ResourceExt;
 use wcm_host::config::default_compile_cache;
 use wcm_host::contract::Registration;
 use wcm_host::loading::{registrations, resource_registrations};
-
-use kube::ResourceExt;
 use wcm_host::registry::{Registry, RegistryAuth};
 use wcm_host::rights::identity::{ServiceAccounts, valid_account};
 use wcm_host::rights::{Naming, chart_values, document, plugin_rights, render};

@@ -157,7 +157,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
     );
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("cannot read {}", args.plugin.display()))?;
-    let auth = auth_for(&reference, &args.access)?;
+    let auth = args.access.auth(reference.resolve_registry())?;
     let registry = args.access.registry(&reference, PUSH_TIMEOUT)?;
     let digest = registry.push(&reference, bytes, &auth).await?;
     println!("{}@{digest}", args.reference);
@@ -167,7 +167,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
 /// `pull`: writes the component and prints its pinned reference.
 pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
     let reference = wcm_host::registry::reference(&args.reference)?;
-    let auth = auth_for(&reference, &args.access)?;
+    let auth = args.access.auth(reference.resolve_registry())?;
     let registry = args.access.registry(&reference, args.timeout)?;
     let pulled = registry.pull(&reference, &auth, args.max_mib << 20).await?;
     std::fs::write(&args.output, &pulled.bytes)
@@ -177,9 +177,4 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
         None => println!("{}@{}", args.reference, pulled.digest),
     }
     Ok(())
-}
-
-/// The credentials of `--username` and standard input, else the Docker config's.
-fn auth_for(reference: &Reference, access: &RegistryAccess) -> anyhow::Result<RegistryAuth> {
-    access.auth(reference.resolve_registry())
 }

@@ -13,10 +13,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use support::deployed::{
     NAMESPACE, counts_pods_and_shows_metrics, crd_is_current, diagnosis, earlier_pods_gone, lease,
-    make_crd_older, namespace_gone_or_live, plane_with_node, ready_pods, rebuilt_binary,
-    running_digests,
+    local_image, make_crd_older, namespace_gone_or_live, plane_with_node, ready_pods,
+    rebuilt_binary, run_script, running_digests,
 };
-use support::docs::{checkout_view, follow, path_with_host, repo};
+use support::docs::{checkout_view, follow, path_with_host};
 use support::helm::{chart, helm, objects};
 use support::rbac::rbac_file;
 use support::{kubectl, plugin_file};
@@ -184,18 +184,8 @@ async fn a_second_install_beside_it(
     args.push(counter);
     let values = rbac_file(&args)?;
     let local = tempfile::NamedTempFile::new()?;
-    let view = checkout_view()?;
-    let kubeconfig = plane.admin_kubeconfig().display().to_string();
-    let out = std::process::Command::new("scripts/local-chart-values.sh")
-        .current_dir(view.path())
-        .env("KUBECONFIG", &kubeconfig)
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(local.path(), out.stdout)?;
+    let values_for_node = run_script(plane, "local-chart-values.sh", &[] as &[&str])?;
+    std::fs::write(local.path(), values_for_node)?;
     let (repository, digest) = image.split_once('@').context("no digest")?;
     let (repository, digest) = (
         format!("image.repository={repository}"),
@@ -310,28 +300,4 @@ fn leftovers_gone(plane: &ControlPlane) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The host's image built from `binary` by `scripts/image.sh` and imported into the
-/// local node, pinned to its digest.
-fn local_image(plane: &ControlPlane, binary: &str) -> Result<String> {
-    let out = std::process::Command::new("bash")
-        .args([
-            "-c",
-            &format!("scripts/image.sh --binary {binary} | tail -n1"),
-        ])
-        .current_dir(repo("."))
-        .env("WCM_CLUSTER_DIR", plane.state_dir())
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "image.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let image = String::from_utf8(out.stdout)?.trim().to_string();
-    ensure!(
-        image.contains("@sha256:"),
-        "not pinned to a digest: {image}"
-    );
-    Ok(image)
 }

@@ -17,15 +17,16 @@ impl ClusterAccess {
     /// Server-side applies a whole object (JSON) as the plugin; returns the stored
     /// object's JSON.
     pub async fn apply(&self, json: &str, force: bool) -> Result<String, CapabilityError> {
-        let target = object_head(Capability::Apply.name(), &self.declared.plugin, json, false)?;
-        let op = Op::on(Capability::Apply.name(), &target);
+        let call = Capability::Apply.name();
+        let target = object_head(call, &self.declared.plugin, json, false)?;
+        let op = Op::on(call, &target);
         let request = Request::Apply {
             object: json,
             force,
         };
         self.journaled(&target, request, async {
-            self.declared.require(Verb::Apply, "apply", &target)?;
-            let object = parse_object(Capability::Apply.name(), json)?;
+            self.declared.require(Verb::Apply, call, &target)?;
+            let object = parse_object(call, json)?;
             let write = Write::Apply {
                 object: &object,
                 force,
@@ -39,11 +40,12 @@ impl ClusterAccess {
     /// Creates the object `json` (named, or with `metadata.generateName`); returns it
     /// as stored.
     pub async fn create(&self, json: &str) -> Result<String, CapabilityError> {
-        let target = object_head(Capability::Create.name(), &self.declared.plugin, json, true)?;
-        let op = Op::on(Capability::Create.name(), &target);
+        let call = Capability::Create.name();
+        let target = object_head(call, &self.declared.plugin, json, true)?;
+        let op = Op::on(call, &target);
         self.journaled(&target, Request::Create(json), async {
-            self.declared.require(Verb::Create, "create", &target)?;
-            let object = dynamic(&op, parse_object(Capability::Create.name(), json)?)?;
+            self.declared.require(Verb::Create, call, &target)?;
+            let object = dynamic(&op, parse_object(call, json)?)?;
             let written = self
                 .admit_and_write(&op, &target, Write::Create(&object))
                 .await?;
@@ -64,7 +66,8 @@ impl ClusterAccess {
         patch: &str,
         subresource: Option<&str>,
     ) -> Result<String, CapabilityError> {
-        let op = Op::on_part(Capability::Patch.name(), target, subresource);
+        let call = Capability::Patch.name();
+        let op = Op::on_part(call, target, subresource);
         let request = Request::Patch {
             kind,
             patch,
@@ -72,7 +75,7 @@ impl ClusterAccess {
         };
         self.journaled(target, request, async {
             let verb = patch_verb(&op, subresource)?;
-            self.declared.require(verb, "patch", target)?;
+            self.declared.require(verb, call, target)?;
             let body = patch_value(&op, kind, patch)?;
             let write = Write::Patch { body, subresource };
             let written = self.admit_and_write(&op, target, write).await?;
@@ -87,16 +90,12 @@ impl ClusterAccess {
 
     /// Replaces an object that carries the resourceVersion it was read at.
     pub async fn update(&self, json: &str) -> Result<String, CapabilityError> {
-        let target = object_head(
-            Capability::Update.name(),
-            &self.declared.plugin,
-            json,
-            false,
-        )?;
-        let op = Op::on(Capability::Update.name(), &target);
+        let call = Capability::Update.name();
+        let target = object_head(call, &self.declared.plugin, json, false)?;
+        let op = Op::on(call, &target);
         self.journaled(&target, Request::Update(json), async {
-            self.declared.require(Verb::Update, "update", &target)?;
-            let value = parse_object(Capability::Update.name(), json)?;
+            self.declared.require(Verb::Update, call, &target)?;
+            let value = parse_object(call, json)?;
             require_version(&op, &value)?;
             let object = dynamic(&op, value)?;
             let written = self

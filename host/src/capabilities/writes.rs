@@ -88,10 +88,11 @@ impl ClusterAccess {
         set: &[(String, String)],
         remove: &[String],
     ) -> Result<(), CapabilityError> {
-        let op = Op::on(Capability::PatchLabels.name(), target);
+        let call = Capability::PatchLabels.name();
+        let op = Op::on(call, target);
         let request = Request::PatchLabels { set, remove };
         self.journaled(target, request, async {
-            self.declared.require(Verb::Patch, "patch-labels", target)?;
+            self.declared.require(Verb::Patch, call, target)?;
             label_patch(set, remove).map_err(|e| op.invalid(e))?;
             let written =
                 (self.admit_and_write(&op, target, Write::Labels { set, remove })).await?;
@@ -110,11 +111,11 @@ impl ClusterAccess {
         add: &[String],
         remove: &[String],
     ) -> Result<(), CapabilityError> {
-        let op = Op::on(Capability::PatchFinalizers.name(), target);
+        let call = Capability::PatchFinalizers.name();
+        let op = Op::on(call, target);
         let request = Request::PatchFinalizers { add, remove };
         self.journaled(target, request, async {
-            self.declared
-                .require(Verb::Patch, "patch-finalizers", target)?;
+            self.declared.require(Verb::Patch, call, target)?;
             finalizers::check(add, remove).map_err(|e| op.invalid(e))?;
             self.require_leader(&op)?;
             self.backend.served(&op, &target.gvk).await?;
@@ -159,10 +160,10 @@ impl ClusterAccess {
 
     /// Merges `status` (JSON of `.status`) into the status subresource of `target`.
     pub async fn patch_status(&self, target: &Target, status: &str) -> Result<(), CapabilityError> {
-        let op = Op::on(Capability::PatchStatus.name(), target);
+        let call = Capability::PatchStatus.name();
+        let op = Op::on(call, target);
         self.journaled(target, Request::PatchStatus(status), async {
-            self.declared
-                .require(Verb::PatchStatus, "patch-status", target)?;
+            self.declared.require(Verb::PatchStatus, call, target)?;
             let value: Value = (serde_json::from_str(status))
                 .map_err(|e| op.invalid(format!("the status is not JSON: {e}")))?;
             let written = self
@@ -181,9 +182,10 @@ impl ClusterAccess {
         target: &Target,
         options: &DeleteOptions,
     ) -> Result<(), CapabilityError> {
-        let op = Op::on(Capability::Delete.name(), target);
+        let call = Capability::Delete.name();
+        let op = Op::on(call, target);
         self.journaled(target, Request::Delete(options), async {
-            self.declared.require(Verb::Delete, "delete", target)?;
+            self.declared.require(Verb::Delete, call, target)?;
             self.backend.served(&op, &target.gvk).await?;
             self.admit(&op).await?;
             let deleted = self.backend.delete(&op, target, options).await;

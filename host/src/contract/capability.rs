@@ -5,39 +5,6 @@
 //! one is a new variant and its descriptor, and the compiler points at every match
 //! that must learn it.
 
-/// A capability a plugin calls.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Capability {
-    /// `get`: one object.
-    Get,
-    /// `list`: the objects of a watched kind.
-    List,
-    /// `list-first`: the first objects of a watched kind.
-    ListFirst,
-    /// `count`: how many objects of a watched kind.
-    Count,
-    /// `patch-labels`.
-    PatchLabels,
-    /// `patch-finalizers`.
-    PatchFinalizers,
-    /// The plugin's own metrics (`add`, `set`, `observe`).
-    Metrics,
-    /// `create`.
-    Create,
-    /// `patch`.
-    Patch,
-    /// `update`.
-    Update,
-    /// `record-event`.
-    RecordEvent,
-    /// `apply`.
-    Apply,
-    /// `patch-status`.
-    PatchStatus,
-    /// `delete`.
-    Delete,
-}
-
 /// What the host knows of a capability.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Descriptor {
@@ -54,83 +21,84 @@ pub struct Descriptor {
     pub writes: bool,
 }
 
-/// A capability of the `cluster` interface with one function of its name.
-const fn cluster(
-    name: &'static str,
-    functions: &'static [&'static str],
-    api_verb: &'static str,
-    writes: bool,
-) -> Descriptor {
-    Descriptor {
-        name,
-        interface: "cluster",
-        functions,
-        api_verb: Some(api_verb),
-        writes,
-    }
+/// The descriptor of a `cluster` function `name`, authorized by `api_verb`.
+macro_rules! cluster {
+    ($name:literal, $api_verb:literal, writes: $writes:literal) => {
+        Descriptor {
+            name: $name,
+            interface: "cluster",
+            functions: &[$name],
+            api_verb: Some($api_verb),
+            writes: $writes,
+        }
+    };
 }
 
-const GET: Descriptor = cluster("get", &["get"], "get", false);
-const LIST: Descriptor = cluster("list", &["list"], "list", false);
-const LIST_FIRST: Descriptor = cluster("list-first", &["list-first"], "list", false);
-const COUNT: Descriptor = cluster("count", &["count"], "list", false);
-const PATCH_LABELS: Descriptor = cluster("patch-labels", &["patch-labels"], "patch", true);
-const PATCH_FINALIZERS: Descriptor =
-    cluster("patch-finalizers", &["patch-finalizers"], "patch", true);
-const METRICS: Descriptor = Descriptor {
-    name: "metrics",
-    interface: "metrics",
-    functions: &["add", "set", "observe"],
-    api_verb: None,
-    writes: false,
-};
-const CREATE: Descriptor = cluster("create", &["create"], "create", true);
-const PATCH: Descriptor = cluster("patch", &["patch"], "patch", true);
-const UPDATE: Descriptor = cluster("update", &["update"], "update", true);
-const RECORD_EVENT: Descriptor = cluster("record-event", &["record-event"], "create", true);
-const APPLY: Descriptor = cluster("apply", &["apply"], "patch", true);
-const PATCH_STATUS: Descriptor = cluster("patch-status", &["patch-status"], "patch", true);
-const DELETE: Descriptor = cluster("delete", &["delete"], "delete", true);
+/// Declares [`Capability`], its `ALL` and its descriptors from one list, so no
+/// capability can lack a descriptor or be missing from `ALL`.
+macro_rules! capabilities {
+    ($($(#[$doc:meta])* $variant:ident => $descriptor:expr,)+) => {
+        /// A capability a plugin calls.
+        #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum Capability {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl Capability {
+            /// Every capability, for dropping a plugin's series and checking the SDKs.
+            pub const ALL: &[Capability] = &[$(Capability::$variant),+];
+
+            /// Its descriptor.
+            pub fn descriptor(self) -> &'static Descriptor {
+                match self {
+                    $(Capability::$variant => {
+                        const DESCRIPTOR: Descriptor = $descriptor;
+                        &DESCRIPTOR
+                    })+
+                }
+            }
+        }
+    };
+}
+
+capabilities! {
+    /// `get`: one object.
+    Get => cluster!("get", "get", writes: false),
+    /// `list`: the objects of a watched kind.
+    List => cluster!("list", "list", writes: false),
+    /// `list-first`: the first objects of a watched kind.
+    ListFirst => cluster!("list-first", "list", writes: false),
+    /// `count`: how many objects of a watched kind.
+    Count => cluster!("count", "list", writes: false),
+    /// `patch-labels`.
+    PatchLabels => cluster!("patch-labels", "patch", writes: true),
+    /// `patch-finalizers`.
+    PatchFinalizers => cluster!("patch-finalizers", "patch", writes: true),
+    /// The plugin's own metrics (`add`, `set`, `observe`).
+    Metrics => Descriptor {
+        name: "metrics",
+        interface: "metrics",
+        functions: &["add", "set", "observe"],
+        api_verb: None,
+        writes: false,
+    },
+    /// `create`.
+    Create => cluster!("create", "create", writes: true),
+    /// `patch`.
+    Patch => cluster!("patch", "patch", writes: true),
+    /// `update`.
+    Update => cluster!("update", "update", writes: true),
+    /// `record-event`.
+    RecordEvent => cluster!("record-event", "create", writes: true),
+    /// `apply`.
+    Apply => cluster!("apply", "patch", writes: true),
+    /// `patch-status`.
+    PatchStatus => cluster!("patch-status", "patch", writes: true),
+    /// `delete`.
+    Delete => cluster!("delete", "delete", writes: true),
+}
 
 impl Capability {
-    /// Every capability, for dropping a plugin's series and checking the SDKs.
-    pub const ALL: &[Capability] = &[
-        Capability::Get,
-        Capability::List,
-        Capability::ListFirst,
-        Capability::Count,
-        Capability::PatchLabels,
-        Capability::PatchFinalizers,
-        Capability::Metrics,
-        Capability::Create,
-        Capability::Patch,
-        Capability::Update,
-        Capability::RecordEvent,
-        Capability::Apply,
-        Capability::PatchStatus,
-        Capability::Delete,
-    ];
-
-    /// Its descriptor.
-    pub fn descriptor(self) -> &'static Descriptor {
-        match self {
-            Capability::Get => &GET,
-            Capability::List => &LIST,
-            Capability::ListFirst => &LIST_FIRST,
-            Capability::Count => &COUNT,
-            Capability::PatchLabels => &PATCH_LABELS,
-            Capability::PatchFinalizers => &PATCH_FINALIZERS,
-            Capability::Metrics => &METRICS,
-            Capability::Create => &CREATE,
-            Capability::Patch => &PATCH,
-            Capability::Update => &UPDATE,
-            Capability::RecordEvent => &RECORD_EVENT,
-            Capability::Apply => &APPLY,
-            Capability::PatchStatus => &PATCH_STATUS,
-            Capability::Delete => &DELETE,
-        }
-    }
-
     /// Its name (`patch-labels`): the WIT function, the metric label, and what its
     /// errors begin with.
     pub fn name(self) -> &'static str {

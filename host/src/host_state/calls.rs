@@ -101,7 +101,7 @@ impl HostState {
         &mut self,
         Call { function, span }: Call,
         args: Option<Value>,
-        work: impl FnOnce(Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>) -> Fut,
+        work: impl FnOnce(Result<Arc<ClusterAccess>, CapabilityError>, Arc<str>, &'static str) -> Fut,
     ) -> Answer<T>
     where
         Fut: Future<Output = Result<T, CapabilityError>>,
@@ -109,7 +109,8 @@ impl HostState {
         if let (Some(CallTape::Replaying { .. }), Some(args)) = (&self.tape, &args) {
             return self.replayed(function, args);
         }
-        let working = work(self.shared_access(), self.plugin.clone()).instrument(span.clone());
+        let op = function.name();
+        let working = work(self.shared_access(), self.plugin.clone(), op).instrument(span.clone());
         let result = match AssertUnwindSafe(working).catch_unwind().await {
             Ok(result) => result,
             Err(payload) => Err(CapabilityError::HostFault(panic_message(&*payload))),
@@ -160,8 +161,8 @@ impl HostState {
         self.call(
             Call::new(Capability::Get, || Some(kind_of(&obj.kind))),
             args,
-            |access, plugin| async move {
-                let target = target(Capability::Get.name(), &plugin, obj)?;
+            |access, plugin, op| async move {
+                let target = target(op, &plugin, obj)?;
                 Ok(access?.get(&target).await?.to_string())
             },
         )
@@ -179,7 +180,6 @@ impl HostState {
     ) -> Answer<Vec<String>> {
         let limit = limit.map(|l| l as usize);
         let called = list_call(limit);
-        let function = called.name();
         let args = self.tape_args(|| {
             json!({"kind": kind_of(&kind), "namespace": namespace, "labelSelector": label_selector,
                 "limit": limit})
@@ -187,9 +187,9 @@ impl HostState {
         self.call(
             Call::new(called, || Some(kind_of(&kind))),
             args,
-            |access, plugin| async move {
-                bounds::selector(function, &plugin, label_selector.as_deref())?;
-                let gvk = checked_kind(function, &plugin, &kind, namespace.as_deref())?;
+            |access, plugin, op| async move {
+                bounds::selector(op, &plugin, label_selector.as_deref())?;
+                let gvk = checked_kind(op, &plugin, &kind, namespace.as_deref())?;
                 let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
                 let found = access?.list(&gvk, ns, selector, limit).await?;
                 Ok(found.iter().map(|j| j.to_string()).collect())
@@ -211,14 +211,9 @@ impl HostState {
         self.call(
             Call::new(Capability::Count, || Some(kind_of(&kind))),
             args,
-            |access, plugin| async move {
-                bounds::selector(Capability::Count.name(), &plugin, label_selector.as_deref())?;
-                let gvk = checked_kind(
-                    Capability::Count.name(),
-                    &plugin,
-                    &kind,
-                    namespace.as_deref(),
-                )?;
+            |access, plugin, op| async move {
+                bounds::selector(op, &plugin, label_selector.as_deref())?;
+                let gvk = checked_kind(op, &plugin, &kind, namespace.as_deref())?;
                 let (ns, selector) = (namespace.as_deref(), label_selector.as_deref());
                 Ok(access?.count(&gvk, ns, selector).await? as u64)
             },
@@ -241,14 +236,9 @@ impl HostState {
         self.call(
             Call::new(Capability::PatchLabels, || Some(kind_of(&obj.kind))),
             args,
-            |access, plugin| async move {
-                bounds::labels(
-                    Capability::PatchLabels.name(),
-                    &plugin,
-                    set.len(),
-                    remove.len(),
-                )?;
-                let target = target(Capability::PatchLabels.name(), &plugin, obj)?;
+            |access, plugin, op| async move {
+                bounds::labels(op, &plugin, set.len(), remove.len())?;
+                let target = target(op, &plugin, obj)?;
                 access?.patch_labels(&target, &set, &remove).await
             },
         )
@@ -267,8 +257,8 @@ impl HostState {
         self.call(
             Call::new(Capability::PatchFinalizers, || Some(kind_of(&obj.kind))),
             args,
-            |access, plugin| async move {
-                let target = target(Capability::PatchFinalizers.name(), &plugin, obj)?;
+            |access, plugin, op| async move {
+                let target = target(op, &plugin, obj)?;
                 access?.patch_finalizers(&target, &add, &remove).await
             },
         )
@@ -288,12 +278,8 @@ impl HostState {
                 Some(kind_of(&event.regarding.kind))
             }),
             args,
-            |access, plugin| async move {
-                let regarding = target(
-                    Capability::RecordEvent.name(),
-                    &plugin,
-                    event.regarding.clone(),
-                )?;
+            |access, plugin, op| async move {
+                let regarding = target(op, &plugin, event.regarding.clone())?;
                 let related = match event.related.clone() {
                     Some(related) => Some(target("record-event related", &plugin, related)?),
                     None => None,
@@ -313,8 +299,8 @@ impl HostState {
         self.call(
             Call::new(Capability::Apply, || kind_in(&object)),
             args,
-            |access, plugin| async move {
-                bounds::body(Capability::Apply.name(), &plugin, "the object", &object)?;
+            |access, plugin, op| async move {
+                bounds::body(op, &plugin, "the object", &object)?;
                 access?.apply(&object, force).await
             },
         )
@@ -327,8 +313,8 @@ impl HostState {
         self.call(
             Call::new(Capability::Create, || kind_in(&object)),
             args,
-            |access, plugin| async move {
-                bounds::body(Capability::Create.name(), &plugin, "the object", &object)?;
+            |access, plugin, op| async move {
+                bounds::body(op, &plugin, "the object", &object)?;
                 access?.create(&object).await
             },
         )
@@ -354,9 +340,9 @@ impl HostState {
         self.call(
             Call::new(Capability::Patch, || Some(kind_of(&obj.kind))),
             args,
-            |access, plugin| async move {
-                bounds::body(Capability::Patch.name(), &plugin, "the patch", &patch)?;
-                let target = target(Capability::Patch.name(), &plugin, obj)?;
+            |access, plugin, op| async move {
+                bounds::body(op, &plugin, "the patch", &patch)?;
+                let target = target(op, &plugin, obj)?;
                 (access?.patch(&target, kind, &patch, subresource.as_deref())).await
             },
         )
@@ -369,8 +355,8 @@ impl HostState {
         self.call(
             Call::new(Capability::Update, || kind_in(&object)),
             args,
-            |access, plugin| async move {
-                bounds::body(Capability::Update.name(), &plugin, "the object", &object)?;
+            |access, plugin, op| async move {
+                bounds::body(op, &plugin, "the object", &object)?;
                 access?.update(&object).await
             },
         )
@@ -383,14 +369,9 @@ impl HostState {
         self.call(
             Call::new(Capability::PatchStatus, || Some(kind_of(&obj.kind))),
             args,
-            |access, plugin| async move {
-                bounds::body(
-                    Capability::PatchStatus.name(),
-                    &plugin,
-                    "the status",
-                    &status,
-                )?;
-                let target = target(Capability::PatchStatus.name(), &plugin, obj)?;
+            |access, plugin, op| async move {
+                bounds::body(op, &plugin, "the status", &status)?;
+                let target = target(op, &plugin, obj)?;
                 access?.patch_status(&target, &status).await
             },
         )
@@ -415,19 +396,13 @@ impl HostState {
         self.call(
             Call::new(Capability::Delete, || Some(kind_of(&obj.kind))),
             args,
-            |access, plugin| async move {
+            |access, plugin, op| async move {
                 let preconditions = [&options.uid, &options.resource_version];
                 for value in preconditions.into_iter().flatten() {
                     let max = bounds::MAX_PRECONDITION_BYTES;
-                    bounds::at_most(
-                        Capability::Delete.name(),
-                        &plugin,
-                        "a precondition",
-                        value.len(),
-                        max,
-                    )?;
+                    bounds::at_most(op, &plugin, "a precondition", value.len(), max)?;
                 }
-                let target = target(Capability::Delete.name(), &plugin, obj)?;
+                let target = target(op, &plugin, obj)?;
                 access?.delete(&target, &options).await
             },
         )

@@ -11,8 +11,9 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::time::Instant;
 
+use super::discovery::split_api_version;
 use super::event_series::{EventKey, SeriesCache};
-use crate::contract::EventRecord;
+use crate::contract::{EventRecord, Gvk, ObjectRef};
 
 /// `action` of an Event whose plugin named none (every Event of a 0.2 plugin): the
 /// plugin acted while reconciling.
@@ -172,4 +173,19 @@ async fn extend_series(api: &Api<Event>, name: &str, count: i32) -> Result<(), k
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(())
+}
+
+/// The contract's reference to the same object (the recorder reads the Event's
+/// reason, action and note from the record, its object from the reference).
+pub fn contract_ref(object: &ObjectReference) -> ObjectRef {
+    let (group, version) = split_api_version(object.api_version.as_deref().unwrap_or_default());
+    ObjectRef {
+        kind: Gvk {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: object.kind.clone().unwrap_or_default(),
+        },
+        namespace: object.namespace.clone(),
+        name: object.name.clone().unwrap_or_default(),
+    }
 }

@@ -16,9 +16,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::contract::{EventRecord, Gvk, ObjectRef};
-use crate::kube::discovery::split_api_version;
-use crate::kube::events::PluginRecorder;
+use crate::contract::EventRecord;
+use crate::kube::events::{PluginRecorder, contract_ref};
 use crate::status::{PluginStatus, PluginTable, State, WASMPLUGIN_ROW};
 
 /// The host's name in the Events it records about plugins.
@@ -216,21 +215,6 @@ fn object_reference(
         name: Some(name),
         uid,
         ..ObjectReference::default()
-    }
-}
-
-/// The contract's reference to the same object (the recorder reads the Event's
-/// reason, action and note from the record, its object from the reference).
-fn contract_ref(object: &ObjectReference) -> ObjectRef {
-    let (group, version) = split_api_version(object.api_version.as_deref().unwrap_or_default());
-    ObjectRef {
-        kind: Gvk {
-            group: group.to_string(),
-            version: version.to_string(),
-            kind: object.kind.clone().unwrap_or_default(),
-        },
-        namespace: object.namespace.clone(),
-        name: object.name.clone().unwrap_or_default(),
     }
 }
 

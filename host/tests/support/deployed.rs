@@ -106,18 +106,35 @@ pub fn undeploy(plane: &ControlPlane, overlay: &Path) -> Result<()> {
 
 /// Runs `scripts/plugin-image.sh` on `plugins`; returns the image reference.
 pub fn plugin_image(plane: &ControlPlane, plugins: &[&Path]) -> Result<String> {
-    let out = script(plane, "plugin-image.sh").args(plugins).output()?;
+    let args: Vec<&OsStr> = plugins.iter().map(|p| p.as_os_str()).collect();
+    last_line(&run_script(plane, "plugin-image.sh", &args)?)
+}
+
+/// The host's image built by `scripts/image.sh` from `binary` and imported into the
+/// local node, pinned to its digest.
+pub fn local_image(plane: &ControlPlane, binary: &str) -> Result<String> {
+    let image = last_line(&run_script(plane, "image.sh", &["--binary", binary])?)?;
+    ensure!(
+        image.contains("@sha256:"),
+        "not pinned to a digest: {image}"
+    );
+    Ok(image)
+}
+
+/// What `scripts/NAME ARGS...` printed, run against `plane`; an error with what it
+/// said otherwise.
+pub fn run_script<S: AsRef<OsStr>>(plane: &ControlPlane, name: &str, args: &[S]) -> Result<String> {
+    let out = script(plane, name).args(args).output()?;
     ensure!(
         out.status.success(),
-        "plugin-image.sh failed: {}",
+        "{name} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let stdout = String::from_utf8(out.stdout)?;
-    Ok(stdout
-        .lines()
-        .last()
-        .context("no image reference")?
-        .to_string())
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+fn last_line(text: &str) -> Result<String> {
+    Ok(text.lines().last().context("printed nothing")?.to_string())
 }
 
 fn script(plane: &ControlPlane, name: &str) -> Command {

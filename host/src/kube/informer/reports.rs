@@ -14,7 +14,7 @@ use kube::core::GroupVersionKind;
 use tokio::sync::mpsc;
 
 use crate::contract::EventRecord;
-use crate::kube::events::PluginRecorder;
+use crate::kube::events::{PluginRecorder, contract_ref};
 
 /// Reports waiting to be recorded at most; past it they are dropped.
 const QUEUED: usize = 64;
@@ -59,10 +59,10 @@ async fn record_all(recorder: PluginRecorder, mut reports: mpsc::Receiver<Report
     while let Some(report) = reports.recv().await {
         let regarding = ObjectReference {
             api_version: Some(report.gvk.api_version()),
-            kind: Some(report.gvk.kind.clone()),
-            namespace: report.namespace.clone(),
-            name: Some(report.name.clone()),
-            uid: report.uid.clone(),
+            kind: Some(report.gvk.kind),
+            namespace: report.namespace,
+            name: Some(report.name),
+            uid: report.uid,
             ..ObjectReference::default()
         };
         let note = format!(
@@ -71,15 +71,7 @@ async fn record_all(recorder: PluginRecorder, mut reports: mpsc::Receiver<Report
             report.cause
         );
         let event = EventRecord {
-            regarding: crate::contract::ObjectRef {
-                kind: crate::contract::Gvk {
-                    group: report.gvk.group.clone(),
-                    version: report.gvk.version.clone(),
-                    kind: report.gvk.kind.clone(),
-                },
-                namespace: report.namespace.clone(),
-                name: report.name.clone(),
-            },
+            regarding: contract_ref(&regarding),
             related: None,
             warning: true,
             reason: "Undecodable".into(),
