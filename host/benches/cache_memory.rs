@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
-use wcm_host::testing::metadata_of;
-use wcm_host::testing::{CachedObject, ObjectCache};
+use wcm_core::kube::cache::{CachedObject, ObjectCache};
+use wcm_core::kube::informer::metadata_of;
 
 #[global_allocator]
 static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);

@@ -92,7 +92,7 @@ fn two_loads(plane: &ControlPlane, bytes: &[u8], flags: &[String]) -> Result<(Ph
         .arg(dir.path())
         .args(flags)
         .env("KUBECONFIG", plane.admin_kubeconfig())
-        .env("RUST_LOG", "info,wcm_host::controller=debug")
+        .env("RUST_LOG", "info,wcm_daemon::controller=debug")
         .env("NO_COLOR", "1")
         .stderr(Stdio::piped())
         .spawn()?;

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use wcm_host::config::Limits;
-use wcm_host::testkit::{Session, TestOptions};
+use wcm_core::config::Limits;
+use wcm_tooling::testkit::{Session, TestOptions};
 
 const COMPILES: usize = 3;
 const CACHED_LOADS: usize = 5;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, mpsc};
-use wcm_host::queue::{Backoff, WorkQueue};
+use wcm_core::queue::{Backoff, WorkQueue};
 
 const KEYS: u64 = 100_000;
 const HOT_KEYS: u64 = 100;

@@ -22,14 +22,14 @@ use serde_json::json;
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 use wcm_control_plane::TestNamespace;
-use wcm_host::budget::Budget;
-use wcm_host::capabilities::{ClusterAccess, Target};
-use wcm_host::config::Limits;
-use wcm_host::leader::LeaderGate;
-use wcm_host::queue::{Backoff, WorkQueue};
-use wcm_host::runtime::{PluginCode, ReusePolicy, ReusedInstance, Runtime};
-use wcm_host::testing::ReconcileKey;
-use wcm_host::traces::{TARGET, TraceExport};
+use wcm_core::budget::Budget;
+use wcm_core::capabilities::{ClusterAccess, Target};
+use wcm_core::config::Limits;
+use wcm_core::keys::ReconcileKey;
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::queue::{Backoff, WorkQueue};
+use wcm_core::runtime::{PluginCode, ReusePolicy, ReusedInstance, Runtime};
+use wcm_core::traces::{TARGET, TraceExport};
 
 /// A real OpenTelemetry Collector, as the tests of traces start it.
 #[path = "../tests/support/collector.rs"]

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use wcm_host::budget::{
+use wcm_core::budget::{
     ApiBudget, Budget, BudgetSettings, LogBudget, MetricBudget, OverrideError, ReuseBudget,
     WatchBudget,
 };
-use wcm_host::leader::{ConfigError, ElectionConfig, ElectionMode};
-use wcm_host::rights::PodSecurity;
+use wcm_core::rights::PodSecurity;
+use wcm_daemon::leader::{ConfigError, ElectionConfig, ElectionMode};
 
 /// Command-line interface of the daemon.
 #[derive(Debug, Parser)]
@@ -102,7 +102,7 @@ pub struct NewArgs {
     pub name: String,
     /// The language of the project.
     #[arg(long, value_enum)]
-    pub lang: wcm_host::scaffold::Language,
+    pub lang: wcm_tooling::scaffold::Language,
     /// Where to create the project [default: ./NAME].
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -145,8 +145,8 @@ pub struct TestArgs {
     /// `all`. The run is made again with each fault at every point it can strike;
     /// any run that ends in another cluster state than the run without faults fails
     /// the test, with the fault, the diff and the calls that show it.
-    #[arg(long, value_name = "LIST", value_parser = wcm_host::testkit::FaultKind::parse_list)]
-    pub faults: Option<std::collections::BTreeSet<wcm_host::testkit::FaultKind>>,
+    #[arg(long, value_name = "LIST", value_parser = wcm_tooling::testkit::FaultKind::parse_list)]
+    pub faults: Option<std::collections::BTreeSet<wcm_tooling::testkit::FaultKind>>,
     /// A field the fault exploration does not compare, as a JSON pointer
     /// (`/status/lastRun`, `/metadata/annotations/example.com~1stamp`); repeat it.
     #[arg(long = "ignore", value_name = "POINTER", requires = "faults")]
@@ -253,7 +253,7 @@ pub struct RunArgs {
     pub no_pooling: bool,
     /// KiB of each pooled instance's memory and table kept resident (reset in place)
     /// when a reconcile ends, sparing the next instance in the slot its page faults.
-    #[arg(long, default_value_t = wcm_host::config::DEFAULT_KEEP_RESIDENT >> 10)]
+    #[arg(long, default_value_t = wcm_core::config::DEFAULT_KEEP_RESIDENT >> 10)]
     pub pool_keep_resident_kib: usize,
     /// Largest plugin file loaded, in MiB: a file is read whole and compiled.
     #[arg(long, default_value_t = 128)]
@@ -287,7 +287,7 @@ pub struct RunArgs {
     pub compile_cache_dir: Option<PathBuf>,
     /// Most MiB the compile cache keeps; past it the least recently used entries
     /// are removed.
-    #[arg(long, default_value_t = wcm_host::config::DEFAULT_COMPILE_CACHE_MAX_BYTES >> 20)]
+    #[arg(long, default_value_t = wcm_core::config::DEFAULT_COMPILE_CACHE_MAX_BYTES >> 20)]
     pub compile_cache_max_mib: u64,
     /// Compile every plugin on every load; keep nothing on disk.
     #[arg(long, conflicts_with = "compile_cache_dir")]
@@ -307,7 +307,7 @@ pub struct RunArgs {
     pub pulled_plugins_dir: Option<PathBuf>,
     /// Most MiB of pulled plugins kept on disk; past it the least recently used are
     /// removed (and pulled again when next needed).
-    #[arg(long, default_value_t = wcm_host::registry::DEFAULT_PULLED_MAX_BYTES >> 20)]
+    #[arg(long, default_value_t = wcm_core::registry::DEFAULT_PULLED_MAX_BYTES >> 20)]
     pub pulled_plugins_max_mib: u64,
     #[command(flatten)]
     pub registry: crate::registry_cli::RegistryArgs,

@@ -5,6 +5,9 @@ mod rbac_cli;
 mod registry_cli;
 mod test_cli;
 
+#[cfg(test)]
+mod module_graph;
+
 use anyhow::Context;
 use clap::Parser;
 use cli::{Cli, Command, LogFormat, RunArgs};
@@ -12,13 +15,13 @@ use kube::config::KubeConfigOptions;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
-use wcm_host::config::{
+use wcm_core::config::{
     Limits, ManagerConfig, WasmPluginSource, default_compile_cache, default_pulled_dir,
 };
-use wcm_host::daemon::{self, DaemonConfig};
-use wcm_host::queue::Backoff;
-use wcm_host::rights::identity::ServiceAccounts;
-use wcm_host::traces::TraceExport;
+use wcm_core::queue::Backoff;
+use wcm_core::rights::identity::ServiceAccounts;
+use wcm_core::traces::TraceExport;
+use wcm_daemon::daemon::{self, DaemonConfig};
 
 fn main() -> anyhow::Result<()> {
     let mut cli = Cli::parse();
@@ -38,7 +41,7 @@ fn main() -> anyhow::Result<()> {
             Command::Pull(args) => registry_cli::pull(args).await,
             Command::Transcripts(args) => transcripts(&args),
             Command::Crd => {
-                print!("{}", wcm_host::wasmplugin::crd_yaml());
+                print!("{}", wcm_daemon::wasmplugin::crd_yaml());
                 Ok(())
             }
         }
@@ -70,7 +73,7 @@ fn trace_export(cli: &mut Cli) -> anyhow::Result<Option<TraceExport>> {
 /// with `traces`, their layer beside it
 /// (the log never shows the spans, the exporter takes nothing but them).
 fn init_logging(format: LogFormat, traces: Option<&TraceExport>) {
-    let no_spans = format!("{}=off", wcm_host::traces::TARGET);
+    let no_spans = format!("{}=off", wcm_core::traces::TARGET);
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info".into())
         .add_directive(no_spans.parse().expect("a static directive"));
@@ -156,7 +159,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
             .with_context(|| format!("--record-plugin {given:?}: expected NAME=DIR"))?;
         let max = args.record_max_mib.saturating_mul(1 << 20);
         let recorder =
-            wcm_host::tape::Recorder::new(plugin, dir.as_ref(), args.record_secrets, max)
+            wcm_core::tape::Recorder::new(plugin, dir.as_ref(), args.record_secrets, max)
                 .with_context(|| format!("--record-plugin {given}"))?;
         config
             .recorders
@@ -204,7 +207,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
 fn componentize(args: &cli::ComponentizeArgs) -> anyhow::Result<()> {
     let module = std::fs::read(&args.module)
         .with_context(|| format!("cannot read {}", args.module.display()))?;
-    let component = wcm_host::componentize::componentize(&module)
+    let component = wcm_tooling::componentize::componentize(&module)
         .with_context(|| format!("{}", args.module.display()))?;
     std::fs::write(&args.output, component)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
@@ -213,7 +216,7 @@ fn componentize(args: &cli::ComponentizeArgs) -> anyhow::Result<()> {
 
 /// Gathers plugin images' plugins into the plugins directory (`gather-plugins`).
 fn gather_plugins(args: &cli::GatherArgs) -> anyhow::Result<()> {
-    let gathered = wcm_host::plugin_images::gather(&args.from, &args.to)?;
+    let gathered = wcm_daemon::plugin_images::gather(&args.from, &args.to)?;
     for file in gathered {
         println!(
             "installed {} from {}: {} bytes",
@@ -228,7 +231,7 @@ fn gather_plugins(args: &cli::GatherArgs) -> anyhow::Result<()> {
 /// Writes the transcripts under `args.dir` to standard output as a tar archive.
 fn transcripts(args: &cli::TranscriptsArgs) -> anyhow::Result<()> {
     let out = std::io::stdout().lock();
-    let count = wcm_host::tape::write_archive(&args.dir, std::io::BufWriter::new(out))?;
+    let count = wcm_core::tape::write_archive(&args.dir, std::io::BufWriter::new(out))?;
     eprintln!("{count} transcript(s) from {}", args.dir.display());
     Ok(())
 }
@@ -236,7 +239,7 @@ fn transcripts(args: &cli::TranscriptsArgs) -> anyhow::Result<()> {
 /// Creates a plugin project (`new`) and says what to do next.
 fn new_project(args: &cli::NewArgs) -> anyhow::Result<()> {
     let dir = (args.dir.clone()).unwrap_or_else(|| std::path::PathBuf::from(&args.name));
-    let files = wcm_host::scaffold::create(&args.name, args.lang, &dir)?;
+    let files = wcm_tooling::scaffold::create(&args.name, args.lang, &dir)?;
     println!("created {} ({} files):", dir.display(), files.len());
     println!(
         "  cd {}
@@ -256,8 +259,8 @@ fn new_project(args: &cli::NewArgs) -> anyhow::Result<()> {
 
 /// Prints the plugin table of the host listening at `address`.
 async fn list_plugins(address: &str) -> anyhow::Result<()> {
-    let rows = wcm_host::status::fetch(address).await?;
-    print!("{}", wcm_host::status::render_table(&rows));
+    let rows = wcm_daemon::status::fetch(address).await?;
+    print!("{}", wcm_daemon::status::render_table(&rows));
     Ok(())
 }
 

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kube::ResourceExt;
-use wcm_host::config::default_compile_cache;
-use wcm_host::contract::Registration;
-use wcm_host::loading::{registrations, resource_registrations};
-use wcm_host::registry::{Registry, RegistryAuth};
-use wcm_host::rights::identity::{ServiceAccounts, valid_account};
-use wcm_host::rights::{Naming, chart_values, document, plugin_rights, render};
-use wcm_host::wasmplugin::{WasmPlugin, parse};
+use wcm_core::config::default_compile_cache;
+use wcm_core::contract::Registration;
+use wcm_core::loading::registrations;
+use wcm_core::registry::{Registry, RegistryAuth};
+use wcm_core::rights::identity::{ServiceAccounts, valid_account};
+use wcm_core::rights::{Naming, chart_values, document, plugin_rights, render};
+use wcm_daemon::wasmplugin::resource_registrations;
+use wcm_daemon::wasmplugin::{WasmPlugin, parse};
 
 use crate::cli::{RbacArgs, RbacOutput};
 use crate::registry_cli::RegistryAccess;
@@ -94,7 +95,7 @@ fn registry_access(
 ) -> anyhow::Result<(Registry, BTreeMap<String, RegistryAuth>)> {
     let mut hosts = BTreeSet::new();
     for plugin in resources {
-        let reference = wcm_host::registry::reference(&plugin.spec.image)
+        let reference = wcm_core::registry::reference(&plugin.spec.image)
             .with_context(|| format!("WasmPlugin {}", plugin.name_any()))?;
         hosts.insert(reference.resolve_registry().to_string());
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use wcm_host::registry::{
+use wcm_core::registry::{
     DockerConfig, Reference, Registry, RegistryAuth, RegistryLimits, RegistryOptions,
 };
 
@@ -33,10 +33,10 @@ pub struct RegistryArgs {
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub registry_pull_timeout: Duration,
     /// How many pulls run at once; the others wait their turn (within their timeout).
-    #[arg(long, default_value_t = wcm_host::registry::DEFAULT_CONCURRENT_PULLS)]
+    #[arg(long, default_value_t = wcm_core::registry::DEFAULT_CONCURRENT_PULLS)]
     pub registry_max_concurrent_pulls: usize,
     /// How many MiB of components the pulls in flight may hold together.
-    #[arg(long, default_value_t = wcm_host::registry::DEFAULT_PULL_MEMORY_BYTES >> 20)]
+    #[arg(long, default_value_t = wcm_core::registry::DEFAULT_PULL_MEMORY_BYTES >> 20)]
     pub registry_max_pull_mib: u64,
 }
 
@@ -149,7 +149,7 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `push`: prints the pushed reference pinned to its digest, as the last line.
 pub async fn push(args: PushArgs) -> anyhow::Result<()> {
-    let reference = wcm_host::registry::reference(&args.reference)?;
+    let reference = wcm_core::registry::reference(&args.reference)?;
     anyhow::ensure!(
         reference.digest().is_none(),
         "{}: push to a tag; the digest is the registry's answer",
@@ -166,7 +166,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
 
 /// `pull`: writes the component and prints its pinned reference.
 pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
-    let reference = wcm_host::registry::reference(&args.reference)?;
+    let reference = wcm_core::registry::reference(&args.reference)?;
     let auth = args.access.auth(reference.resolve_registry())?;
     let registry = args.access.registry(&reference, args.timeout)?;
     let pulled = registry.pull(&reference, &auth, args.max_mib << 20).await?;

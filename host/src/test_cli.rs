@@ -3,8 +3,8 @@
 //! transcripts replayed; the exit status says whether anything went wrong.
 
 use anyhow::Context;
-use wcm_host::config::{Limits, default_compile_cache};
-use wcm_host::testkit::{
+use wcm_core::config::{Limits, default_compile_cache};
+use wcm_tooling::testkit::{
     Exploration, ExploreOptions, Outcome, Replay, TestOptions, explore, replay, run as run_once,
 };
 

@@ -24,18 +24,18 @@ use kube::api::{Api, PostParams};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
-use wcm_host::budget::Budget;
-use wcm_host::contract::{MetricDeclaration, MetricKind};
-use wcm_host::leader::LeaderGate;
-use wcm_host::metrics::plugin::PluginMetrics;
-use wcm_host::runtime::HostState;
-use wcm_host::testing::CachedObject;
-use wcm_host::testing::Informer;
-use wcm_host::testing::v0_3::wcm::controller::cluster::{
+use wcm_core::bindings::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event, PatchType, Propagation,
 };
-use wcm_host::testing::v0_3::wcm::controller::log::{Host as Log, Level};
-use wcm_host::testing::v0_3::wcm::controller::types::{EventType, Gvk, ObjectRef};
+use wcm_core::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
+use wcm_core::bindings::v0_3::wcm::controller::types::{EventType, Gvk, ObjectRef};
+use wcm_core::budget::Budget;
+use wcm_core::contract::{MetricDeclaration, MetricKind};
+use wcm_core::kube::cache::CachedObject;
+use wcm_core::kube::informer::Informer;
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::metrics::plugin::PluginMetrics;
+use wcm_core::runtime::HostState;
 
 /// The system allocator, counting the bytes held and their peak since the last reset.
 struct Counting;
@@ -331,7 +331,7 @@ fn probe_lock(informer: Arc<Informer>, stop: Arc<AtomicBool>, longest: Arc<Atomi
 struct Fixture {
     state: HostState,
     informer: Arc<Informer>,
-    metrics: Arc<wcm_host::metrics::Metrics>,
+    metrics: Arc<wcm_core::metrics::Metrics>,
 }
 
 async fn fixture(ns: &TestNamespace) -> anyhow::Result<Fixture> {
@@ -354,7 +354,7 @@ async fn fixture(ns: &TestNamespace) -> anyhow::Result<Fixture> {
         .collect()
         .await;
     created.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
-    let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
+    let metrics: Arc<wcm_core::metrics::Metrics> = Default::default();
     let mut budget = Budget::default();
     (budget.api.qps, budget.api.burst) = (1_000.0, 1_000);
     let gate = (LeaderGate::always_open(), budget);

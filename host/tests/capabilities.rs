@@ -17,19 +17,19 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::ClusterAccess;
-use wcm_host::contract::Verb;
-use wcm_host::leader::LeaderGate;
-use wcm_host::rights::Granted;
-use wcm_host::runtime::HostState;
-use wcm_host::testing::InformerRegistry;
-use wcm_host::testing::v0_3::wcm::controller::cluster::{
+use wcm_core::bindings::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event as EventArgs, Propagation,
 };
-use wcm_host::testing::v0_3::wcm::controller::types::{
+use wcm_core::bindings::v0_3::wcm::controller::types::{
     Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
 };
+use wcm_core::budget::{Budget, PluginBudget};
+use wcm_core::capabilities::ClusterAccess;
+use wcm_core::contract::Verb;
+use wcm_core::kube::informer::InformerRegistry;
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::rights::Granted;
+use wcm_core::runtime::HostState;
 
 const PLUGIN: &str = "capability-test";
 
@@ -758,11 +758,11 @@ fn background() -> DeleteOptions {
 #[support::test]
 async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series() -> Result<()> {
     use crate::support::imports::Metrics;
-    use wcm_host::contract::{MetricDeclaration, MetricKind};
-    use wcm_host::metrics::plugin::PluginMetrics;
+    use wcm_core::contract::{MetricDeclaration, MetricKind};
+    use wcm_core::metrics::plugin::PluginMetrics;
 
     let client = ControlPlane::shared()?.admin_client().await?;
-    let host_metrics = Arc::new(wcm_host::metrics::Metrics::new());
+    let host_metrics = Arc::new(wcm_core::metrics::Metrics::new());
     let mut limits = Budget::default();
     limits.metrics.max_series = 1;
     let budget = Arc::new(PluginBudget::new(PLUGIN, limits, host_metrics.clone()));
@@ -813,7 +813,7 @@ async fn a_plugins_own_metrics_are_exported_with_its_label_and_bounded_in_series
 
 #[support::test]
 async fn create_patch_and_update_write_as_the_plugin_and_keep_their_preconditions() -> Result<()> {
-    use wcm_host::testing::v0_3::wcm::controller::cluster::PatchType;
+    use wcm_core::bindings::v0_3::wcm::controller::cluster::PatchType;
     let ns = TestNamespace::create("cap-writes").await?;
     let mut state = state_for(ns.name(), ns.client()).await?;
     let made = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -910,7 +910,7 @@ async fn a_lookup_of_a_kind_the_api_server_does_not_serve_is_a_counted_request_m
 -> Result<()> {
     let ns = TestNamespace::create("cap-bogus").await?;
     let client = ns.client();
-    let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
+    let metrics: Arc<wcm_core::metrics::Metrics> = Default::default();
     let bogus = GroupVersionKind::gvk("bogus.example.com", "v1", "Thing");
     let access = ClusterAccess::live(
         Arc::new(PluginBudget::new(

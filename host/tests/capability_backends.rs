@@ -18,20 +18,20 @@ use kube::core::GroupVersionKind;
 use serde_json::json;
 use tokio::sync::watch;
 use wcm_control_plane::TestNamespace;
-use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{ClusterAccess, Declared};
-use wcm_host::contract::Verb;
-use wcm_host::leader::LeaderGate;
-use wcm_host::rights::Granted;
-use wcm_host::runtime::HostState;
-use wcm_host::testing::InformerRegistry;
-use wcm_host::testing::v0_3::wcm::controller::cluster::{
+use wcm_core::bindings::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event, PatchType, Propagation,
 };
-use wcm_host::testing::v0_3::wcm::controller::types::{
+use wcm_core::bindings::v0_3::wcm::controller::types::{
     Error as WitError, EventType, Gvk, ObjectRef,
 };
-use wcm_host::testkit::offline_access;
+use wcm_core::budget::{Budget, PluginBudget};
+use wcm_core::capabilities::{ClusterAccess, Declared};
+use wcm_core::contract::Verb;
+use wcm_core::kube::informer::InformerRegistry;
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::rights::Granted;
+use wcm_core::runtime::HostState;
+use wcm_tooling::testkit::offline_access;
 
 const PLUGIN: &str = "backend-twin";
 

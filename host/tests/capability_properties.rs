@@ -12,16 +12,16 @@ use crate::support::imports::Metrics;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use wcm_control_plane::TestNamespace;
-use wcm_host::budget::Budget;
-use wcm_host::leader::LeaderGate;
-use wcm_host::runtime::HostState;
-use wcm_host::testing::v0_3::wcm::controller::cluster::{
+use wcm_core::bindings::v0_3::wcm::controller::cluster::{
     DeleteOptions, Event, PatchType, Propagation,
 };
-use wcm_host::testing::v0_3::wcm::controller::log::{Host as Log, Level};
-use wcm_host::testing::v0_3::wcm::controller::types::{
+use wcm_core::bindings::v0_3::wcm::controller::log::{Host as Log, Level};
+use wcm_core::bindings::v0_3::wcm::controller::types::{
     Error as WitError, ErrorCode, EventType, Gvk, ObjectRef,
 };
+use wcm_core::budget::Budget;
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::runtime::HostState;
 
 /// Strings a hostile plugin would try: anything, near-valid names, URL syntax,
 /// control characters, and lengths around the limits.

@@ -10,9 +10,9 @@ use crate::support;
 use std::sync::Arc;
 
 use anyhow::Result;
-use wcm_host::config::Limits;
-use wcm_host::runtime::{LoadError, PluginFile, Runtime};
-use wcm_host::testing::ContractVersion;
+use wcm_core::bindings::ContractVersion;
+use wcm_core::config::Limits;
+use wcm_core::runtime::{LoadError, PluginFile, Runtime};
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
 use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
 
@@ -152,7 +152,7 @@ async fn componentize_embeds_the_contract_version_a_module_exports() -> Result<(
         (PREVIOUS, ContractVersion::V0_2),
     ] {
         let (module, _, _) = core_module(wit)?;
-        let bytes = wcm_host::componentize::componentize(&module)?;
+        let bytes = wcm_tooling::componentize::componentize(&module)?;
         let loaded = load_component(bytes).await?;
         assert_eq!(loaded.ok(), Some(version));
     }

@@ -19,7 +19,7 @@ use serde_json::json;
 use support::objects::recorded_events;
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::TestNamespace;
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const CONVERGE: Duration = Duration::from_secs(60);
 const SEEN_BY: &str = "wcm.test/seen-by";

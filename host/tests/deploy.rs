@@ -320,7 +320,7 @@ async fn fails_over_when_the_leader_goes(client: &Client) -> Result<()> {
 /// `rbac` with the registry's credentials, the `WasmPlugin` `Ready` with the pushed
 /// digest and its plugin labelling a ConfigMap; no host Pod restarted.
 async fn follows_the_wasm_plugin_guide(plane: &ControlPlane, client: &Client) -> Result<()> {
-    use wcm_host::wasmplugin::WasmPlugin;
+    use wcm_daemon::wasmplugin::WasmPlugin;
     let before = restarts(client).await?;
     let work = tempfile::tempdir()?;
     let applied = Instant::now();

@@ -292,9 +292,9 @@ async fn a_host_started_before_the_crd_picks_the_kind_up_once_it_is_installed() 
             && line.contains("deployment-reconcile.wasm"),
         "{line}"
     );
-    let rows = wcm_host::status::fetch(&host.metrics_address().await?).await?;
+    let rows = wcm_daemon::status::fetch(&host.metrics_address().await?).await?;
     let row = rows.first().context("no plugin row")?;
-    assert_eq!(row.state, wcm_host::status::State::Waiting);
+    assert_eq!(row.state, wcm_daemon::status::State::Waiting);
     assert_eq!(row.plugin.as_deref(), Some(PLUGIN));
     let reason = row.reason.clone().unwrap_or_default();
     ensure!(
@@ -305,8 +305,8 @@ async fn a_host_started_before_the_crd_picks_the_kind_up_once_it_is_installed() 
     install_crd(&ns.client()).await?;
     let address = host.metrics_address().await?;
     let running = eventually(CONVERGE, || async {
-        let rows = wcm_host::status::fetch(&address).await.ok()?;
-        (rows.first()?.state == wcm_host::status::State::Running).then_some(())
+        let rows = wcm_daemon::status::fetch(&address).await.ok()?;
+        (rows.first()?.state == wcm_daemon::status::State::Running).then_some(())
     })
     .await;
     running.context("the plugin did not start once its CRD was installed")?;

@@ -244,11 +244,18 @@ fn metric_of(span: &str) -> Option<String> {
     (known && plain && !name.ends_with('_')).then(|| name.to_string())
 }
 
-/// The string literals of `host/src`, each with its white space folded (a literal
+/// The string literals of the host's crates (`host/src`, `host/core/src`,
+/// `host/daemon/src`, `host/tooling/src`), each with its white space folded (a literal
 /// continued with `\` at a line's end read as one).
 fn literals_of_the_source() -> Result<Vec<String>> {
     let mut literals = Vec::new();
-    let mut dirs = vec![repo("host/src")];
+    let crates = [
+        "host/src",
+        "host/core/src",
+        "host/daemon/src",
+        "host/tooling/src",
+    ];
+    let mut dirs: Vec<_> = crates.into_iter().map(repo).collect();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir)? {
             let path = entry?.path();

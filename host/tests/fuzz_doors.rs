@@ -21,9 +21,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use wcm_control_plane::TestNamespace;
-use wcm_host::registry::{Registry, RegistryAuth, RegistryLimits, RegistryOptions};
-use wcm_host::testing::{Decoded, Informer, InformerRegistry};
-use wcm_host::wasmplugin::{Facts, Pull, WasmPlugin, status_of, status_patch};
+use wcm_core::kube::decoded::Decoded;
+use wcm_core::kube::informer::{Informer, InformerRegistry};
+use wcm_core::registry::{Registry, RegistryAuth, RegistryLimits, RegistryOptions};
+use wcm_daemon::wasmplugin::{Facts, Pull, WasmPlugin, status_of, status_patch};
 
 use super::{PEAK, reset_peak};
 
@@ -171,7 +172,7 @@ fn wasm_plugins(items: &[String]) {
             continue;
         };
         if let Some(settings) = &plugin.spec.settings {
-            let _ = wcm_host::runtime::settings::of_object(settings, "WasmPlugin p");
+            let _ = wcm_core::runtime::settings::of_object(settings, "WasmPlugin p");
         }
         let facts = Facts {
             generation: plugin.metadata.generation,
@@ -243,7 +244,7 @@ async fn pull(answer: Answer) {
         ..RegistryOptions::default()
     };
     let registry = Registry::with(options).expect("a registry client");
-    let reference = wcm_host::registry::reference(&format!("{address}/fuzz/p:v1")).expect("ref");
+    let reference = wcm_core::registry::reference(&format!("{address}/fuzz/p:v1")).expect("ref");
     let auth = RegistryAuth::Basic("u".into(), "p".into());
     let _ = registry.pull(&reference, &auth, 1 << 20).await;
     server.abort();
@@ -254,7 +255,7 @@ fn transcript(text: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("000001.yaml");
     std::fs::write(&path, text).expect("write");
-    let _ = wcm_host::tape::read_transcript(&path);
+    let _ = wcm_core::tape::read_transcript(&path);
 }
 
 /// Creates a Blob with `spec`, as a raw request (the API server may refuse it).
@@ -311,7 +312,7 @@ async fn fixture() -> anyhow::Result<(TestNamespace, Arc<Informer>)> {
     })
     .await;
     anyhow::ensure!(created.is_some(), "the Blob CRD was not served");
-    let metrics: Arc<wcm_host::metrics::Metrics> = Default::default();
+    let metrics: Arc<wcm_core::metrics::Metrics> = Default::default();
     let registry = InformerRegistry::new(ns.client(), metrics);
     let informer = super::support::access::synced_informer(&registry, &blob(), ns.name()).await?;
     Ok((ns, informer))

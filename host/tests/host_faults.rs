@@ -15,19 +15,19 @@ use anyhow::{Context, Result, ensure};
 use futures::future::BoxFuture;
 use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector};
-use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::{
+use wcm_core::bindings::v0_3::wcm::controller::cluster::Host as Cluster;
+use wcm_core::bindings::v0_3::wcm::controller::types::{Gvk, ObjectRef};
+use wcm_core::budget::{Budget, PluginBudget};
+use wcm_core::capabilities::{
     Backend, CapabilityError, ClusterAccess, Declared, Op, Target, Write,
 };
-use wcm_host::config::Limits;
-use wcm_host::contract::{DeleteOptions, EventRecord, Verb};
-use wcm_host::leader::LeaderGate;
-use wcm_host::metrics::Metrics;
-use wcm_host::rights::Granted;
-use wcm_host::runtime::{Blame, CallError, HostFault, HostState, ReusedInstance, Runtime};
-use wcm_host::testing::ReconcileKey;
-use wcm_host::testing::v0_3::wcm::controller::cluster::Host as Cluster;
-use wcm_host::testing::v0_3::wcm::controller::types::{Gvk, ObjectRef};
+use wcm_core::config::Limits;
+use wcm_core::contract::{DeleteOptions, EventRecord, Verb};
+use wcm_core::keys::ReconcileKey;
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::metrics::Metrics;
+use wcm_core::rights::Granted;
+use wcm_core::runtime::{Blame, CallError, HostFault, HostState, ReusedInstance, Runtime};
 
 const PLUGIN: &str = "faulty";
 

@@ -21,7 +21,7 @@ use serde_json::json;
 use support::objects::{all_pods, create_node, create_pod, node_label};
 use support::{HostProcess, eventually, http_status, plugin_bytes, plugins_dir, resources};
 use wcm_control_plane::TestNamespace;
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(120);
 const COUNT: &str = "pod-counter.example.com/count";

@@ -12,7 +12,7 @@ use serde_json::json;
 use support::objects::create_misbehaving;
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::TestNamespace;
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -47,7 +47,7 @@ async fn a_plugin_whose_every_reconcile_traps_is_crash_looping_until_one_succeed
     )
     .await?;
     let row = eventually(WAIT, || async {
-        let rows = wcm_host::status::fetch(&host.metrics_address().await.ok()?)
+        let rows = wcm_daemon::status::fetch(&host.metrics_address().await.ok()?)
             .await
             .ok()?;
         rows.into_iter().find(|r| r.state == State::CrashLooping)

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::wasm_plugins::{
     WAIT, condition, has, host, is_ready, mirrored, mirrored_to, push_label_mirror, set_spec,

@@ -251,7 +251,7 @@ async fn host_calls_logs_and_stderr_are_bounded(
         .count();
     ensure!(forged == 0, "a plugin started a log line of its own");
     host.wait_for_log(
-        &["done\\n2026-12-03T00:00:00.000000Z  INFO wcm_host: forged"],
+        &["done\\n2026-12-03T00:00:00.000000Z  INFO wcm_daemon: forged"],
         WAIT,
     )
     .await?;

@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::status::{PluginStatus, State};
+use wcm_daemon::status::{PluginStatus, State};
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -16,7 +16,7 @@ use anyhow::{Context, Result, ensure};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::hostile_registry::{HostileRegistry, SECRET};
 use crate::support::wasm_plugins::{

@@ -80,13 +80,13 @@ async fn a_dropped_in_plugin_runs_and_a_new_version_takes_over() -> Result<()> {
         let series = events[0].series.as_ref().map_or(1, |s| s.count);
         ensure!(series == 1, "{pod}: Counted recorded {series} times");
     }
-    let table = wcm_host::status::fetch(&host.metrics_address().await?).await?;
+    let table = wcm_daemon::status::fetch(&host.metrics_address().await?).await?;
     let row = table
         .iter()
         .find(|r| r.file == "pod-counter.wasm")
         .context("no row")?;
     assert_eq!(row.version.as_deref(), Some("0.1.0-next"));
-    assert_eq!(row.state, wcm_host::status::State::Running);
+    assert_eq!(row.state, wcm_daemon::status::State::Running);
     Ok(())
 }
 
@@ -157,12 +157,12 @@ async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working()
         host.wait_for_log(&["plugin failed to load", &file, reason], WAIT)
             .await?;
     }
-    let table = wcm_host::status::fetch(&host.metrics_address().await?).await?;
+    let table = wcm_daemon::status::fetch(&host.metrics_address().await?).await?;
     let mirror = table
         .iter()
         .find(|r| r.file == "mirror.wasm")
         .context("no mirror row")?;
-    assert_eq!(mirror.state, wcm_host::status::State::Running);
+    assert_eq!(mirror.state, wcm_daemon::status::State::Running);
     assert!(
         mirror
             .reason
@@ -172,7 +172,7 @@ async fn bad_uploads_are_refused_by_name_and_the_running_version_keeps_working()
     );
     let failed = table
         .iter()
-        .filter(|r| r.state == wcm_host::status::State::Failed)
+        .filter(|r| r.state == wcm_daemon::status::State::Failed)
         .count();
     assert_eq!(failed, 4, "{table:#?}");
     Ok(())

@@ -27,7 +27,7 @@ use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::webapp::{install_crd, webapp_resource};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const COUNT: &str = "pod-counter.example.com/count";
 const COUNTED: &str = "pod-counter.example.com/counted";

@@ -18,8 +18,8 @@ use wasm_encoder::{
     MemoryType, Module, SectionId, StartSection, TypeSection, ValType,
 };
 use wasmparser::{Parser, Payload};
-use wcm_host::config::Limits;
-use wcm_host::runtime::{CallError, PluginFile, Runtime};
+use wcm_core::config::Limits;
+use wcm_core::runtime::{CallError, PluginFile, Runtime};
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
 use wit_parser::{LiftLowerAbi, ManglingAndAbi, Resolve};
 

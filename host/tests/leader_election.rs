@@ -12,8 +12,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::Barrier;
 use wcm_control_plane::TestNamespace;
-use wcm_host::leader::{Attempt, Campaign, ElectionConfig, Elector, Lost};
-use wcm_host::metrics::Metrics;
+use wcm_core::metrics::Metrics;
+use wcm_daemon::leader::{Attempt, Campaign, ElectionConfig, Elector, Lost};
 
 const ROUNDS: usize = 50;
 

@@ -24,7 +24,7 @@ use support::proxy::{Proxy, server_address};
 use support::{HostProcess, eventually, plugins_dir};
 use tokio::sync::Mutex;
 use wcm_control_plane::ControlPlane;
-use wcm_host::leader::JITTER_FACTOR;
+use wcm_daemon::leader::JITTER_FACTOR;
 
 /// One scenario at a time: pod-counter counts and labels cluster-wide.
 static SERIAL: Mutex<()> = Mutex::const_new(());

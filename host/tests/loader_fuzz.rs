@@ -9,9 +9,9 @@ use std::sync::{Arc, OnceLock};
 
 use arbitrary::Unstructured;
 use proptest::prelude::*;
-use wcm_host::config::Limits;
-use wcm_host::runtime::artifacts::content_hash;
-use wcm_host::runtime::{PluginFile, Runtime};
+use wcm_core::config::Limits;
+use wcm_core::runtime::artifacts::content_hash;
+use wcm_core::runtime::{PluginFile, Runtime};
 
 fn runtime() -> &'static Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();

@@ -20,7 +20,7 @@ use support::docs::repo;
 use support::objects::{create_node, create_pod, node_label};
 use support::{HostProcess, eventually};
 use wcm_control_plane::PrivateControlPlane;
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(120);
 /// The example plugins `make run` loads, and the state each reaches on a cluster

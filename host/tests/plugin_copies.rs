@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(90);
 

@@ -16,7 +16,7 @@ use serde_json::json;
 use support::objects::{create_config_map, events_about};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::ControlPlane;
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(60);
 const FILE: &str = "watch-options.wasm";

@@ -20,7 +20,7 @@ use support::rbac::{EXAMPLES, account_flags, apply_rbac_args, delete_rbac, rbac,
 use support::{HostProcess, eventually, kubectl, plugin_bytes, plugin_file, plugins_dir};
 use tempfile::NamedTempFile;
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(60);
 const EXPECTED: &str = include_str!("../../deploy/rbac.yaml");

@@ -22,7 +22,7 @@ use support::objects::{
 use support::rbac::{account_flags, apply_rbac, delete_rbac, set_verbs};
 use support::{HostProcess, eventually, plugin_bytes, plugin_file, plugins_dir};
 use wcm_control_plane::{ControlPlane, TestNamespace};
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const WAIT: Duration = Duration::from_secs(60);
 const COUNT: &str = "pod-counter.example.com/count";

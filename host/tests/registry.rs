@@ -14,7 +14,7 @@ use oci_client::client::{ClientConfig, Config, ImageLayer};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use wcm_control_plane::{ControlPlane, LocalRegistry};
-use wcm_host::registry::{LEGACY_WASM_LAYER, WASM_CONFIG, WASM_LAYER};
+use wcm_core::registry::{LEGACY_WASM_LAYER, WASM_CONFIG, WASM_LAYER};
 
 use crate::support;
 use crate::support::registry::repository;
@@ -358,8 +358,8 @@ async fn the_older_layer_type_is_read_and_what_is_not_a_plugin_is_refused() -> R
 #[support::test]
 async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secret() -> Result<()> {
     use k8s_openapi::api::core::v1::Secret;
-    use wcm_host::registry::{PulledPlugins, Registry};
-    use wcm_host::wasmplugin::pull_auth;
+    use wcm_core::registry::{PulledPlugins, Registry};
+    use wcm_daemon::wasmplugin::pull_auth;
 
     let registry = registry()?;
     let ns = wcm_control_plane::TestNamespace::create("pull-secret").await?;
@@ -411,8 +411,8 @@ async fn a_pulled_plugin_is_kept_by_digest_and_credentials_come_from_a_pull_secr
     let fetch = |text: String| {
         let (client, store, auth) = (&client, &store, auth.clone());
         async move {
-            let reference: wcm_host::registry::Reference = text.parse()?;
-            let pull = wcm_host::registry::Access::Pull;
+            let reference: wcm_core::registry::Reference = text.parse()?;
+            let pull = wcm_core::registry::Access::Pull;
             let mut session = client.session(&reference, auth, pull).await?;
             anyhow::Ok(store.fetch(&mut session, &reference, max).await?)
         }

@@ -94,7 +94,7 @@ async fn a_reconcile_is_a_span_with_a_child_per_host_call() -> Result<()> {
     ensure!(read.is_some(), "no read among {children:?}");
     // Only the host's own spans are exported, and the log shows none of them.
     let names: Vec<String> = collector.spans().iter().map(|s| s.name.clone()).collect();
-    let functions = wcm_host::contract::Capability::ALL.iter().map(|f| f.name());
+    let functions = wcm_core::contract::Capability::ALL.iter().map(|f| f.name());
     let known: Vec<String> = functions.map(str::to_string).collect();
     let foreign = names
         .iter()

@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use wcm_control_plane::{LocalRegistry, TestNamespace};
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support;
 use crate::support::registry::{another_build, push, repository};

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, ensure};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::election::per_plugin_flags;
 use crate::support::registry::{another_build, push, repository};

@@ -16,8 +16,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde_json::json;
 use wcm_control_plane::{LocalRegistry, TestNamespace};
-use wcm_host::registry::{WASM_CONFIG, WASM_LAYER};
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_core::registry::{WASM_CONFIG, WASM_LAYER};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::registry::{another_build, push, repository, sha256_hex};
 use crate::support::wasm_plugins::{

@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support::registry::{another_build, push, repository};
 use crate::support::wasm_plugins::{
@@ -435,7 +435,7 @@ async fn a_standby_pulls_ahead_and_serves_within_a_lease_duration_of_a_crashed_l
     // The standby pulled and loaded it too (reads only): warm for a take-over.
     let loaded = eventually(WAIT, || async {
         let row = b.row("wasmplugin/mirror").await.ok()??;
-        (row.state == wcm_host::status::State::Running).then_some(())
+        (row.state == wcm_daemon::status::State::Running).then_some(())
     })
     .await;
     ensure!(

@@ -15,7 +15,7 @@ use serde_json::json;
 use support::objects::{create_config_map, events_about, set_config_map_label};
 use support::{HostProcess, eventually, plugin_bytes, plugins_dir};
 use wcm_control_plane::ControlPlane;
-use wcm_host::status::State;
+use wcm_daemon::status::State;
 
 const CONVERGE: Duration = Duration::from_secs(60);
 const PLUGIN: &str = "watch-options";

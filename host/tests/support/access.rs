@@ -7,14 +7,14 @@ use std::sync::Arc;
 use anyhow::Result;
 use kube::Client;
 use kube::core::GroupVersionKind;
-use wcm_host::budget::{Budget, PluginBudget};
-use wcm_host::capabilities::ClusterAccess;
-use wcm_host::contract::Verb;
-use wcm_host::leader::LeaderGate;
-use wcm_host::metrics::Metrics;
-use wcm_host::rights::Granted;
-use wcm_host::runtime::HostState;
-use wcm_host::testing::{Informer, InformerRegistry, WatchScope};
+use wcm_core::budget::{Budget, PluginBudget};
+use wcm_core::capabilities::ClusterAccess;
+use wcm_core::contract::Verb;
+use wcm_core::kube::informer::{Informer, InformerRegistry, WatchScope};
+use wcm_core::leader_gate::LeaderGate;
+use wcm_core::metrics::Metrics;
+use wcm_core::rights::Granted;
+use wcm_core::runtime::HostState;
 
 /// An informer of `gvk` in `ns` from `registry`, watching for as long as it lives (a
 /// hold does not keep it alive), its first list done.

@@ -6,12 +6,12 @@
 
 use std::future::Future;
 
-use wcm_host::runtime::HostState;
-use wcm_host::testing::v0_3::wcm::controller::cluster::{
+use wcm_core::bindings::v0_3::wcm::controller::cluster::{
     self as wit, DeleteOptions, Event, PatchType,
 };
-use wcm_host::testing::v0_3::wcm::controller::metrics as wit_metrics;
-use wcm_host::testing::v0_3::wcm::controller::types::{Error, Gvk, ObjectRef};
+use wcm_core::bindings::v0_3::wcm::controller::metrics as wit_metrics;
+use wcm_core::bindings::v0_3::wcm::controller::types::{Error, Gvk, ObjectRef};
+use wcm_core::runtime::HostState;
 
 /// The plugin's result of an import, a host fault failing the test.
 fn answered<T>(answer: wasmtime::Result<Result<T, Error>>) -> Result<T, Error> {

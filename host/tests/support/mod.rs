@@ -133,7 +133,7 @@ impl HostProcess {
     /// `make run` does), with its standard error collected as the host's log.
     pub fn launch(mut command: Command) -> Result<HostProcess> {
         let mut child = command
-            .env("RUST_LOG", "info,wcm_host::controller=debug")
+            .env("RUST_LOG", "info,wcm_daemon::controller=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -150,8 +150,8 @@ impl HostProcess {
     }
 
     /// The plugin table's row of `file`, if it has one.
-    pub async fn row(&self, file: &str) -> Result<Option<wcm_host::status::PluginStatus>> {
-        let rows = wcm_host::status::fetch(&self.metrics_address().await?).await?;
+    pub async fn row(&self, file: &str) -> Result<Option<wcm_daemon::status::PluginStatus>> {
+        let rows = wcm_daemon::status::fetch(&self.metrics_address().await?).await?;
         Ok(rows.into_iter().find(|r| r.file == file))
     }
 
@@ -159,9 +159,9 @@ impl HostProcess {
     pub async fn row_in(
         &self,
         file: &str,
-        state: wcm_host::status::State,
+        state: wcm_daemon::status::State,
         timeout: Duration,
-    ) -> Result<wcm_host::status::PluginStatus> {
+    ) -> Result<wcm_daemon::status::PluginStatus> {
         let found = eventually(timeout, || async {
             self.row(file).await.ok()?.filter(|r| r.state == state)
         })

@@ -94,7 +94,7 @@ pub fn apply_rbac_args<S: AsRef<OsStr>>(
 /// plugin's RBAC: by the plugin label (the namespace and the host's own objects are
 /// shared).
 pub fn delete_rbac(plane: &ControlPlane, file: &tempfile::NamedTempFile) {
-    let label = wcm_host::rights::PLUGIN_LABEL;
+    let label = wcm_core::rights::PLUGIN_LABEL;
     let delete = [
         "delete",
         "--ignore-not-found",

@@ -12,7 +12,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use wcm_control_plane::{LocalRegistry, TestNamespace};
-use wcm_host::wasmplugin::{WasmPlugin, WasmPluginStatus};
+use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use super::{HostProcess, eventually};
 
@@ -164,7 +164,7 @@ pub fn push_label_mirror(registry: &LocalRegistry) -> Result<String> {
 pub fn wasm_plugin(
     name: &str,
     spec: serde_json::Value,
-) -> Result<wcm_host::wasmplugin::WasmPlugin> {
+) -> Result<wcm_daemon::wasmplugin::WasmPlugin> {
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "wasm-controller-manager.io/v1alpha1", "kind": "WasmPlugin",
         "metadata": {"name": name}, "spec": spec}))?)

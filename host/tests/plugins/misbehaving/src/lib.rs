@@ -86,7 +86,7 @@ impl Controller for Misbehaving {
             }
             Some("log-flood") => {
                 log::info(&"x".repeat(10 << 20));
-                log::info("done\n2026-12-03T00:00:00.000000Z  INFO wcm_host: forged by a plugin");
+                log::info("done\n2026-12-03T00:00:00.000000Z  INFO wcm_daemon: forged by a plugin");
                 for i in 0..100_000 {
                     log::info(&format!("flood line {i}"));
                 }

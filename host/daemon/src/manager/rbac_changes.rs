@@ -1,0 +1,54 @@
+//! Changes of RBAC, as they happen: the plugins they concern have their rights
+//! reviewed at once — a running one's review loop is asked for a review, one waiting
+//! for a right tries to start now — instead of at the next review interval (a minute
+//! by default), so a grant takes effect within seconds and a revocation shows in the
+//! plugin's state within seconds.
+
+use super::Manager;
+use crate::controller::ControllerContext;
+use wcm_core::rights::changes::{Concerned, RbacChanges};
+
+/// Watches RBAC for `ctx`'s plugins when their rights are reviewed; without the rights
+/// to, says so once and relies on the review interval.
+pub(super) async fn watch_rbac(ctx: &ControllerContext) -> Option<RbacChanges> {
+    let accounts = ctx.identities.accounts()?;
+    match RbacChanges::start(&ctx.registry, accounts).await {
+        Ok(changes) => Some(changes),
+        Err(error) => {
+            tracing::warn!(%error, every = ?ctx.review_every,
+                "cannot watch RBAC; plugins' rights are reviewed every review interval only");
+            None
+        }
+    }
+}
+
+/// The next change of RBAC, if RBAC is watched (never otherwise).
+pub(super) async fn next_change(rbac: &mut Option<RbacChanges>) -> Option<Concerned> {
+    match rbac {
+        Some(rbac) => rbac.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Manager {
+    /// Reviews the rights of every plugin `concerned` names, now.
+    pub(super) fn rights_changed(&mut self, concerned: &Concerned) {
+        let Some(accounts) = self.ctx.identities.accounts() else {
+            return;
+        };
+        let concerns = |plugin: &str| match concerned {
+            Concerned::Everyone => true,
+            Concerned::Accounts(names) => names.contains(&accounts.name(plugin)),
+        };
+        for (_, running) in self.files.all_running() {
+            if concerns(&running.controller.registration().name) {
+                running.controller.review_soon();
+            }
+        }
+        let waiting = self.waiting_for_rights(&concerns);
+        if !waiting.is_empty() {
+            tracing::debug!(files = ?waiting, "RBAC changed; plugins waiting for a right try again now");
+            self.retry_waiting_now(&waiting);
+        }
+    }
+}
