@@ -23,6 +23,7 @@ mod host_state;
 pub mod keys;
 pub mod kube;
 pub mod leader_gate;
+pub mod limits;
 pub mod loading;
 pub mod logs;
 pub mod metrics;

@@ -46,7 +46,7 @@ impl PluginBudget {
             logs: Arc::new(LogLimiter::new(
                 budget.logs.lines_per_second,
                 budget.logs.burst,
-                metrics.limit_hit_counter(plugin, crate::metrics::Limit::log_rate),
+                metrics.limit_hit_counter(plugin, crate::limits::Limit::log_rate),
             )),
             api_requests,
             api_wait,
@@ -66,7 +66,7 @@ impl PluginBudget {
         self.api_requests.inc();
         if !wait.is_zero() {
             self.api_wait.inc_by(wait.as_secs_f64());
-            self.hit(crate::metrics::Limit::api_rate);
+            self.hit(crate::limits::Limit::api_rate);
             tokio::time::sleep(wait).await;
         }
         wait
@@ -87,7 +87,7 @@ impl PluginBudget {
     }
 
     /// Counts one time a limit refused, dropped, cut or delayed something.
-    pub fn hit(&self, limit: crate::metrics::Limit) {
+    pub fn hit(&self, limit: crate::limits::Limit) {
         self.metrics.limit_hit_counter(&self.plugin, limit).inc();
     }
 }

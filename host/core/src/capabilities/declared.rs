@@ -15,7 +15,7 @@ use crate::keys::from_wit_gvk;
 use crate::kube::discovery::display_gvk;
 use crate::kube::events::PluginRecorder;
 use crate::kube::selector;
-use crate::metrics::Limit;
+use crate::limits::Limit;
 use crate::metrics::plugin::PluginMetrics;
 
 /// A plugin's declared verbs per kind and its budgets.

@@ -14,8 +14,8 @@ use crate::contract::{Capability, DeleteOptions, ErrorCode, EventRecord, Verb};
 use crate::kube::discovery::display_gvk;
 use crate::kube::finalizers;
 use crate::kube::writes::label_patch;
+use crate::limits::Limit;
 use crate::logs::escape;
-use crate::metrics::Limit;
 
 /// How often `patch-finalizers` reads and writes again when someone else changed the
 /// object in between.

@@ -4,7 +4,7 @@
 use crate::capabilities::CapabilityError;
 use crate::contract::Capability;
 use crate::contract::Level;
-use crate::metrics::Limit;
+use crate::limits::Limit;
 use crate::metrics::plugin::{MetricError, Update};
 
 use super::HostState;

@@ -14,10 +14,12 @@ pub mod standard;
 
 pub use labels::{
     AccessReviewLabels, FailureCause, FailureLabels, HostCallLabels, HostCallResult,
-    InformerLabels, LeaderLabels, Limit, LimitLabels, LoadStepLabels, PluginLabels, Recycle,
-    RecycleLabels, ReviewResult, StateLabels,
+    InformerLabels, LeaderLabels, LimitLabels, LoadStepLabels, PluginLabels, RecycleLabels,
+    ReviewResult, StateLabels,
 };
 pub use standard::{QueueMetrics, ReconcileResult, Standard};
+
+use crate::limits::{Limit, Recycle};
 
 use std::sync::atomic::AtomicU64;
 

@@ -9,7 +9,8 @@ use super::{Runtime, chain};
 use crate::bindings::{CallFailure, ContractPre, ContractVersion};
 use crate::contract::{Failure, Registration};
 use crate::host_state::{HostFault, HostState, MAX_HOST_HANDLES, MAX_TABLE_ELEMENTS, shape_bounds};
-use crate::metrics::{FailureCause, Limit};
+use crate::limits::Limit;
+use crate::metrics::FailureCause;
 
 /// Guest code runs at most this many epoch ticks ([`super::EPOCH_TICK`] each) before
 /// it yields its thread to other tasks.

@@ -17,7 +17,7 @@ use crate::bindings::ContractInstance;
 use crate::capabilities::ClusterAccess;
 use crate::contract::Action;
 use crate::keys::ReconcileKey;
-pub use crate::metrics::Recycle;
+pub use crate::limits::Recycle;
 use crate::tape::{CallTape, Replayed, TapedCall};
 
 /// A reconcile's outcome as reports and transcripts write it: `done`,

@@ -9,7 +9,9 @@ use super::memory::{MemoryCluster, World, as_dynamic};
 use super::report::{Event, Write as Record};
 use super::store::{Changed, ObjectId, StoreError};
 use wcm_core::capabilities::{CapabilityError, Op, Regarding, Request, Target, Write};
-use wcm_core::contract::{DeleteOptions, ErrorCode, EventRecord, GuestError, Propagation};
+use wcm_core::contract::{
+    Capability, DeleteOptions, ErrorCode, EventRecord, GuestError, PatchKind, Propagation,
+};
 use wcm_core::kube::discovery::display_gvk;
 use wcm_core::kube::object_writes::PatchBody;
 
@@ -169,35 +171,35 @@ impl MemoryCluster {
 
 /// A write request as the report shows it.
 fn record_of(target: &Target, request: Request<'_>) -> Record {
-    let record = |call: &str| Record::new(call, target);
+    let record = |call: Capability| Record::new(call.name(), target);
     let some = |items: &[String]| (!items.is_empty()).then(|| items.to_vec());
     match request {
         Request::PatchLabels { set, remove } => Record {
             set: (!set.is_empty()).then(|| set.iter().cloned().collect()),
             remove: some(remove),
-            ..record("patch-labels")
+            ..record(Capability::PatchLabels)
         },
         Request::PatchFinalizers { add, remove } => Record {
             add: some(add),
             remove: some(remove),
-            ..record("patch-finalizers")
+            ..record(Capability::PatchFinalizers)
         },
         Request::PatchStatus(status) => Record {
             status: Some(as_json(status)),
-            ..record("patch-status")
+            ..record(Capability::PatchStatus)
         },
         Request::Apply { object, force } => Record {
             applied: Some(as_json(object)),
             force: Some(force),
-            ..record("apply")
+            ..record(Capability::Apply)
         },
         Request::Create(object) => Record {
             applied: Some(as_json(object)),
-            ..record("create")
+            ..record(Capability::Create)
         },
         Request::Update(object) => Record {
             applied: Some(as_json(object)),
-            ..record("update")
+            ..record(Capability::Update)
         },
         Request::Patch {
             kind,
@@ -212,13 +214,13 @@ fn record_of(target: &Target, request: Request<'_>) -> Record {
             }
             Record {
                 patch: Some(described),
-                ..record("patch")
+                ..record(Capability::Patch)
             }
         }
         Request::Delete(options) => Record {
             propagation: Some(propagation_name(options.propagation).to_string()),
             preconditions: preconditions(options),
-            ..record("delete")
+            ..record(Capability::Delete)
         },
     }
 }
@@ -228,10 +230,10 @@ fn as_json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
-fn kind_name(kind: wcm_core::contract::PatchKind) -> &'static str {
+fn kind_name(kind: PatchKind) -> &'static str {
     match kind {
-        wcm_core::contract::PatchKind::Merge => "merge",
-        wcm_core::contract::PatchKind::Json => "json",
+        PatchKind::Merge => "merge",
+        PatchKind::Json => "json",
     }
 }
 
