@@ -58,15 +58,7 @@ impl Request {
 impl Watch {
     /// Every object of `K` in all namespaces, each mapped to its own key.
     pub fn all<K: Resource>() -> Watch {
-        Watch {
-            kind: Gvk::of::<K>(),
-            namespaces: Vec::new(),
-            label_selector: None,
-            field_selector: None,
-            metadata_only: false,
-            predicates: Vec::new(),
-            maps_to: KeyMapping::Object,
-        }
+        Watch::kind(Gvk::of::<K>())
     }
 
     /// A watch of any kind given as a [`Gvk`] (custom resources).

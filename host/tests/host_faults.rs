@@ -14,12 +14,12 @@ use std::sync::Arc;
 use anyhow::{Context, Result, ensure};
 use futures::future::BoxFuture;
 use kube::api::DynamicObject;
-use kube::core::{GroupVersionKind, Selector};
+use kube::core::GroupVersionKind;
 use wcm_core::bindings::v0_3::wcm::controller::cluster::Host as Cluster;
 use wcm_core::bindings::v0_3::wcm::controller::types::{Gvk, ObjectRef};
 use wcm_core::budget::{Budget, PluginBudget};
 use wcm_core::capabilities::{
-    Backend, CapabilityError, ClusterAccess, Declared, Op, Target, Write,
+    Backend, CapabilityError, ClusterAccess, Declared, Op, Selection, Target, Write,
 };
 use wcm_core::config::Limits;
 use wcm_core::contract::{DeleteOptions, EventRecord, Verb};
@@ -54,20 +54,13 @@ impl Backend for Broken {
 
     fn select<'a>(
         &'a self,
-        _watches: &'a [usize],
-        _namespace: Option<&'a str>,
-        _selector: &'a Selector,
+        _selection: Selection<'a>,
         _limit: Option<usize>,
     ) -> BoxFuture<'a, Vec<Arc<str>>> {
         Box::pin(async { Vec::new() })
     }
 
-    fn count<'a>(
-        &'a self,
-        _watches: &'a [usize],
-        _namespace: Option<&'a str>,
-        _selector: &'a Selector,
-    ) -> BoxFuture<'a, usize> {
+    fn count<'a>(&'a self, _selection: Selection<'a>) -> BoxFuture<'a, usize> {
         Box::pin(async { 0 })
     }
 

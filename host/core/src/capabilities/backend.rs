@@ -105,6 +105,19 @@ pub enum Request<'a> {
     Delete(&'a DeleteOptions),
 }
 
+/// Which cached objects a `list`, `list-first` or `count` reads: the plugin's watches
+/// that may hold them (by index, in registration order), the namespace (all if none)
+/// and the label selector.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    /// The watches to read, their RBAC leaves open.
+    pub watches: &'a [usize],
+    /// The namespace, or all.
+    pub namespace: Option<&'a str>,
+    /// The label selector, parsed.
+    pub selector: &'a Selector,
+}
+
 /// One object an Event names, and its uid if a cache holds it.
 pub type Regarding<'a> = (&'a Target, Option<String>);
 
@@ -132,23 +145,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The uid of `target` if any of the plugin's watches holds it (Events name it).
     fn uid(&self, target: &Target) -> Option<String>;
 
-    /// JSON of the objects `watches` hold in `namespace` (all if none) matching
-    /// `selector`, each once, sorted by namespace and name: all, or the first `limit`.
+    /// JSON of the objects of `selection`, each once, sorted by namespace and name:
+    /// all, or the first `limit`.
     fn select<'a>(
         &'a self,
-        watches: &'a [usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
+        selection: Selection<'a>,
         limit: Option<usize>,
     ) -> BoxFuture<'a, Vec<Arc<str>>>;
 
     /// How many objects `select` would return.
-    fn count<'a>(
-        &'a self,
-        watches: &'a [usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
-    ) -> BoxFuture<'a, usize>;
+    fn count<'a>(&'a self, selection: Selection<'a>) -> BoxFuture<'a, usize>;
 
     /// Refuses a kind the cluster does not serve, before any request for it is
     /// admitted (and counted against the plugin's API rate). A lookup a backend must

@@ -23,7 +23,7 @@ mod reads;
 mod target;
 mod writes;
 
-pub use backend::{Backend, Regarding, Request, Write};
+pub use backend::{Backend, Regarding, Request, Selection, Write};
 pub use declared::{Declared, grants, list_call, list_selector, list_what};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;

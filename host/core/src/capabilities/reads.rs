@@ -7,7 +7,9 @@ use std::sync::Arc;
 use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector};
 
-use super::{CapabilityError, ClusterAccess, Op, Target, list_call, list_selector, list_what};
+use super::{
+    CapabilityError, ClusterAccess, Op, Selection, Target, list_call, list_selector, list_what,
+};
 use crate::contract::{Capability, Verb};
 
 /// What one `list`, `list-first` or `count` reads.
@@ -18,6 +20,17 @@ struct Listing {
     watches: Vec<usize>,
     /// Only objects whose labels match.
     selector: Selector,
+}
+
+impl Listing {
+    /// What the backend reads for it in `namespace`.
+    fn of<'a>(&'a self, namespace: Option<&'a str>) -> Selection<'a> {
+        Selection {
+            watches: &self.watches,
+            namespace,
+            selector: &self.selector,
+        }
+    }
 }
 
 impl ClusterAccess {
@@ -88,9 +101,7 @@ impl ClusterAccess {
     ) -> Result<Vec<Arc<str>>, CapabilityError> {
         let op = list_call(limit).name();
         let listing = self.listing(op, gvk, namespace, label_selector)?;
-        let found = (self.backend)
-            .select(&listing.watches, namespace, &listing.selector, limit)
-            .await;
+        let found = self.backend.select(listing.of(namespace), limit).await;
         let bytes = found.iter().map(|json| json.len()).sum();
         self.declared
             .check_result_size(&format!("{op} {}", listing.what), bytes)?;
@@ -105,10 +116,7 @@ impl ClusterAccess {
         label_selector: Option<&str>,
     ) -> Result<usize, CapabilityError> {
         let listing = self.listing(Capability::Count.name(), gvk, namespace, label_selector)?;
-        let counted = self
-            .backend
-            .count(&listing.watches, namespace, &listing.selector);
-        Ok(counted.await)
+        Ok(self.backend.count(listing.of(namespace)).await)
     }
 
     /// What a `list`, `list-first` or `count` (`op`) reads: the open watches of `gvk`,

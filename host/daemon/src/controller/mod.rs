@@ -143,6 +143,15 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The claim on its informers' caches a running version holds, taken out of
+    /// it: the informers, and the holds kept while they synced.
+    fn take_claim(&mut self) -> Claim {
+        Claim {
+            informers: self.watches.informers(),
+            holds: std::mem::take(&mut self.holds),
+        }
+    }
+
     /// Validates `registration` and acquires an informer per watch (starting or
     /// sharing one). With `synced`, also waits (up to the sync timeout) until every
     /// informer has its first list, as a version taking over a running plugin must.
@@ -210,25 +219,15 @@ impl PluginController {
         let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
         let reviewing = reviewing(&prepared, ctx);
         let leader = ctx.leader.gate_for(name);
+        let mut prepared = prepared;
+        let caches = CacheClaim::start(leader.clone(), prepared.take_claim());
+        let version = version(code, &prepared, &budget, &leader, ctx);
         let Prepared {
             registration,
             mut watches,
-            client,
             granted,
-            holds,
             ..
         } = prepared;
-        let informers = watches.informers();
-        let caches = CacheClaim::start(leader.clone(), Claim { informers, holds });
-        let version = version(
-            code,
-            &registration,
-            &watches,
-            &budget,
-            (client, &leader),
-            &granted,
-            ctx,
-        );
         let resync = resync_period(&registration);
         watches.attach(&queue, &registration.name, &ctx.metrics, resync, granted);
         let mut controller = PluginController {
@@ -324,25 +323,20 @@ impl PluginController {
     /// synced watches. Reconciles running on the old version finish on it; keys
     /// taken after the swap run on the new one; no key runs on both at once, as the
     /// queue never hands out a key that is still being processed.
-    pub fn upgrade(&mut self, code: PluginCode, prepared: Prepared) {
+    pub fn upgrade(&mut self, code: PluginCode, mut prepared: Prepared) {
         if let Some(old) = self.reviewing.take() {
             old.abort();
         }
         self.reviewing = reviewing(&prepared, &self.ctx);
+        self.caches.upgrade(prepared.take_claim());
+        let version = version(code, &prepared, &self.budget, &self.leader, &self.ctx);
+        self.current.send_replace(Arc::new(version));
         let Prepared {
             registration,
             mut watches,
-            client,
             granted,
-            holds,
             ..
         } = prepared;
-        let informers = watches.informers();
-        self.caches.upgrade(Claim { informers, holds });
-        let (budget, ctx) = (&self.budget, &self.ctx);
-        let writer = (client, &self.leader);
-        let version = version(code, &registration, &watches, budget, writer, &granted, ctx);
-        self.current.send_replace(Arc::new(version));
         self.watches.detach();
         let resync = resync_period(&registration);
         let metrics = &self.ctx.metrics;
@@ -442,20 +436,19 @@ fn reviewing(prepared: &Prepared, ctx: &ControllerContext) -> Option<JoinHandle<
 /// The workers' view of one loaded version.
 fn version(
     code: PluginCode,
-    registration: &Registration,
-    watches: &Watches,
+    prepared: &Prepared,
     budget: &Arc<PluginBudget>,
-    (client, leader): (Client, &LeaderGate),
-    granted: &Arc<Granted>,
+    leader: &LeaderGate,
     ctx: &ControllerContext,
 ) -> Version {
-    let informers = watches.informers();
+    let registration = &prepared.registration;
+    let informers = prepared.watches.informers();
     let access = ClusterAccess::live(
         budget.clone(),
         &ctx.instance,
         ctx.registry.clone(),
-        client,
-        (informers.clone(), granted.clone()),
+        prepared.client.clone(),
+        (informers.clone(), prepared.granted.clone()),
         wcm_core::capabilities::grants(registration),
         leader.clone(),
     );

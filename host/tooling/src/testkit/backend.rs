@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, ready};
 use kube::api::DynamicObject;
-use kube::core::{GroupVersionKind, Selector};
+use kube::core::GroupVersionKind;
 
 use super::memory::{MemoryCluster, as_dynamic};
 use super::store::StoreError;
 use super::writes::failed;
-use wcm_core::capabilities::{Backend, CapabilityError, Op, Regarding, Request, Target, Write};
+use wcm_core::capabilities::{
+    Backend, CapabilityError, Op, Regarding, Request, Selection, Target, Write,
+};
 use wcm_core::contract::{DeleteOptions, EventRecord};
 
 impl Backend for MemoryCluster {
@@ -35,29 +37,23 @@ impl Backend for MemoryCluster {
 
     fn select<'a>(
         &'a self,
-        watches: &'a [usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
+        selection: Selection<'a>,
         limit: Option<usize>,
     ) -> BoxFuture<'a, Vec<Arc<str>>> {
-        let found = self.matching(watches, namespace, selector);
+        let found = self.matching(selection);
         self.trace(format!(
-            "  list {} in {} matching {selector} (from the cache): {} found",
-            self.watched_kind(watches),
-            namespace.unwrap_or("all namespaces"),
+            "  list {} in {} matching {} (from the cache): {} found",
+            self.watched_kind(selection.watches),
+            selection.namespace.unwrap_or("all namespaces"),
+            selection.selector,
             found.len()
         ));
         let first = found.into_values().take(limit.unwrap_or(usize::MAX));
         Box::pin(ready(first.map(Arc::from).collect()))
     }
 
-    fn count<'a>(
-        &'a self,
-        watches: &'a [usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
-    ) -> BoxFuture<'a, usize> {
-        Box::pin(ready(self.matching(watches, namespace, selector).len()))
+    fn count<'a>(&'a self, selection: Selection<'a>) -> BoxFuture<'a, usize> {
+        Box::pin(ready(self.matching(selection).len()))
     }
 
     fn get<'a>(

@@ -16,7 +16,7 @@ use super::faults::{Fault, Injection};
 use super::fixtures::Scopes;
 use super::report::{Event, Write};
 use super::store::{CLOCK_SINCE_EPOCH, Changed, ObjectId, Store};
-use wcm_core::capabilities::Target;
+use wcm_core::capabilities::{Selection, Target};
 use wcm_core::contract::Predicate;
 use wcm_core::keys::{KeyMapping, ReconcileKey};
 use wcm_core::kube::cache::{CachedObject, Change};
@@ -271,14 +271,17 @@ impl MemoryCluster {
         uid.map(str::to_string)
     }
 
-    /// The objects `watches` hold in `namespace` (all if none) matching `selector`,
-    /// as the first watch holding each holds it, sorted by namespace and name.
+    /// The objects of `selection`, as the first watch holding each holds it, sorted
+    /// by namespace and name.
     pub(super) fn matching(
         &self,
-        watches: &[usize],
-        namespace: Option<&str>,
-        selector: &Selector,
+        selection: Selection<'_>,
     ) -> BTreeMap<(Option<String>, String), String> {
+        let Selection {
+            watches,
+            namespace,
+            selector,
+        } = selection;
         let watches: Vec<&Watch> = (watches.iter())
             .filter_map(|index| self.watches.get(*index))
             .collect();

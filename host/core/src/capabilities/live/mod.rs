@@ -12,10 +12,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::DynamicObject;
-use kube::core::{GroupVersionKind, Selector};
+use kube::core::GroupVersionKind;
 
 use self::listing::Listing;
-use super::{Backend, CapabilityError, ClusterAccess, Declared, Op, Target};
+use super::{Backend, CapabilityError, ClusterAccess, Declared, Op, Selection, Target};
 use crate::budget::PluginBudget;
 use crate::contract::Verb;
 use crate::kube::discovery::ResolvedKind;
@@ -91,13 +91,13 @@ impl LiveCluster {
         })
     }
 
-    /// The listing of the informers of `watches`.
-    fn listing<'a>(
-        &'a self,
-        watches: &[usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
-    ) -> Listing<'a> {
+    /// The listing of the informers of `selection`'s watches.
+    fn listing<'a>(&'a self, selection: Selection<'a>) -> Listing<'a> {
+        let Selection {
+            watches,
+            namespace,
+            selector,
+        } = selection;
         let caches = (watches.iter())
             .filter_map(|index| self.informers.get(*index))
             .collect();
@@ -148,25 +148,18 @@ impl Backend for LiveCluster {
 
     fn select<'a>(
         &'a self,
-        watches: &'a [usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
+        selection: Selection<'a>,
         limit: Option<usize>,
     ) -> BoxFuture<'a, Vec<Arc<str>>> {
-        let listing = self.listing(watches, namespace, selector);
+        let listing = self.listing(selection);
         Box::pin(async move {
             let found = listing.first(limit).await;
             found.into_iter().map(|o| o.json.clone()).collect()
         })
     }
 
-    fn count<'a>(
-        &'a self,
-        watches: &'a [usize],
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
-    ) -> BoxFuture<'a, usize> {
-        let listing = self.listing(watches, namespace, selector);
+    fn count<'a>(&'a self, selection: Selection<'a>) -> BoxFuture<'a, usize> {
+        let listing = self.listing(selection);
         Box::pin(async move { listing.count().await })
     }
 
