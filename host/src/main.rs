@@ -3,6 +3,7 @@
 mod cli;
 mod rbac_cli;
 mod registry_cli;
+mod run_args;
 mod test_cli;
 
 #[cfg(test)]
@@ -10,8 +11,9 @@ mod module_graph;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, LogFormat, RunArgs};
+use cli::{Cli, Command, LogFormat};
 use kube::config::KubeConfigOptions;
+use run_args::RunArgs;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -139,7 +141,7 @@ async fn kube_config(identity: &str) -> anyhow::Result<(kube::Config, bool)> {
 }
 
 /// The ServiceAccounts plugins act as, or none with `--impersonate-plugins=false`.
-fn plugin_accounts(args: &cli::IdentityArgs) -> anyhow::Result<Option<ServiceAccounts>> {
+fn plugin_accounts(args: &run_args::IdentityArgs) -> anyhow::Result<Option<ServiceAccounts>> {
     if !args.impersonate_plugins {
         return Ok(None);
     }

@@ -19,7 +19,7 @@ use wcm_core::bindings::v0_3::wcm::controller::cluster::Host as Cluster;
 use wcm_core::bindings::v0_3::wcm::controller::types::{Gvk, ObjectRef};
 use wcm_core::budget::{Budget, PluginBudget};
 use wcm_core::capabilities::{
-    Backend, CapabilityError, ClusterAccess, Declared, Op, Selection, Target, Write,
+    Backend, CapabilityError, Checked, ClusterAccess, Declared, Op, Selection, Target, Write,
 };
 use wcm_core::config::Limits;
 use wcm_core::contract::{DeleteOptions, EventRecord, Verb};
@@ -76,7 +76,7 @@ impl Backend for Broken {
         &'a self,
         op: &'a Op,
         _target: &'a Target,
-        _write: Write<'a>,
+        _write: Write<'a, Checked>,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
         Box::pin(async move { Err(op.host_fault("the stored object could not be encoded")) })
     }

@@ -22,88 +22,108 @@ use super::{CapabilityError, Op, Target};
 use crate::contract::{DeleteOptions, EventRecord, PatchKind};
 use crate::kube::object_writes::PatchBody;
 
-/// A write on one object, its arguments checked and parsed by the pipeline.
+/// A write on one object: the one list of writes there is. It takes two forms — as
+/// the plugin asked for it ([`Asked`], what a journal records, refused or not) and as
+/// the pipeline checked and parsed it for a backend ([`Checked`]) — so a new write is
+/// one variant, and every match on it (the pipeline's, each backend's, the test kit's
+/// journal) is one the compiler holds to it.
 #[derive(Debug)]
-pub enum Write<'a> {
-    /// Sets and removes labels (a merge patch of `metadata.labels`).
+pub enum Write<'a, F: Form<'a>> {
+    /// `patch-labels`: a merge patch of `metadata.labels`.
     Labels {
         /// Labels to set.
         set: &'a [(String, String)],
         /// Label keys to remove.
         remove: &'a [String],
     },
-    /// Replaces the finalizers, if the object is still at `resource_version`.
-    Finalizers {
-        /// The resourceVersion the finalizers were read at.
-        resource_version: &'a str,
-        /// The whole new list.
-        finalizers: &'a [String],
-    },
-    /// Merges a status into the status subresource.
-    Status(&'a Value),
-    /// Server-side applies a whole object.
+    /// `patch-finalizers`.
+    Finalizers(F::Finalizers),
+    /// `patch-status`: merged into the status subresource.
+    Status(F::Json),
+    /// `apply`: a whole object, server-side applied.
     Apply {
         /// The object.
-        object: &'a Value,
+        object: F::Json,
         /// Whether to take fields other managers own.
         force: bool,
     },
-    /// Creates an object (named, or with `metadata.generateName`).
-    Create(&'a DynamicObject),
-    /// Patches the object or its `status` or `scale` subresource.
+    /// `create`: an object, named or with `metadata.generateName`.
+    Create(F::Object),
+    /// `patch`: the object or its `status` or `scale` subresource.
     Patch {
-        /// The patch, parsed as its kind says.
-        body: PatchBody,
+        /// The patch and its kind.
+        body: F::Patch,
         /// The subresource, if any.
         subresource: Option<&'a str>,
     },
-    /// Replaces an object still at the resourceVersion it carries.
-    Update(&'a DynamicObject),
+    /// `update`: an object still at the resourceVersion it carries.
+    Update(F::Object),
+    /// `delete`.
+    Delete(F::Delete),
 }
 
-/// A write as the plugin asked for it, unparsed: what a backend that keeps a journal
-/// (the test kit's report) records, refused or not.
-#[derive(Debug, Clone, Copy)]
-pub enum Request<'a> {
-    /// `patch-labels`.
-    PatchLabels {
-        /// Labels to set.
-        set: &'a [(String, String)],
-        /// Label keys to remove.
-        remove: &'a [String],
-    },
-    /// `patch-finalizers`.
-    PatchFinalizers {
-        /// Finalizers to add.
-        add: &'a [String],
-        /// Finalizers to remove.
-        remove: &'a [String],
-    },
-    /// `patch-status`, with the status as JSON text.
-    PatchStatus(&'a str),
-    /// `apply`, with the object as JSON text.
-    Apply {
-        /// The object.
-        object: &'a str,
-        /// Whether to force.
-        force: bool,
-    },
-    /// `create`, with the object as JSON text.
-    Create(&'a str),
-    /// `patch`.
-    Patch {
-        /// The patch's kind.
-        kind: PatchKind,
-        /// The patch as JSON text.
-        patch: &'a str,
-        /// The subresource, if any.
-        subresource: Option<&'a str>,
-    },
-    /// `update`, with the object as JSON text.
-    Update(&'a str),
-    /// `delete`.
-    Delete(&'a DeleteOptions),
+/// What a [`Write`]'s arguments are in one of its forms.
+pub trait Form<'a>: std::fmt::Debug {
+    /// A JSON document: a status, an applied object.
+    type Json: std::fmt::Debug;
+    /// A whole object: created or updated.
+    type Object: std::fmt::Debug;
+    /// A patch and its kind.
+    type Patch: std::fmt::Debug;
+    /// A change of finalizers.
+    type Finalizers: std::fmt::Debug;
+    /// A deletion's options.
+    type Delete: std::fmt::Debug;
 }
+
+/// A write as the plugin asked for it: its JSON as text, its finalizers to add and
+/// remove.
+#[derive(Debug)]
+pub struct Asked;
+
+impl<'a> Form<'a> for Asked {
+    type Json = &'a str;
+    type Object = &'a str;
+    type Patch = (PatchKind, &'a str);
+    type Finalizers = FinalizerChange<'a>;
+    type Delete = &'a DeleteOptions;
+}
+
+/// A write as a backend makes it: parsed and shaped, its finalizers the whole new list
+/// at the resourceVersion they were read at. A deletion is not one ([`Backend::delete`]
+/// makes it), so this form has none.
+#[derive(Debug)]
+pub struct Checked;
+
+impl<'a> Form<'a> for Checked {
+    type Json = &'a Value;
+    type Object = &'a DynamicObject;
+    type Patch = PatchBody;
+    type Finalizers = FinalizerList<'a>;
+    type Delete = std::convert::Infallible;
+}
+
+/// Finalizers a plugin adds and removes, leaving the others alone.
+#[derive(Debug, Clone, Copy)]
+pub struct FinalizerChange<'a> {
+    /// Finalizers to add.
+    pub add: &'a [String],
+    /// Finalizers to remove.
+    pub remove: &'a [String],
+}
+
+/// The whole new list of an object's finalizers, written only if the object is still
+/// at `resource_version`.
+#[derive(Debug, Clone, Copy)]
+pub struct FinalizerList<'a> {
+    /// The resourceVersion the finalizers were read at.
+    pub resource_version: &'a str,
+    /// The whole new list.
+    pub finalizers: &'a [String],
+}
+
+/// A write as the plugin asked for it.
+pub type Request<'a> = Write<'a, Asked>;
 
 /// Which cached objects a `list`, `list-first` or `count` reads: the plugin's watches
 /// that may hold them (by index, in registration order), the namespace (all if none)
@@ -180,7 +200,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         &'a self,
         op: &'a Op,
         target: &'a Target,
-        write: Write<'a>,
+        write: Write<'a, Checked>,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>>;
 
     /// Deletes `target` if the preconditions of `options` hold.

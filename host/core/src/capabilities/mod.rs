@@ -23,7 +23,10 @@ mod reads;
 mod target;
 mod writes;
 
-pub use backend::{Backend, Regarding, Request, Selection, Write};
+pub use backend::{
+    Asked, Backend, Checked, FinalizerChange, FinalizerList, Form, Regarding, Request, Selection,
+    Write,
+};
 pub use declared::{Declared, grants, list_call, list_selector, list_what};
 pub use error::CapabilityError;
 pub(crate) use error::from_kube;
@@ -31,9 +34,16 @@ pub use live::LiveCluster;
 pub use op::Op;
 pub use target::{Target, check_kind, check_namespace};
 
-use crate::tape::Recorder;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+use kube::Client;
+use kube::core::GroupVersionKind;
+
+use crate::contract::Verb;
+use crate::kube::informer::{Informer, InformerRegistry};
+use crate::tape::Recorder;
 
 use crate::budget::PluginBudget;
 use crate::leader_gate::LeaderGate;
@@ -66,6 +76,24 @@ impl std::fmt::Debug for ClusterAccess {
 }
 
 impl ClusterAccess {
+    /// The live cluster as the plugin of `budget` sees it: its informers (readable as
+    /// `granted` says) and declared grants; writes go through `client` only while
+    /// `leader` is open, each within the budget. `instance` names this replica in the
+    /// Events it records.
+    pub fn live(
+        budget: Arc<PluginBudget>,
+        instance: &str,
+        registry: Arc<InformerRegistry>,
+        client: Client,
+        (informers, granted): (Vec<Arc<Informer>>, Arc<Granted>),
+        grants: HashMap<GroupVersionKind, HashSet<Verb>>,
+        leader: LeaderGate,
+    ) -> ClusterAccess {
+        let backend = LiveCluster::new(budget.clone(), instance, registry, client, informers);
+        let declared = Declared::new(budget, grants);
+        ClusterAccess::over(declared, granted, leader, Arc::new(backend))
+    }
+
     /// The plugin of `declared` over `backend`, reading the watches `granted` leaves
     /// open and writing while `leader` is open.
     pub fn over(

@@ -69,8 +69,7 @@ impl ClusterAccess {
         let call = Capability::Patch.name();
         let op = Op::on_part(call, target, subresource);
         let request = Request::Patch {
-            kind,
-            patch,
+            body: (kind, patch),
             subresource,
         };
         self.journaled(target, request, async {

@@ -8,7 +8,7 @@ use std::future::Future;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::backend::{Request, Write};
+use super::backend::{Checked, FinalizerChange, FinalizerList, Request, Write};
 use super::{CapabilityError, ClusterAccess, Op, Target};
 use crate::contract::{Capability, DeleteOptions, ErrorCode, EventRecord, Verb};
 use crate::kube::discovery::display_gvk;
@@ -57,11 +57,11 @@ impl ClusterAccess {
 
     /// Admits and makes one write of a kind the cluster serves; returns what was
     /// stored.
-    pub(super) async fn admit_and_write(
-        &self,
-        op: &Op,
-        target: &Target,
-        write: Write<'_>,
+    pub(super) async fn admit_and_write<'a>(
+        &'a self,
+        op: &'a Op,
+        target: &'a Target,
+        write: Write<'a, Checked>,
     ) -> Result<DynamicObject, CapabilityError> {
         self.backend.served(op, &target.gvk).await?;
         self.admit(op).await?;
@@ -90,7 +90,7 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let call = Capability::PatchLabels.name();
         let op = Op::on(call, target);
-        let request = Request::PatchLabels { set, remove };
+        let request = Request::Labels { set, remove };
         self.journaled(target, request, async {
             self.declared.require(Verb::Patch, call, target)?;
             label_patch(set, remove).map_err(|e| op.invalid(e))?;
@@ -113,7 +113,7 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let call = Capability::PatchFinalizers.name();
         let op = Op::on(call, target);
-        let request = Request::PatchFinalizers { add, remove };
+        let request = Request::Finalizers(FinalizerChange { add, remove });
         self.journaled(target, request, async {
             self.declared.require(Verb::Patch, call, target)?;
             finalizers::check(add, remove).map_err(|e| op.invalid(e))?;
@@ -149,10 +149,10 @@ impl ClusterAccess {
             return Ok(());
         }
         let version = read.metadata.resource_version.clone().unwrap_or_default();
-        let write = Write::Finalizers {
+        let write = Write::Finalizers(FinalizerList {
             resource_version: &version,
             finalizers: &wanted,
-        };
+        });
         let written = self.admit_and_write(op, target, write).await?;
         self.backend.remember(target, &written);
         Ok(())
@@ -162,7 +162,7 @@ impl ClusterAccess {
     pub async fn patch_status(&self, target: &Target, status: &str) -> Result<(), CapabilityError> {
         let call = Capability::PatchStatus.name();
         let op = Op::on(call, target);
-        self.journaled(target, Request::PatchStatus(status), async {
+        self.journaled(target, Request::Status(status), async {
             self.declared.require(Verb::PatchStatus, call, target)?;
             let value: Value = (serde_json::from_str(status))
                 .map_err(|e| op.invalid(format!("the status is not JSON: {e}")))?;

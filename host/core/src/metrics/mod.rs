@@ -31,11 +31,29 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 /// Buckets of load steps: 1 ms to ~30 s, ×2.
 fn load_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// A new metric registered in `registry` under `name`, handed back for the host to
+/// update: one line per series in [`Metrics::with_collectors`], in the order `/metrics`
+/// shows them.
+fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    registered_as(registry, name, help, M::default())
+}
+
+/// [`registered`], for a metric that is not made by `Default`.
+fn registered_as<M: Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// Every metric the host exports. One instance per process, shared by reference.
@@ -116,147 +134,156 @@ impl Metrics {
         let plugin_metrics = plugin::PluginMetricsRegistry::default();
         root.register_collector(Box::new(plugin_metrics.clone()));
         root.register_collector(Box::new(process::ProcessCollector));
-        let registry = root.sub_registry_with_prefix("wcm");
+        let r = root.sub_registry_with_prefix("wcm");
         for collector in collectors {
-            registry.register_collector(collector);
+            r.register_collector(collector);
         }
-        let plugin_events = Family::default();
-        let help = "Informer changes delivered to a plugin's key mappings, before de-duplication";
-        registry.register("plugin_events", help, plugin_events.clone());
-        let informer_events = Family::default();
-        registry.register(
-            "informer_events",
-            "Watch events received, list items included",
-            informer_events.clone(),
-        );
-        let informer_lists = Family::default();
-        registry.register(
-            "informer_lists",
-            "Full lists completed: 1 at start plus relists",
-            informer_lists.clone(),
-        );
-        let informer_objects = Family::default();
-        registry.register(
-            "informer_objects",
-            "Objects held in an informer's cache",
-            informer_objects.clone(),
-        );
-        let informer_watching = Family::default();
-        let help = "1 while an informer watches, 0 while no plugin running here needs it";
-        registry.register("informer_watching", help, informer_watching.clone());
-        let informer_bytes = Family::default();
-        let help = "Bytes of JSON held in an informer's cache";
-        registry.register("informer_bytes", help, informer_bytes.clone());
-        let informer_undecodable = Family::default();
-        let help = "Objects a watch cannot decode (too deep, a field of the wrong type): left \
-                    out of its cache, or held at their last decodable version";
-        registry.register(
-            "informer_undecodable_objects",
-            help,
-            informer_undecodable.clone(),
-        );
-        let plugin_cache_bytes = Family::default();
-        let help = "Bytes of the host's caches a plugin's watches hold, shared ones divided \
-                    among the plugins sharing them";
-        registry.register("plugin_cache_bytes", help, plugin_cache_bytes.clone());
-        let plugin_instance_memory = Family::default();
-        let help = "Linear memory of the instance of the plugin's last finished reconcile";
-        registry.register(
-            "plugin_instance_memory_bytes",
-            help,
-            plugin_instance_memory.clone(),
-        );
-        let leader_election_holder = Family::default();
-        let help = "The leader Lease's holder as this replica last saw it (value 1)";
-        registry.register(
-            "leader_election_holder",
-            help,
-            leader_election_holder.clone(),
-        );
-        let leader_election_transitions = Gauge::default();
-        let help = "The leader Lease's leaseTransitions as this replica last saw it";
-        registry.register(
-            "leader_election_transitions",
-            help,
-            leader_election_transitions.clone(),
-        );
-        let ignored_leases = Gauge::default();
-        let help = "Leases labelled for a plugin of this group but not named after it: \
-                    ignored (written by someone else)";
-        registry.register(
-            "leader_election_ignored_leases",
-            help,
-            ignored_leases.clone(),
-        );
-        let plugin_api_requests = Family::default();
-        let help = "API requests a plugin made: writes, deletions and Events";
-        registry.register("plugin_api_requests", help, plugin_api_requests.clone());
-        let plugin_api_wait = Family::default();
-        let help = "Seconds a plugin's API requests waited for its rate (--plugin-api-qps)";
-        registry.register("plugin_api_wait_seconds", help, plugin_api_wait.clone());
-        let limit_hits = Family::default();
-        let help = "Times a per-plugin limit refused, dropped, cut, delayed or stopped something";
-        registry.register("plugin_limit_hits", help, limit_hits.clone());
-        let plugin_lease_transitions = Family::default();
-        let help = "leaseTransitions of a plugin's Lease (--leader-elect-mode=per-plugin)";
-        registry.register(
-            "plugin_lease_transitions",
-            help,
-            plugin_lease_transitions.clone(),
-        );
-        let plugin_consecutive_failures = Family::default();
-        let help = "Reconciles of a plugin that trapped or timed out in a row";
-        registry.register(
-            "plugin_consecutive_failures",
-            help,
-            plugin_consecutive_failures.clone(),
-        );
-        let access_reviews = Family::default();
-        let help = "SubjectAccessReviews of a plugin's ServiceAccount, by result";
-        registry.register("plugin_access_reviews", help, access_reviews.clone());
-        let missing_rights = Family::default();
-        let help = "Rules a plugin declared that its ServiceAccount is not granted";
-        registry.register("plugin_missing_rights", help, missing_rights.clone());
-        let host_calls = Family::default();
-        let help = "Calls plugins made to the host, by WIT function and result";
-        registry.register("host_calls", help, host_calls.clone());
-        let call_failures = Family::default();
-        let help = "Calls into plugins that failed, by cause";
-        registry.register("plugin_call_failures", help, call_failures.clone());
-        let instance_recycles = Family::default();
-        let help = "Reused plugin instances retired, by reason (calls, memory, failure, upgrade)";
-        registry.register("plugin_instance_recycles", help, instance_recycles.clone());
         let load_seconds: Family<LoadStepLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(load_buckets);
-        let help = "Time of each step of loading a plugin file (read, compile, link, register)";
-        registry.register("plugin_load_seconds", help, load_seconds.clone());
         Metrics {
-            registry: root,
-            host_calls,
-            call_failures,
-            instance_recycles,
-            load_seconds,
-            plugin_api_requests,
-            plugin_api_wait,
-            limit_hits,
-            plugin_lease_transitions,
-            plugin_consecutive_failures,
-            access_reviews,
-            missing_rights,
-            leader_election_holder,
-            leader_election_transitions,
-            ignored_leases,
+            plugin_events: registered(
+                r,
+                "plugin_events",
+                "Informer changes delivered to a \
+                plugin's key mappings, before de-duplication",
+            ),
+            informer_events: registered(
+                r,
+                "informer_events",
+                "Watch events received, list \
+                items included",
+            ),
+            informer_lists: registered(
+                r,
+                "informer_lists",
+                "Full lists completed: 1 at \
+                start plus relists",
+            ),
+            informer_objects: registered(
+                r,
+                "informer_objects",
+                "Objects held in an \
+                informer's cache",
+            ),
+            informer_watching: registered(
+                r,
+                "informer_watching",
+                "1 while an informer \
+                watches, 0 while no plugin running here needs it",
+            ),
+            informer_bytes: registered(
+                r,
+                "informer_bytes",
+                "Bytes of JSON held in an \
+                informer's cache",
+            ),
+            informer_undecodable: registered(
+                r,
+                "informer_undecodable_objects",
+                "Objects a \
+                watch cannot decode (too deep, a field of the wrong type): left out of its \
+                cache, or held at their last decodable version",
+            ),
+            plugin_cache_bytes: registered(
+                r,
+                "plugin_cache_bytes",
+                "Bytes of the host's \
+                caches a plugin's watches hold, shared ones divided among the plugins \
+                sharing them",
+            ),
+            plugin_instance_memory: registered(
+                r,
+                "plugin_instance_memory_bytes",
+                "Linear \
+                memory of the instance of the plugin's last finished reconcile",
+            ),
+            leader_election_holder: registered(
+                r,
+                "leader_election_holder",
+                "The leader \
+                Lease's holder as this replica last saw it (value 1)",
+            ),
+            leader_election_transitions: registered(
+                r,
+                "leader_election_transitions",
+                "The \
+                leader Lease's leaseTransitions as this replica last saw it",
+            ),
+            ignored_leases: registered(
+                r,
+                "leader_election_ignored_leases",
+                "Leases \
+                labelled for a plugin of this group but not named after it: ignored \
+                (written by someone else)",
+            ),
+            plugin_api_requests: registered(
+                r,
+                "plugin_api_requests",
+                "API requests a \
+                plugin made: writes, deletions and Events",
+            ),
+            plugin_api_wait: registered(
+                r,
+                "plugin_api_wait_seconds",
+                "Seconds a plugin's \
+                API requests waited for its rate (--plugin-api-qps)",
+            ),
+            limit_hits: registered(
+                r,
+                "plugin_limit_hits",
+                "Times a per-plugin limit \
+                refused, dropped, cut, delayed or stopped something",
+            ),
+            plugin_lease_transitions: registered(
+                r,
+                "plugin_lease_transitions",
+                "leaseTransitions of a plugin's Lease (--leader-elect-mode=per-plugin)",
+            ),
+            plugin_consecutive_failures: registered(
+                r,
+                "plugin_consecutive_failures",
+                "Reconciles of a plugin that trapped or timed out in a row",
+            ),
+            access_reviews: registered(
+                r,
+                "plugin_access_reviews",
+                "SubjectAccessReviews of \
+                a plugin's ServiceAccount, by result",
+            ),
+            missing_rights: registered(
+                r,
+                "plugin_missing_rights",
+                "Rules a plugin declared \
+                that its ServiceAccount is not granted",
+            ),
+            host_calls: registered(
+                r,
+                "host_calls",
+                "Calls plugins made to the host, by WIT \
+                function and result",
+            ),
+            call_failures: registered(
+                r,
+                "plugin_call_failures",
+                "Calls into plugins that \
+                failed, by cause",
+            ),
+            instance_recycles: registered(
+                r,
+                "plugin_instance_recycles",
+                "Reused plugin \
+                instances retired, by reason (calls, memory, failure, upgrade)",
+            ),
+            load_seconds: registered_as(
+                r,
+                "plugin_load_seconds",
+                "Time of each step of \
+                loading a plugin file (read, compile, link, register)",
+                load_seconds,
+            ),
             standard,
-            plugin_events,
-            informer_events,
-            informer_lists,
-            informer_objects,
-            informer_watching,
-            informer_bytes,
-            informer_undecodable,
-            plugin_cache_bytes,
-            plugin_instance_memory,
             plugin_metrics,
+            registry: root,
         }
     }
 

@@ -13,7 +13,7 @@ use super::memory::{MemoryCluster, as_dynamic};
 use super::store::StoreError;
 use super::writes::failed;
 use wcm_core::capabilities::{
-    Backend, CapabilityError, Op, Regarding, Request, Selection, Target, Write,
+    Backend, CapabilityError, Checked, Op, Regarding, Request, Selection, Target, Write,
 };
 use wcm_core::contract::{DeleteOptions, EventRecord};
 
@@ -74,7 +74,7 @@ impl Backend for MemoryCluster {
         &'a self,
         op: &'a Op,
         target: &'a Target,
-        write: Write<'a>,
+        write: Write<'a, Checked>,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
         if let Some(error) = self.before_call(op) {
             return Box::pin(ready(Err(error)));

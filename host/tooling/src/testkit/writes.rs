@@ -8,7 +8,9 @@ use serde_json::Value;
 use super::memory::{MemoryCluster, World, as_dynamic};
 use super::report::{Event, Write as Record};
 use super::store::{Changed, ObjectId, StoreError};
-use wcm_core::capabilities::{CapabilityError, Op, Regarding, Request, Target, Write};
+use wcm_core::capabilities::{
+    CapabilityError, Checked, FinalizerChange, FinalizerList, Op, Regarding, Request, Target, Write,
+};
 use wcm_core::contract::{
     Capability, DeleteOptions, ErrorCode, EventRecord, GuestError, PatchKind, Propagation,
 };
@@ -21,7 +23,7 @@ impl MemoryCluster {
         &self,
         op: &Op,
         target: &Target,
-        write: Write<'_>,
+        write: Write<'_, Checked>,
     ) -> Result<DynamicObject, CapabilityError> {
         let id = self.id(target);
         let manager = self.plugin.as_str();
@@ -32,10 +34,10 @@ impl MemoryCluster {
                 let changed = world.store.patch_labels(&id, set, remove, manager);
                 self.changed(&mut world, &id, changed.map_err(fail)?)
             }
-            Write::Finalizers {
+            Write::Finalizers(FinalizerList {
                 resource_version,
                 finalizers,
-            } => {
+            }) => {
                 let mut world = self.world();
                 let set = world
                     .store
@@ -53,6 +55,7 @@ impl MemoryCluster {
             Write::Create(object) => self.created(op, target, object)?,
             Write::Patch { body, subresource } => self.patched(op, target, &body, subresource)?,
             Write::Update(object) => self.updated(op, target, object)?,
+            Write::Delete(never) => match never {},
         };
         Ok(as_dynamic(stored))
     }
@@ -174,17 +177,17 @@ fn record_of(target: &Target, request: Request<'_>) -> Record {
     let record = |call: Capability| Record::new(call.name(), target);
     let some = |items: &[String]| (!items.is_empty()).then(|| items.to_vec());
     match request {
-        Request::PatchLabels { set, remove } => Record {
+        Request::Labels { set, remove } => Record {
             set: (!set.is_empty()).then(|| set.iter().cloned().collect()),
             remove: some(remove),
             ..record(Capability::PatchLabels)
         },
-        Request::PatchFinalizers { add, remove } => Record {
+        Request::Finalizers(FinalizerChange { add, remove }) => Record {
             add: some(add),
             remove: some(remove),
             ..record(Capability::PatchFinalizers)
         },
-        Request::PatchStatus(status) => Record {
+        Request::Status(status) => Record {
             status: Some(as_json(status)),
             ..record(Capability::PatchStatus)
         },
@@ -202,8 +205,7 @@ fn record_of(target: &Target, request: Request<'_>) -> Record {
             ..record(Capability::Update)
         },
         Request::Patch {
-            kind,
-            patch,
+            body: (kind, patch),
             subresource,
         } => {
             let value = as_json(patch);

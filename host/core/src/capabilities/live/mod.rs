@@ -6,7 +6,6 @@
 mod listing;
 mod writes;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -15,14 +14,11 @@ use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 
 use self::listing::Listing;
-use super::{Backend, CapabilityError, ClusterAccess, Declared, Op, Selection, Target};
+use super::{Backend, CapabilityError, Op, Selection, Target};
 use crate::budget::PluginBudget;
-use crate::contract::Verb;
 use crate::kube::discovery::ResolvedKind;
 use crate::kube::events::PluginRecorder;
 use crate::kube::informer::{Informer, InformerRegistry};
-use crate::leader_gate::LeaderGate;
-use crate::rights::Granted;
 
 /// One plugin's side of the live cluster.
 pub struct LiveCluster {
@@ -47,33 +43,26 @@ impl std::fmt::Debug for LiveCluster {
     }
 }
 
-impl ClusterAccess {
-    /// The live cluster as the plugin of `budget` sees it: its informers (readable as
-    /// `granted` says) and declared grants; writes go through `client` only while
-    /// `leader` is open, each within the budget. `instance` names this replica in the
-    /// Events it records.
-    pub fn live(
+impl LiveCluster {
+    /// The live cluster as the plugin of `budget` reaches it: its `informers`, and
+    /// `client` (which acts as the plugin) for what they do not hold and for writes.
+    /// `instance` names this replica in the Events it records.
+    pub(super) fn new(
         budget: Arc<PluginBudget>,
         instance: &str,
         registry: Arc<InformerRegistry>,
         client: Client,
-        (informers, granted): (Vec<Arc<Informer>>, Arc<Granted>),
-        grants: HashMap<GroupVersionKind, HashSet<Verb>>,
-        leader: LeaderGate,
-    ) -> ClusterAccess {
-        let backend = LiveCluster {
+        informers: Vec<Arc<Informer>>,
+    ) -> LiveCluster {
+        LiveCluster {
             recorder: PluginRecorder::new(client.clone(), &budget.plugin, instance),
-            budget: budget.clone(),
+            budget,
             client,
             registry,
             informers,
-        };
-        let declared = Declared::new(budget, grants);
-        ClusterAccess::over(declared, granted, leader, Arc::new(backend))
+        }
     }
-}
 
-impl LiveCluster {
     /// Informers of `gvk` whose scope can hold objects of `namespace` (any, if none),
     /// with their watch index.
     fn caches_of<'a>(
@@ -183,7 +172,7 @@ impl Backend for LiveCluster {
         &'a self,
         op: &'a Op,
         target: &'a Target,
-        write: super::Write<'a>,
+        write: super::Write<'a, super::Checked>,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
         Box::pin(self.write_as_plugin(op, target, write))
     }

@@ -6,7 +6,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{DynamicObject, Preconditions, PropagationPolicy};
 
 use super::LiveCluster;
-use crate::capabilities::{CapabilityError, Op, Regarding, Target, Write, from_kube};
+use crate::capabilities::{
+    CapabilityError, Checked, FinalizerList, Op, Regarding, Target, Write, from_kube,
+};
 use crate::contract::{DeleteOptions, EventRecord, Propagation};
 use crate::kube::events::EventError;
 use crate::kube::object_writes;
@@ -29,7 +31,7 @@ impl LiveCluster {
         &self,
         op: &Op,
         target: &Target,
-        write: Write<'_>,
+        write: Write<'_, Checked>,
     ) -> Result<DynamicObject, CapabilityError> {
         let kind = self.resolve(op, &target.gvk).await?;
         let (client, manager) = (&self.client, self.budget.plugin.as_str());
@@ -38,10 +40,10 @@ impl LiveCluster {
             Write::Labels { set, remove } => {
                 writes::patch_labels(client, &kind, at.0, at.1, manager, set, remove).await
             }
-            Write::Finalizers {
+            Write::Finalizers(FinalizerList {
                 resource_version,
                 finalizers,
-            } => {
+            }) => {
                 let version = resource_version;
                 writes::set_finalizers(client, &kind, at, manager, version, finalizers).await
             }
@@ -60,6 +62,7 @@ impl LiveCluster {
             Write::Update(object) => {
                 object_writes::update(client, &kind, at, manager, object).await
             }
+            Write::Delete(never) => match never {},
         };
         written.map_err(|e| failed(op, e))
     }
