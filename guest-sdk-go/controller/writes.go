@@ -39,11 +39,7 @@ func PatchLabels(ref ObjectRef, set map[string]string, remove []string) error {
 		pairs = append(pairs, [2]string{key, set[key]})
 	}
 	s, sn := flatPairs(pairs)
-	r, rn := flatStrings(remove)
-	f, ret := flatten(ref), resultArea()
-	hostPatchLabels(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
-		s, sn, r, rn, unsafe.Pointer(&ret[0]))
-	return unitResult(ret)
+	return listsOn(hostPatchLabels, ref, s, sn, remove)
 }
 
 // PatchFinalizers adds and removes finalizers, leaving other controllers' alone (the
@@ -51,10 +47,19 @@ func PatchLabels(ref ObjectRef, set map[string]string, remove []string) error {
 // conflict); needs VerbPatch.
 func PatchFinalizers(ref ObjectRef, add, remove []string) error {
 	a, an := flatStrings(add)
+	return listsOn(hostPatchFinalizers, ref, a, an, remove)
+}
+
+// listsImport is the shape of the imports that change two lists on one object:
+// the object, what to add or set (flattened) and the keys to remove.
+type listsImport func(g, gn, v, vn, k, kn, nsTag, ns, nsn, name, namen, set, setn, remove, removen uint32, ret unsafe.Pointer)
+
+// listsOn calls host on ref with set (already flattened) and remove.
+func listsOn(host listsImport, ref ObjectRef, set, setn uint32, remove []string) error {
 	r, rn := flatStrings(remove)
 	f, ret := flatten(ref), resultArea()
-	hostPatchFinalizers(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
-		a, an, r, rn, unsafe.Pointer(&ret[0]))
+	host(f.g, f.gn, f.v, f.vn, f.k, f.kn, f.nsTag, f.ns, f.nsn, f.name, f.namen,
+		set, setn, r, rn, unsafe.Pointer(&ret[0]))
 	return unitResult(ret)
 }
 

@@ -38,6 +38,11 @@ struct Broken {
     broken: bool,
 }
 
+/// What the broken backend answers to a request this test does not make.
+fn not_in_this_test<T: Send + 'static>(op: &Op) -> BoxFuture<'_, Result<T, CapabilityError>> {
+    Box::pin(async move { Err(op.unavailable("not in this test")) })
+}
+
 impl Backend for Broken {
     fn watches_of(&self, _gvk: &GroupVersionKind, _namespace: Option<&str>) -> Vec<usize> {
         assert!(!self.broken, "a bug in the host's cache lookup");
@@ -69,7 +74,7 @@ impl Backend for Broken {
         op: &'a Op,
         _target: &'a Target,
     ) -> BoxFuture<'a, Result<DynamicObject, CapabilityError>> {
-        Box::pin(async move { Err(op.unavailable("not in this test")) })
+        not_in_this_test(op)
     }
 
     fn write<'a>(
@@ -87,7 +92,7 @@ impl Backend for Broken {
         _target: &'a Target,
         _options: &'a DeleteOptions,
     ) -> BoxFuture<'a, Result<(), CapabilityError>> {
-        Box::pin(async move { Err(op.unavailable("not in this test")) })
+        not_in_this_test(op)
     }
 
     fn record_event<'a>(

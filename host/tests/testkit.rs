@@ -183,31 +183,26 @@ fn a_changed_expectation_fails_with_a_diff_of_the_changed_lines() -> Result<()> 
     Ok(())
 }
 
-const PINNED: &str = r#"
-apiVersion: apps/v1
+/// A Deployment of `replicas` that replica-pinner pins to `pin` replicas.
+fn pinned(name: &str, pin: u32, replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
 kind: Deployment
-metadata: {name: web, namespace: shop, labels: {wcm.test/pin-replicas: "1"}}
+metadata: {{name: {name}, namespace: shop, labels: {{wcm.test/pin-replicas: "{pin}"}}}}
 spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
   template:
-    metadata: {labels: {app: web}}
-    spec: {containers: [{name: web, image: nginx:1.27}]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: same, namespace: shop, labels: {wcm.test/pin-replicas: "2"}}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: same}}
-  template:
-    metadata: {labels: {app: same}}
-    spec: {containers: [{name: same, image: nginx:1.27}]}
-"#;
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: {name}, image: nginx:1.27}}]}}
+"#
+    )
+}
 
 #[support::test]
 fn an_apply_of_a_field_another_manager_set_differently_is_a_conflict_naming_both() -> Result<()> {
-    let (_dir, file) = fixture(PINNED)?;
+    let pinned = [pinned("web", 1, 3), pinned("same", 2, 2)].join("---\n");
+    let (_dir, file) = fixture(&pinned)?;
     let out = test_command(&[plugin_file("replica-pinner"), file])?;
     let stdout = text(&out.stdout);
     ensure!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
