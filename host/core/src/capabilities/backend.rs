@@ -30,12 +30,7 @@ use crate::kube::object_writes::PatchBody;
 #[derive(Debug)]
 pub enum Write<'a, F: Form<'a>> {
     /// `patch-labels`: a merge patch of `metadata.labels`.
-    Labels {
-        /// Labels to set.
-        set: &'a [(String, String)],
-        /// Label keys to remove.
-        remove: &'a [String],
-    },
+    Labels(F::Labels),
     /// `patch-finalizers`.
     Finalizers(F::Finalizers),
     /// `patch-status`: merged into the status subresource.
@@ -64,6 +59,8 @@ pub enum Write<'a, F: Form<'a>> {
 
 /// What a [`Write`]'s arguments are in one of its forms.
 pub trait Form<'a>: std::fmt::Debug {
+    /// A change of labels.
+    type Labels: std::fmt::Debug;
     /// A JSON document: a status, an applied object.
     type Json: std::fmt::Debug;
     /// A whole object: created or updated.
@@ -82,6 +79,7 @@ pub trait Form<'a>: std::fmt::Debug {
 pub struct Asked;
 
 impl<'a> Form<'a> for Asked {
+    type Labels = LabelChange<'a>;
     type Json = &'a str;
     type Object = &'a str;
     type Patch = (PatchKind, &'a str);
@@ -96,11 +94,31 @@ impl<'a> Form<'a> for Asked {
 pub struct Checked;
 
 impl<'a> Form<'a> for Checked {
+    type Labels = LabelPatch<'a>;
     type Json = &'a Value;
     type Object = &'a DynamicObject;
     type Patch = PatchBody;
     type Finalizers = FinalizerList<'a>;
     type Delete = std::convert::Infallible;
+}
+
+/// Labels a plugin sets and removes, leaving the others alone.
+#[derive(Debug, Clone, Copy)]
+pub struct LabelChange<'a> {
+    /// Labels to set.
+    pub set: &'a [(String, String)],
+    /// Label keys to remove.
+    pub remove: &'a [String],
+}
+
+/// A change of labels, every key and value checked, and the merge patch of
+/// `metadata.labels` that makes it, built once.
+#[derive(Debug, Clone)]
+pub struct LabelPatch<'a> {
+    /// The change, key by key (what a store that owns fields per label applies).
+    pub change: LabelChange<'a>,
+    /// The merge patch (what the API server is sent).
+    pub patch: Value,
 }
 
 /// Finalizers a plugin adds and removes, leaving the others alone.

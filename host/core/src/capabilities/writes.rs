@@ -8,7 +8,9 @@ use std::future::Future;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::backend::{Checked, FinalizerChange, FinalizerList, Request, Write};
+use super::backend::{
+    Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch, Request, Write,
+};
 use super::{CapabilityError, ClusterAccess, Op, Target};
 use crate::contract::{Capability, DeleteOptions, ErrorCode, EventRecord, Verb};
 use crate::kube::discovery::display_gvk;
@@ -90,12 +92,12 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let call = Capability::PatchLabels.name();
         let op = Op::on(call, target);
-        let request = Request::Labels { set, remove };
-        self.journaled(target, request, async {
+        let change = LabelChange { set, remove };
+        self.journaled(target, Request::Labels(change), async {
             self.declared.require(Verb::Patch, call, target)?;
-            label_patch(set, remove).map_err(|e| op.invalid(e))?;
-            let written =
-                (self.admit_and_write(&op, target, Write::Labels { set, remove })).await?;
+            let patch = label_patch(set, remove).map_err(|e| op.invalid(e))?;
+            let write = Write::Labels(LabelPatch { change, patch });
+            let written = self.admit_and_write(&op, target, write).await?;
             self.backend.remember(target, &written);
             Ok(())
         })

@@ -68,21 +68,18 @@ pub(super) fn merge_params(field_manager: &str) -> PatchParams {
 /// A merge patch rather than server-side apply: apply would also remove every label
 /// this manager set in an earlier call and does not repeat now, while plugins expect
 /// "set these, remove those" and nothing else. The field manager still records which
-/// plugin owns each label. Every key and value is validated before the API call.
-/// Returns the object as the API server stored it.
+/// plugin owns each label. `patch` is [`label_patch`]'s, every key and value of it
+/// validated. Returns the object as the API server stored it.
 pub async fn patch_labels(
     client: &Client,
     kind: &ResolvedKind,
-    namespace: Option<&str>,
-    name: &str,
+    (namespace, name): (Option<&str>, &str),
     field_manager: &str,
-    set: &[(String, String)],
-    remove: &[String],
+    patch: &Value,
 ) -> Result<DynamicObject, WriteError> {
-    let patch = label_patch(set, remove)?;
     let api = api(client, kind, namespace)?;
     let params = merge_params(field_manager);
-    Ok(api.patch(name, &params, &Patch::Merge(&patch)).await?)
+    Ok(api.patch(name, &params, &Patch::Merge(patch)).await?)
 }
 
 /// Server-side applies `object` as `field_manager`; `force` takes over fields other

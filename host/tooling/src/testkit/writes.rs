@@ -9,7 +9,8 @@ use super::memory::{MemoryCluster, World, as_dynamic};
 use super::report::{Event, Write as Record};
 use super::store::{Changed, ObjectId, StoreError};
 use wcm_core::capabilities::{
-    CapabilityError, Checked, FinalizerChange, FinalizerList, Op, Regarding, Request, Target, Write,
+    CapabilityError, Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch, Op,
+    Regarding, Request, Target, Write,
 };
 use wcm_core::contract::{
     Capability, DeleteOptions, ErrorCode, EventRecord, GuestError, PatchKind, Propagation,
@@ -29,7 +30,10 @@ impl MemoryCluster {
         let manager = self.plugin.as_str();
         let fail = |e| failed(op, target, e);
         let stored = match write {
-            Write::Labels { set, remove } => {
+            Write::Labels(LabelPatch {
+                change: LabelChange { set, remove },
+                ..
+            }) => {
                 let mut world = self.world();
                 let changed = world.store.patch_labels(&id, set, remove, manager);
                 self.changed(&mut world, &id, changed.map_err(fail)?)
@@ -177,7 +181,7 @@ fn record_of(target: &Target, request: Request<'_>) -> Record {
     let record = |call: Capability| Record::new(call.name(), target);
     let some = |items: &[String]| (!items.is_empty()).then(|| items.to_vec());
     match request {
-        Request::Labels { set, remove } => Record {
+        Request::Labels(LabelChange { set, remove }) => Record {
             set: (!set.is_empty()).then(|| set.iter().cloned().collect()),
             remove: some(remove),
             ..record(Capability::PatchLabels)

@@ -7,7 +7,7 @@ use kube::api::{DynamicObject, Preconditions, PropagationPolicy};
 
 use super::LiveCluster;
 use crate::capabilities::{
-    CapabilityError, Checked, FinalizerList, Op, Regarding, Target, Write, from_kube,
+    CapabilityError, Checked, FinalizerList, LabelPatch, Op, Regarding, Target, Write, from_kube,
 };
 use crate::contract::{DeleteOptions, EventRecord, Propagation};
 use crate::kube::events::EventError;
@@ -37,8 +37,8 @@ impl LiveCluster {
         let (client, manager) = (&self.client, self.budget.plugin.as_str());
         let at = (target.namespace.as_deref(), target.name.as_str());
         let written = match write {
-            Write::Labels { set, remove } => {
-                writes::patch_labels(client, &kind, at.0, at.1, manager, set, remove).await
+            Write::Labels(LabelPatch { patch, .. }) => {
+                writes::patch_labels(client, &kind, at, manager, &patch).await
             }
             Write::Finalizers(FinalizerList {
                 resource_version,
