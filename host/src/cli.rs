@@ -219,3 +219,106 @@ pub struct PluginsArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub address: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_args::{BindAddress, RunArgs};
+    use wcm_daemon::leader::ElectionConfig;
+
+    fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let base = ["wasm-controller-manager", "run", "--plugins-dir", "p"];
+        match Cli::try_parse_from(base.iter().chain(extra))?.command {
+            Command::Run(args) => Ok(*args),
+            _ => unreachable!("parsed a run command"),
+        }
+    }
+
+    #[test]
+    fn metrics_are_served_on_8080_unless_turned_off() {
+        let default = run_args(&[]).expect("defaults parse");
+        assert_eq!(default.metrics_bind_address.0, "0.0.0.0:8080".parse().ok());
+        let off = run_args(&["--metrics-bind-address", "0"]).expect("0 parses");
+        assert_eq!(off.metrics_bind_address, BindAddress(None));
+        let err = run_args(&["--metrics-bind-address", "localhost"]).expect_err("no port");
+        assert!(err.to_string().contains("is not host:port or 0"), "{err}");
+    }
+
+    #[test]
+    fn leader_election_is_on_in_a_cluster_and_off_outside_unless_told() {
+        let default = run_args(&[]).expect("defaults parse").election;
+        assert_eq!(default.config("me", false), Ok(None));
+        let on = default.config("me", true).expect("valid").expect("on");
+        assert_eq!(
+            on,
+            ElectionConfig::new("me"),
+            "kube-controller-manager's defaults"
+        );
+        let forced = run_args(&["--leader-elect"]).expect("parses").election;
+        assert!(forced.config("me", false).expect("valid").is_some());
+        let off = run_args(&["--leader-elect=false"])
+            .expect("parses")
+            .election;
+        assert_eq!(off.config("me", true), Ok(None));
+    }
+
+    #[test]
+    fn the_lease_and_the_plugins_accounts_are_where_rbac_grants_them_by_default() {
+        let run = run_args(&[]).expect("defaults parse");
+        let rbac = match Cli::try_parse_from(["wasm-controller-manager", "rbac", "p.wasm"]) {
+            Ok(Cli {
+                command: Command::Rbac(rbac),
+                ..
+            }) => rbac,
+            other => panic!("not an rbac command: {other:?}"),
+        };
+        assert_eq!(rbac.namespace, "wcm-system");
+        assert_eq!(run.election.leader_elect_resource_namespace, rbac.namespace);
+        assert_eq!(
+            run.identity.plugin_service_account_namespace,
+            rbac.namespace
+        );
+        assert_eq!(
+            run.identity.plugin_service_account_prefix,
+            rbac.service_account_prefix
+        );
+    }
+
+    #[test]
+    fn budgets_have_defaults_and_per_plugin_overrides() {
+        let args = run_args(&[
+            "--plugin-api-qps=5",
+            "--plugin-override",
+            "pod-counter:api-qps=200,api-burst=400",
+        ])
+        .expect("parses");
+        let settings = args.budgets.settings().expect("valid");
+        assert_eq!(settings.for_plugin("other").api.qps, 5.0);
+        assert_eq!(settings.for_plugin("other").api.burst, 30);
+        let pc = settings.for_plugin("pod-counter");
+        assert_eq!((pc.api.qps, pc.api.burst), (200.0, 400));
+        let bad = run_args(&["--plugin-override", "pod-counter:qps=1"]).expect("parses");
+        let err = bad.budgets.settings().expect_err("unknown key").to_string();
+        assert!(err.contains("unknown key \"qps\""), "{err}");
+    }
+
+    #[test]
+    fn election_timings_that_could_overlap_two_leaders_are_refused() {
+        let args = run_args(&[
+            "--leader-elect",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=2500ms",
+            "--leader-elect-retry-period=2100ms",
+        ])
+        .expect("parses");
+        let err = args
+            .election
+            .config("me", false)
+            .expect_err("retry too slow");
+        assert!(
+            err.to_string()
+                .starts_with("--leader-elect-retry-period (2.1s) × 1.2"),
+            "{err}"
+        );
+    }
+}
