@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 
-use super::store::{Changed, ObjectId};
 use wcm_core::capabilities::{CapabilityError, Op};
 use wcm_core::contract::{ErrorCode, GuestError};
 
@@ -92,40 +91,6 @@ impl std::fmt::Display for Fault {
                 };
                 write!(f, "API call {call} answered with {what}")
             }
-        }
-    }
-}
-
-/// The fault of one run and where the run is with respect to it; also what the
-/// run counted (writes, changes, calls), which places the faults of the next runs.
-#[derive(Debug, Default)]
-pub(super) struct Injection {
-    pub(super) fault: Option<Fault>,
-    /// Successful writes and deletions of the plugin so far.
-    pub(super) writes: usize,
-    /// Changes the watches saw so far.
-    pub(super) changes: usize,
-    /// API calls (reads past the cache, writes, deletions) that reached the cluster.
-    pub(super) calls: usize,
-    pub(super) crashed: bool,
-    /// Stale: the watches whose caches lag (those holding the object the write
-    /// changed), and how many more reconciles may end before they catch up (or
-    /// nothing is ready to run); their changes since wait in `late`.
-    pub(super) lag: Option<(Vec<usize>, u32)>,
-    /// Coalesce: the held change.
-    pub(super) held: Option<(ObjectId, Changed)>,
-    /// Stale: the changes the lagging watches have not seen, in order.
-    pub(super) late: Vec<(ObjectId, Changed)>,
-    /// The calls of the run, and the reconciles they were made in.
-    pub(super) trace: Vec<String>,
-}
-
-impl Injection {
-    /// A run with `fault`.
-    pub(super) fn of(fault: Option<Fault>) -> Injection {
-        Injection {
-            fault,
-            ..Injection::default()
         }
     }
 }

@@ -12,11 +12,12 @@ use kube::core::{GroupVersionKind, Selector, SelectorExt};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::faults::{Fault, Injection};
+use super::faults::Fault;
 use super::fixtures::Scopes;
+use super::injection::{Injection, Pending};
 use super::report::{Event, Write};
 use super::store::{CLOCK_SINCE_EPOCH, Changed, ObjectId, Store};
-use wcm_core::capabilities::{Selection, Target};
+use wcm_core::capabilities::{CapabilityError, Op, Selection, Target};
 use wcm_core::contract::Predicate;
 use wcm_core::keys::{KeyMapping, ReconcileKey};
 use wcm_core::kube::cache::{CachedObject, Change};
@@ -96,7 +97,7 @@ impl Watch {
 pub(super) struct World {
     pub(super) store: Store,
     /// Changes the watches have not turned into keys yet.
-    pub(super) changes: Vec<(ObjectId, Changed)>,
+    pub(super) changes: Pending,
     pub(super) writes: Vec<Write>,
     pub(super) events: Vec<Event>,
     /// The run's fault, if any, and what it counted.
@@ -151,7 +152,8 @@ impl MemoryCluster {
 
     /// The keys the writes since the last call woke, as informers would deliver them.
     pub fn woken_keys(&self) -> Vec<ReconcileKey> {
-        let changes = self.deliverable_changes(&mut self.world());
+        let changes =
+            self.with_faults(|faults, pending, holding| faults.deliverable(pending, holding));
         let mut keys = Vec::new();
         for (id, changed) in &changes {
             // As the cache holds them: converted once, whichever watches hold them.
@@ -193,6 +195,54 @@ impl MemoryCluster {
     /// still counts its writes, changes and calls).
     pub fn inject(&self, fault: Option<Fault>) {
         self.world().injection = Injection::of(fault);
+    }
+
+    /// Runs `step` of the run's fault on the changes pending, with which watches hold
+    /// what a change changed.
+    fn with_faults<T>(
+        &self,
+        step: impl FnOnce(&mut Injection, &mut Pending, &dyn Fn(&ObjectId, &Changed) -> Vec<usize>) -> T,
+    ) -> T {
+        let mut world = self.world();
+        let World {
+            injection, changes, ..
+        } = &mut *world;
+        step(injection, changes, &|id, changed| self.holding(id, changed))
+    }
+
+    /// Before an API call: the error the fault answers it with, if any.
+    pub(super) fn before_call(&self, op: &Op) -> Option<CapabilityError> {
+        self.world().injection.before_call(op)
+    }
+
+    /// A host fault if the host has crashed.
+    pub(super) fn after_crash(&self, op: &Op) -> Option<CapabilityError> {
+        self.world().injection.after_crash(op)
+    }
+
+    /// After a write or deletion the cluster made: what the fault makes of it.
+    pub(super) fn after_write(&self, op: &Op) -> Option<CapabilityError> {
+        self.with_faults(|faults, pending, holding| faults.after_write(op, pending, holding))
+    }
+
+    /// Whether the host crashed in the reconcile that just ended.
+    pub(super) fn take_crash(&self) -> bool {
+        self.with_faults(|faults, pending, _| faults.take_crash(pending))
+    }
+
+    /// Nothing is ready to run: whether held and late events came.
+    pub(super) fn release_held(&self, last: bool) -> bool {
+        self.with_faults(|faults, pending, _| faults.release_held(last, pending))
+    }
+
+    /// A reconcile ended.
+    pub(super) fn reconciled(&self) {
+        self.with_faults(|faults, pending, _| faults.reconciled(pending))
+    }
+
+    /// Notes a line of the run's trace (a reconcile beginning).
+    pub(super) fn trace(&self, line: String) {
+        self.world().injection.trace.push(line);
     }
 
     /// The writes, changes and calls counted so far.
@@ -254,7 +304,7 @@ impl MemoryCluster {
     pub(super) fn cached(&self, target: &Target, watches: &[usize]) -> Option<Arc<str>> {
         let id = self.id(target);
         let world = self.world();
-        let object = world.cache_get(&id)?;
+        let object = world.injection.cache_get(&world.store, &id)?;
         let holder = (watches.iter())
             .filter_map(|index| self.watches.get(*index))
             .find(|w| w.holds(&id, object))?;
@@ -265,7 +315,7 @@ impl MemoryCluster {
     pub(super) fn uid(&self, target: &Target) -> Option<String> {
         let id = self.id(target);
         let world = self.world();
-        let object = world.cache_get(&id)?;
+        let object = world.injection.cache_get(&world.store, &id)?;
         self.watches.iter().find(|w| w.holds(&id, object))?;
         let uid = object.pointer("/metadata/uid").and_then(Value::as_str);
         uid.map(str::to_string)
@@ -287,7 +337,7 @@ impl MemoryCluster {
             .collect();
         let world = self.world();
         let mut found = BTreeMap::new();
-        for (id, object) in world.cache_objects() {
+        for (id, object) in world.injection.cache_objects(&world.store) {
             let wanted = namespace.is_none_or(|ns| id.namespace.as_deref() == Some(ns))
                 && selector.matches(&labels(object));
             let holder = watches.iter().find(|w| wanted && w.holds(id, object));

@@ -28,8 +28,6 @@ use serde_json::Value;
 
 use super::fixtures::yaml_options;
 use super::memory::MemoryCluster;
-use super::store::{FIXTURE_MANAGER, StoreError, describe};
-use wcm_core::contract::{DeleteOptions, Propagation};
 
 /// The field manager of the statuses a step writes: a controller other than the
 /// plugin, so a plugin that applies the same fields sees a conflict.
@@ -194,35 +192,6 @@ fn step_of(spec: StepSpec) -> Result<Step, String> {
         changes,
         wait,
     })
-}
-
-impl MemoryCluster {
-    /// Makes `change` as a user or another controller would, not as the plugin: no
-    /// capability check, nothing in the report's writes; the watches see it.
-    pub(super) fn change_from_outside(&self, change: &Change) -> Result<(), String> {
-        let (Change::Apply(object) | Change::Status(object) | Change::Delete(object)) = change;
-        let id = self.scopes.address(object)?;
-        let fail = |e: StoreError| format!("{}: {e}", describe(object, &id));
-        let mut world = self.world();
-        match change {
-            Change::Apply(object) => {
-                let applied = world.store.apply(&id, object, FIXTURE_MANAGER, true);
-                let (_, changed) = applied.map_err(fail)?;
-                world.changes.extend(changed.map(|c| (id.clone(), c)));
-            }
-            Change::Status(object) => {
-                let patched = (world.store).patch_status(&id, &object["status"], OTHER_CONTROLLER);
-                let changed = patched.map_err(fail)?;
-                world.changes.extend(changed.map(|c| (id.clone(), c)));
-            }
-            Change::Delete(_) => {
-                let options = DeleteOptions::unconditional(Propagation::Background);
-                let changes = world.store.delete(&id, &options).map_err(fail)?;
-                self.addressed(&mut world, &id, changes);
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::memory::{MemoryCluster, World, as_dynamic};
 use super::report::{Event, Write as Record};
-use super::store::{Changed, ObjectId, StoreError};
+use super::steps::{Change, OTHER_CONTROLLER};
+use super::store::{Changed, FIXTURE_MANAGER, ObjectId, StoreError, describe};
 use wcm_core::capabilities::{
     CapabilityError, Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch, Op,
     Regarding, Request, Target, Write,
@@ -117,6 +118,33 @@ impl MemoryCluster {
             if namespaced { "" } else { "not " },
             if namespaced { "" } else { "not " },
         )))
+    }
+
+    /// Makes `change` as a user or another controller would, not as the plugin: no
+    /// capability check, nothing in the report's writes; the watches see it.
+    pub(super) fn change_from_outside(&self, change: &Change) -> Result<(), String> {
+        let (Change::Apply(object) | Change::Status(object) | Change::Delete(object)) = change;
+        let id = self.scopes.address(object)?;
+        let fail = |e: StoreError| format!("{}: {e}", describe(object, &id));
+        let mut world = self.world();
+        match change {
+            Change::Apply(object) => {
+                let applied = world.store.apply(&id, object, FIXTURE_MANAGER, true);
+                let (_, changed) = applied.map_err(fail)?;
+                world.changes.extend(changed.map(|c| (id.clone(), c)));
+            }
+            Change::Status(object) => {
+                let patched = (world.store).patch_status(&id, &object["status"], OTHER_CONTROLLER);
+                let changed = patched.map_err(fail)?;
+                world.changes.extend(changed.map(|c| (id.clone(), c)));
+            }
+            Change::Delete(_) => {
+                let options = DeleteOptions::unconditional(Propagation::Background);
+                let changes = world.store.delete(&id, &options).map_err(fail)?;
+                self.addressed(&mut world, &id, changes);
+            }
+        }
+        Ok(())
     }
 
     /// Deletes `target` if the preconditions of `options` hold.
