@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use support::deployed::{
     NAMESPACE, counts_pods_and_shows_metrics, crd_is_current, diagnosis, earlier_pods_gone, lease,
-    local_image, make_crd_older, namespace_gone_or_live, plane_with_node, ready_pods,
+    local_image, make_crd_older, namespace_gone_or_live, plane_with_node, ready_replicas,
     rebuilt_binary, run_script, running_digests,
 };
 use support::docs::{checkout_view, follow, path_with_host};
@@ -242,9 +242,10 @@ async fn runs_pod_counter(client: &kube::Client, namespace: &str) -> Result<()> 
 }
 
 /// Two ready host Pods, one holding the Lease, pod-counter counting the cluster's Pods.
+/// `helm install --wait` returns once the Deployment is available, which one ready
+/// replica of two already is; the second follows.
 async fn counts_with_two_replicas(client: &kube::Client) -> Result<()> {
-    let pods = ready_pods(client).await?;
-    ensure!(pods.len() == 2, "{} ready host Pods", pods.len());
+    let pods = ready_replicas(client, 2, INSTALLED_WITHIN).await?;
     let leader = poll_until(INSTALLED_WITHIN, || {
         support::deployed::leader(client, &pods)
     })

@@ -28,7 +28,8 @@ use support::audit::writes_by;
 use support::deployed::{
     NAMESPACE, counts_pods_and_shows_metrics, crd_is_current, deploy, deploy_binary,
     deployed_image, diagnosis, earlier_pods_gone, holds, leader, lease, make_crd_older, node_count,
-    plane_with_node, plugin_image, ready_pods, rebuilt_binary, running_digests, undeploy,
+    plane_with_node, plugin_image, ready_pods, ready_replicas, rebuilt_binary, running_digests,
+    undeploy,
 };
 use support::docs::{follow, path_with_host};
 use support::election::{acquire_time, between, holder, renew_time};
@@ -66,8 +67,7 @@ async fn deployed_replicas_count_run_webapps_hot_load_hand_over_and_take_plugin_
 }
 
 async fn scenario(plane: &'static ControlPlane, client: &Client, overlay: &Path) -> Result<()> {
-    let pods = ready_pods(client).await?;
-    ensure!(pods.len() == 2, "{} ready host Pods", pods.len());
+    let pods = ready_replicas(client, 2, WAIT).await?;
     let first = poll_until(WAIT, || leader(client, &pods))
         .await
         .context("no leader")?;

@@ -158,6 +158,25 @@ pub async fn ready_pods(client: &Client) -> Result<Vec<Pod>> {
     Ok(listed.items.into_iter().filter(is_ready).collect())
 }
 
+/// The `n` ready host Pods, once there are `n` (within `within`): a Deployment is
+/// available, and `helm install --wait` returns, before every replica is ready.
+pub async fn ready_replicas(
+    client: &Client,
+    n: usize,
+    within: std::time::Duration,
+) -> Result<Vec<Pod>> {
+    let ready = poll_until(within, || async {
+        let pods = ready_pods(client).await.ok()?;
+        (pods.len() == n).then_some(pods)
+    })
+    .await;
+    let found = ready_pods(client)
+        .await
+        .map(|p| p.len())
+        .unwrap_or_default();
+    ready.with_context(|| format!("{found} ready host Pods, not {n}"))
+}
+
 pub fn is_ready(pod: &Pod) -> bool {
     let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
