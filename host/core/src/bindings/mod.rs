@@ -41,16 +41,39 @@ macro_rules! shared_conversions {
             .map_err(super::CallFailure::Instantiate)
         }
 
-        /// Calls `reconcile` in `controller`; the result in this version's types.
-        async fn call_reconcile(
+        /// A registration in the core's types; what differs between versions is
+        /// each version's `watch`, `verbs` and `metrics`.
+        fn registration(mut r: wit::Registration) -> c::Registration {
+            let metrics = metrics(&mut r);
+            c::Registration {
+                name: r.name,
+                registered_as: None,
+                version: r.version,
+                watches: r.watches.into_iter().map(watch).collect(),
+                permissions: (r.permissions.into_iter())
+                    .map(|p| c::Permission {
+                        kind: gvk(p.kind),
+                        verbs: verbs(p.verbs),
+                    })
+                    .collect(),
+                max_concurrent_reconciles: r.max_concurrent_reconciles,
+                resync_period_ms: r.resync_period_ms,
+                metrics,
+            }
+        }
+
+        /// Calls `reconcile` in `controller`; what it returned in the core's types
+        /// (this version's `outcome`).
+        pub(super) async fn reconcile(
             controller: &Controller,
             store: &mut wasmtime::Store<HostState>,
             request: &c::Request,
-        ) -> Result<Result<wit::Action, ReconcileError>, super::CallFailure> {
-            (controller.wcm_controller_reconciler())
+        ) -> Result<Result<c::Action, c::Failure>, super::CallFailure> {
+            let returned = (controller.wcm_controller_reconciler())
                 .call_reconcile(store, &wit_request(request))
                 .await
-                .map_err(super::CallFailure::Call)
+                .map_err(super::CallFailure::Call)?;
+            Ok(outcome(returned))
         }
 
         /// A host call's answer in this version's types: the plugin's result, or the

@@ -11,13 +11,10 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-use wasmtime::Store;
-
 use self::exports::wcm::controller::reconciler as wit;
 use self::wcm::controller::cluster::{self as cluster_wit, Propagation};
 use self::wcm::controller::types::{Error, EventType, Gvk, ObjectRef};
 use self::wcm::controller::{log, types};
-use super::CallFailure;
 use crate::contract as c;
 use crate::host_state::HostState;
 
@@ -34,44 +31,29 @@ fn watch(w: wit::Watch) -> c::Watch {
     }
 }
 
-/// The error type of this version's `reconcile`.
-type ReconcileError = Error;
-
 shared_conversions!();
 
-/// Calls `reconcile` in `controller`; a returned error is always retried.
-pub(super) async fn reconcile(
-    controller: &Controller,
-    store: &mut Store<HostState>,
-    request: &c::Request,
-) -> Result<Result<c::Action, c::Failure>, CallFailure> {
-    let result = call_reconcile(controller, store, request).await?;
-    Ok(match result {
+/// What a 0.2 `reconcile` returned: an error is always retried (0.2 has no
+/// terminal errors, nor `requeue`).
+fn outcome(returned: Result<wit::Action, Error>) -> Result<c::Action, c::Failure> {
+    match returned {
         Ok(wit::Action::Done) => Ok(c::Action::Done),
         Ok(wit::Action::RequeueAfter(ms)) => Ok(c::Action::RequeueAfter(ms)),
         Err(e) => Err(c::Failure {
             error: guest_error(e),
             terminal: false,
         }),
-    })
+    }
 }
 
-fn registration(r: wit::Registration) -> c::Registration {
-    c::Registration {
-        name: r.name,
-        registered_as: None,
-        version: r.version,
-        watches: r.watches.into_iter().map(watch).collect(),
-        permissions: (r.permissions.into_iter())
-            .map(|p| c::Permission {
-                kind: gvk(p.kind),
-                verbs: p.verbs.into_iter().map(verb).collect(),
-            })
-            .collect(),
-        max_concurrent_reconciles: r.max_concurrent_reconciles,
-        resync_period_ms: r.resync_period_ms,
-        metrics: Vec::new(),
-    }
+/// A 0.2 permission's verbs as 0.3 spells them.
+fn verbs(verbs: Vec<wit::Verb>) -> Vec<String> {
+    verbs.into_iter().map(verb).collect()
+}
+
+/// A 0.2 plugin declares no metrics.
+fn metrics(_: &mut wit::Registration) -> Vec<c::MetricDeclaration> {
+    Vec::new()
 }
 
 /// A 0.2 verb as 0.3 spells it.

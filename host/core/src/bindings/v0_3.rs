@@ -14,36 +14,25 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-use wasmtime::Store;
-
 use self::exports::wcm::controller::reconciler as wit;
 use self::wcm::controller::cluster::{self as cluster_wit, DeleteOptions, Event, Propagation};
 use self::wcm::controller::types::{Cause, Error, ErrorCode, EventType, Gvk, ObjectRef};
 use self::wcm::controller::{config, log, metrics as metrics_wit, types};
-use super::CallFailure;
 use crate::contract as c;
 use crate::host_state::HostState;
 use crate::metrics::plugin::Update;
 
-/// The error type of this version's `reconcile`.
-type ReconcileError = wit::Failure;
-
 shared_conversions!();
 
-/// Calls `reconcile` in `controller`.
-pub(super) async fn reconcile(
-    controller: &Controller,
-    store: &mut Store<HostState>,
-    request: &c::Request,
-) -> Result<Result<c::Action, c::Failure>, CallFailure> {
-    let result = call_reconcile(controller, store, request).await?;
-    Ok(match result {
+/// What a 0.3 `reconcile` returned.
+fn outcome(returned: Result<wit::Action, wit::Failure>) -> Result<c::Action, c::Failure> {
+    match returned {
         Ok(wit::Action::Done) => Ok(c::Action::Done),
         Ok(wit::Action::RequeueAfter(ms)) => Ok(c::Action::RequeueAfter(ms)),
         Ok(wit::Action::Requeue) => Ok(c::Action::Requeue),
         Err(wit::Failure::Retry(e)) => Err(failure(e, false)),
         Err(wit::Failure::Terminal(e)) => Err(failure(e, true)),
-    })
+    }
 }
 
 fn failure(e: Error, terminal: bool) -> c::Failure {
@@ -53,22 +42,17 @@ fn failure(e: Error, terminal: bool) -> c::Failure {
     }
 }
 
-fn registration(r: wit::Registration) -> c::Registration {
-    c::Registration {
-        name: r.name,
-        registered_as: None,
-        version: r.version,
-        watches: r.watches.into_iter().map(watch).collect(),
-        permissions: (r.permissions.into_iter())
-            .map(|p| c::Permission {
-                kind: gvk(p.kind),
-                verbs: p.verbs,
-            })
-            .collect(),
-        max_concurrent_reconciles: r.max_concurrent_reconciles,
-        resync_period_ms: r.resync_period_ms,
-        metrics: r.metrics.into_iter().map(metric).collect(),
-    }
+/// A permission's verbs, spelled as the core spells them already.
+fn verbs(verbs: Vec<String>) -> Vec<String> {
+    verbs
+}
+
+/// The metrics the plugin declares.
+fn metrics(r: &mut wit::Registration) -> Vec<c::MetricDeclaration> {
+    std::mem::take(&mut r.metrics)
+        .into_iter()
+        .map(metric)
+        .collect()
 }
 
 fn watch(w: wit::Watch) -> c::Watch {
