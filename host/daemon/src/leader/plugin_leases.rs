@@ -118,9 +118,13 @@ impl PluginLeases {
                 ignored.insert(name.clone());
                 continue;
             }
-            if let Some(ours) = self.leases.get_mut(plugin) {
-                ours.elector.saw(&watched.observed, &watched.lease);
-            }
+            let held_here = match self.leases.get_mut(plugin) {
+                Some(ours) => {
+                    ours.elector.saw(&watched.observed, &watched.lease);
+                    ours.held.is_some()
+                }
+                None => false,
+            };
             let record = &watched.observed.record;
             let labels = PluginLabels {
                 plugin: plugin.clone(),
@@ -133,8 +137,15 @@ impl PluginLeases {
             if !record.holder.is_empty() {
                 holders.insert(plugin.clone(), record.holder.clone());
             }
+            // A Lease held here is this replica's, whatever copy the watch has
+            // delivered so far (the one before this replica's own write, right after
+            // a take-over).
+            let identity = match held_here {
+                true => self.config.identity.clone(),
+                false => record.holder.clone(),
+            };
             let holder = Holder {
-                identity: record.holder.clone(),
+                identity,
                 transitions: record.transitions,
             };
             shared.gates.set_holder(plugin, holder);
@@ -233,6 +244,13 @@ impl PluginLease {
         let attempt = timeout(config.retry_period, self.elector.try_acquire_or_renew()).await;
         if let Ok(Ok(Attempt::Leading)) = attempt {
             self.held = Some(sent);
+            if let Some(record) = self.elector.observed() {
+                let holder = Holder {
+                    identity: record.holder.clone(),
+                    transitions: record.transitions,
+                };
+                shared.gates.set_holder(plugin, holder);
+            }
             shared.metrics.set_leading(self.elector.lease_name(), true);
             // Said before the gate opens: no write of the plugin precedes this line.
             tracing::info!(plugin = %plugin, lease = self.elector.lease_name(),
