@@ -141,7 +141,7 @@ pub struct FinalizerList<'a> {
 }
 
 /// A write as the plugin asked for it.
-pub type Request<'a> = Write<'a, Asked>;
+pub type AskedWrite<'a> = Write<'a, Asked>;
 
 /// Which cached objects a `list`, `list-first` or `count` reads: the plugin's watches
 /// that may hold them (by index, in registration order), the namespace (all if none)
@@ -244,5 +244,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Notes a write the plugin asked for on `target` and how it ended; called for
     /// every write whose target is known, refused or made.
-    fn journal(&self, _target: &Target, _request: Request<'_>, _error: Option<&CapabilityError>) {}
+    fn journal(
+        &self,
+        _target: &Target,
+        _request: AskedWrite<'_>,
+        _error: Option<&CapabilityError>,
+    ) {
+    }
 }

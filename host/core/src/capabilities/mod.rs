@@ -24,8 +24,8 @@ mod target;
 mod writes;
 
 pub use backend::{
-    Asked, Backend, Checked, FinalizerChange, FinalizerList, Form, LabelChange, LabelPatch,
-    Regarding, Request, Selection, Write,
+    Asked, AskedWrite, Backend, Checked, FinalizerChange, FinalizerList, Form, LabelChange,
+    LabelPatch, Regarding, Selection, Write,
 };
 pub use declared::{Declared, grants, list_call, list_selector, list_what};
 pub use error::CapabilityError;

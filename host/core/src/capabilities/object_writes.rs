@@ -6,7 +6,7 @@
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::backend::{Request, Write};
+use super::backend::{AskedWrite, Write};
 use super::head::object_head;
 use super::{CapabilityError, ClusterAccess, Op, Target};
 use crate::contract::{Capability, PatchKind, Verb};
@@ -20,7 +20,7 @@ impl ClusterAccess {
         let call = Capability::Apply.name();
         let target = object_head(call, &self.declared.plugin, json, false)?;
         let op = Op::on(call, &target);
-        let request = Request::Apply {
+        let request = AskedWrite::Apply {
             object: json,
             force,
         };
@@ -43,7 +43,7 @@ impl ClusterAccess {
         let call = Capability::Create.name();
         let target = object_head(call, &self.declared.plugin, json, true)?;
         let op = Op::on(call, &target);
-        self.journaled(&target, Request::Create(json), async {
+        self.journaled(&target, AskedWrite::Create(json), async {
             self.declared.require(Verb::Create, call, &target)?;
             let object = dynamic(&op, parse_object(call, json)?)?;
             let written = self
@@ -68,7 +68,7 @@ impl ClusterAccess {
     ) -> Result<String, CapabilityError> {
         let call = Capability::Patch.name();
         let op = Op::on_part(call, target, subresource);
-        let request = Request::Patch {
+        let request = AskedWrite::Patch {
             body: (kind, patch),
             subresource,
         };
@@ -92,7 +92,7 @@ impl ClusterAccess {
         let call = Capability::Update.name();
         let target = object_head(call, &self.declared.plugin, json, false)?;
         let op = Op::on(call, &target);
-        self.journaled(&target, Request::Update(json), async {
+        self.journaled(&target, AskedWrite::Update(json), async {
             self.declared.require(Verb::Update, call, &target)?;
             let value = parse_object(call, json)?;
             require_version(&op, &value)?;

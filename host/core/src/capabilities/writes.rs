@@ -9,7 +9,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::backend::{
-    Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch, Request, Write,
+    AskedWrite, Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch, Write,
 };
 use super::{CapabilityError, ClusterAccess, Op, Target};
 use crate::contract::{Capability, DeleteOptions, ErrorCode, EventRecord, Verb};
@@ -75,7 +75,7 @@ impl ClusterAccess {
     pub(super) async fn journaled<T>(
         &self,
         target: &Target,
-        request: Request<'_>,
+        request: AskedWrite<'_>,
         work: impl Future<Output = Result<T, CapabilityError>>,
     ) -> Result<T, CapabilityError> {
         let result = work.await;
@@ -93,7 +93,7 @@ impl ClusterAccess {
         let call = Capability::PatchLabels.name();
         let op = Op::on(call, target);
         let change = LabelChange { set, remove };
-        self.journaled(target, Request::Labels(change), async {
+        self.journaled(target, AskedWrite::Labels(change), async {
             self.declared.require(Verb::Patch, call, target)?;
             let patch = label_patch(set, remove).map_err(|e| op.invalid(e))?;
             let write = Write::Labels(LabelPatch { change, patch });
@@ -115,7 +115,7 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let call = Capability::PatchFinalizers.name();
         let op = Op::on(call, target);
-        let request = Request::Finalizers(FinalizerChange { add, remove });
+        let request = AskedWrite::Finalizers(FinalizerChange { add, remove });
         self.journaled(target, request, async {
             self.declared.require(Verb::Patch, call, target)?;
             finalizers::check(add, remove).map_err(|e| op.invalid(e))?;
@@ -164,7 +164,7 @@ impl ClusterAccess {
     pub async fn patch_status(&self, target: &Target, status: &str) -> Result<(), CapabilityError> {
         let call = Capability::PatchStatus.name();
         let op = Op::on(call, target);
-        self.journaled(target, Request::Status(status), async {
+        self.journaled(target, AskedWrite::Status(status), async {
             self.declared.require(Verb::PatchStatus, call, target)?;
             let value: Value = (serde_json::from_str(status))
                 .map_err(|e| op.invalid(format!("the status is not JSON: {e}")))?;
@@ -186,7 +186,7 @@ impl ClusterAccess {
     ) -> Result<(), CapabilityError> {
         let call = Capability::Delete.name();
         let op = Op::on(call, target);
-        self.journaled(target, Request::Delete(options), async {
+        self.journaled(target, AskedWrite::Delete(options), async {
             self.declared.require(Verb::Delete, call, target)?;
             self.backend.served(&op, &target.gvk).await?;
             self.admit(&op).await?;

@@ -12,6 +12,7 @@ use crate::controller::{ControllerContext, Prepared, StartError};
 use crate::wasmplugin::{Fetcher, Pull, Pulls, WasmPluginSpec};
 use wcm_core::contract::Registration;
 use wcm_core::loading::{ReadError, SettingsFrom, Version};
+use wcm_core::metrics::LoadStepLabels;
 use wcm_core::plugin::file as plugin_file;
 use wcm_core::runtime::{LoadError, Loaded, Runtime};
 
@@ -56,6 +57,30 @@ pub(super) struct Ready {
     pub register: Duration,
     /// When the load began.
     pub began: Instant,
+}
+
+impl Ready {
+    /// Adds the time each step of this load took to `wcm_plugin_load_seconds`.
+    pub(super) fn observe(&self, metrics: &wcm_core::metrics::Metrics) {
+        let loaded = &self.loaded;
+        let steps = [
+            ("read", loaded.read),
+            ("compile_wait", loaded.compile_wait),
+            ("compile", loaded.compile),
+            ("link", loaded.link),
+            ("register", self.register),
+            ("review", self.prepared.review_took()),
+        ];
+        for (step, took) in steps {
+            let labels = LoadStepLabels {
+                step: step.to_string(),
+            };
+            metrics
+                .load_seconds
+                .get_or_create(&labels)
+                .observe(took.as_secs_f64());
+        }
+    }
 }
 
 /// A registered plugin that cannot start yet: a kind is not served, or its rights

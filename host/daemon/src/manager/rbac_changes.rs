@@ -4,7 +4,6 @@
 //! by default), so a grant takes effect within seconds and a revocation shows in the
 //! plugin's state within seconds.
 
-use super::Manager;
 use crate::controller::ControllerContext;
 use wcm_core::rights::changes::{Concerned, RbacChanges};
 
@@ -27,28 +26,5 @@ pub(super) async fn next_change(rbac: &mut Option<RbacChanges>) -> Option<Concer
     match rbac {
         Some(rbac) => rbac.next().await,
         None => std::future::pending().await,
-    }
-}
-
-impl Manager {
-    /// Reviews the rights of every plugin `concerned` names, now.
-    pub(super) fn rights_changed(&mut self, concerned: &Concerned) {
-        let Some(accounts) = self.ctx.identities.accounts() else {
-            return;
-        };
-        let concerns = |plugin: &str| match concerned {
-            Concerned::Everyone => true,
-            Concerned::Accounts(names) => names.contains(&accounts.name(plugin)),
-        };
-        for (_, running) in self.files.all_running() {
-            if concerns(&running.controller.registration().name) {
-                running.controller.review_soon();
-            }
-        }
-        let waiting = self.waiting_for_rights(&concerns);
-        if !waiting.is_empty() {
-            tracing::debug!(files = ?waiting, "RBAC changed; plugins waiting for a right try again now");
-            self.retry_waiting_now(&waiting);
-        }
     }
 }

@@ -1,7 +1,7 @@
 //! `WasmPlugin`s in the manager: each resource is a plugin slot beside the directory's
 //! files, keyed `wasmplugin/<name>`, whose version comes from a registry instead of
 //! the disk, and whose status is written as a projection of its pull and its row of
-//! the plugin table.
+//! the plugin table (`followed.rs`).
 //!
 //! The resource's name is the plugin's identity; a file of the same identity and a
 //! resource never both run: whichever comes second is refused, saying which holds it.
@@ -16,18 +16,19 @@
 //! others run on; it is taken up again as soon as it reads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use super::Manager;
-use super::load::{FromResource, LoadJob, Source};
-use crate::status::{PluginStatus, WASMPLUGIN_ROW};
+use super::followed::Followed;
+use super::load::{FromResource, Source};
+use super::plugins::Plugins;
+use crate::status::WASMPLUGIN_ROW;
 use crate::wasmplugin::{
-    Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, WasmPluginSpec, WasmPluginStatus, changes,
-    secret_changes,
+    Fetcher, Pull, Pulls, ResourceChange, WasmPlugin, changes, secret_changes, status_patch,
 };
 use wcm_core::config::WasmPluginSource;
 use wcm_core::kube::decoded::{Decoded, Undecodable};
@@ -45,40 +46,21 @@ pub(super) fn key_of(name: &str) -> String {
     format!("{WASMPLUGIN_ROW}{name}")
 }
 
-/// First pause before a failed pull is tried again; doubled up to [`MAX_PULL_PAUSE`].
-const FIRST_PULL_PAUSE: Duration = Duration::from_secs(5);
-/// Longest pause between tries of a failing pull.
-const MAX_PULL_PAUSE: Duration = Duration::from_secs(300);
-
-/// One resource as last seen.
-pub(super) struct Known {
-    pub spec: WasmPluginSpec,
-    pub generation: Option<i64>,
-    /// Its status as last seen or written: the pin, and conditions' transition times.
-    pub status: Option<WasmPluginStatus>,
-    /// When a failed pull is tried again, and the pause after that.
-    retry: Option<(Instant, Duration)>,
-    /// The pinned reference and digest of the version running.
-    pub running: Option<(String, String)>,
-    /// Why the host refuses the resource itself (condition reason, message).
-    pub refused: Option<(&'static str, String)>,
-}
-
-/// The manager's view of the host's `WasmPlugin`s.
-pub(super) struct Resources {
+/// The host's `WasmPlugin`s, each a plugin of [`Plugins`] keyed `wasmplugin/<name>`.
+pub(super) struct WasmPlugins {
     fetcher: Fetcher,
     /// Writes statuses; its answers are decoded alone, so a status written to a
     /// resource that does not decode is not taken for a failed write.
-    pub api: Api<Decoded<WasmPlugin>>,
+    api: Api<Decoded<WasmPlugin>>,
     /// The resources' changes, and the namespace's Secrets'.
     changes: BoxStream<'static, ResourceChange>,
-    pub known: BTreeMap<String, Known>,
+    known: BTreeMap<String, Followed>,
     pulls: Pulls,
     /// `wcm_informer_undecodable_objects` of the `WasmPlugin`s.
     undecodable: prometheus_client::metrics::gauge::Gauge,
 }
 
-impl Resources {
+impl WasmPlugins {
     /// Follows the `WasmPlugin`s of `source`'s namespace as `client`, pulling
     /// components of at most `max_bytes`.
     pub(super) fn start(
@@ -86,7 +68,7 @@ impl Resources {
         client: kube::Client,
         max_bytes: u64,
         metrics: &wcm_core::metrics::Metrics,
-    ) -> Result<Resources, super::ManagerError> {
+    ) -> Result<WasmPlugins, super::ManagerError> {
         let registry = Registry::with(source.registry.clone())?;
         let store = PulledPlugins::new(&source.pulled_dir).with_max_bytes(source.pulled_max_bytes);
         store.remove_leftovers();
@@ -106,25 +88,18 @@ impl Resources {
             fields: String::new(),
             view: "object",
         };
-        Ok(Resources {
+        let changes = futures::stream::select(
+            changes(client.clone(), namespace),
+            secret_changes(client.clone(), namespace),
+        );
+        Ok(WasmPlugins {
             fetcher,
-            api: Api::namespaced(client.clone(), namespace),
-            changes: futures::stream::select(
-                changes(client.clone(), namespace),
-                secret_changes(client, namespace),
-            )
-            .boxed(),
+            api: Api::namespaced(client, namespace),
+            changes: changes.boxed(),
             known: BTreeMap::new(),
             pulls: Pulls::default(),
             undecodable: metrics.informer_undecodable.get_or_create(&labels).clone(),
         })
-    }
-
-    /// Counts the resources refused as undecodable.
-    fn count_undecodable(&self) {
-        let refused =
-            (self.known.values()).filter(|k| matches!(&k.refused, Some((UNDECODABLE, _))));
-        self.undecodable.set(refused.count() as i64);
     }
 
     /// The next change of the resources.
@@ -132,18 +107,207 @@ impl Resources {
         self.changes.next().await
     }
 
-    /// Names whose failed pull is due again.
-    fn due(&self, now: Instant) -> Vec<String> {
-        let due = |(name, known): (&String, &Known)| {
-            let (at, _) = known.retry?;
-            (at <= now).then(|| name.clone())
-        };
-        self.known.iter().filter_map(due).collect()
-    }
-
-    pub(super) fn pull_of(&self, name: &str) -> Pull {
+    fn pull_of(&self, name: &str) -> Pull {
         let pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
         pulls.get(name).cloned().unwrap_or(Pull::None)
+    }
+
+    /// Applies one change of the resources to `plugins`.
+    pub(super) fn changed(&mut self, change: ResourceChange, plugins: &mut Plugins) {
+        match change {
+            ResourceChange::Applied(plugin) => self.applied(*plugin, plugins),
+            ResourceChange::Undecodable(found) => self.undecodable(*found, plugins),
+            ResourceChange::Deleted(name) => self.deleted(&name, plugins),
+            ResourceChange::Listed(names) => self.listed(&names, plugins),
+            ResourceChange::SecretChanged(name) => self.pull_secret_changed(&name, plugins),
+        }
+        let refused =
+            (self.known.values()).filter(|k| matches!(&k.refused, Some((UNDECODABLE, _))));
+        self.undecodable.set(refused.count() as i64);
+    }
+
+    /// A resource the host cannot decode: refused on its own.
+    fn undecodable(&mut self, found: Undecodable, plugins: &mut Plugins) {
+        let Some(name) = found.meta.name.clone() else {
+            return tracing::warn!(cause = %found.cause, "a WasmPlugin without a readable name");
+        };
+        let why = format!("the host cannot decode this WasmPlugin: {}", found.cause);
+        self.refuse(&name, found.meta.generation, UNDECODABLE, why, plugins);
+    }
+
+    /// Refuses resource `name` (of `generation`) for `reason`: its plugin stops, the
+    /// table and its status say `why`.
+    fn refuse(
+        &mut self,
+        name: &str,
+        generation: Option<i64>,
+        reason: &'static str,
+        why: String,
+        plugins: &mut Plugins,
+    ) {
+        let status = self.known.remove(name).and_then(|k| k.status);
+        let shown = wcm_core::logs::shorten(name);
+        tracing::error!(plugin = %shown, reason, why, "WasmPlugin refused");
+        let known = Followed::refused(generation, status, reason, why.clone());
+        self.known.insert(name.to_string(), known);
+        let key = key_of(name);
+        plugins.stop(&key);
+        plugins.refuse(&key, &why);
+        self.write_status(name, plugins);
+    }
+
+    /// A pull Secret changed: each of its resources whose pull failed for want of
+    /// credentials is tried again now.
+    fn pull_secret_changed(&mut self, secret: &str, plugins: &mut Plugins) {
+        let waiting: Vec<String> = (self.known.iter())
+            .filter(|(_, k)| k.spec.pull_secret.as_deref() == Some(secret))
+            .filter(|(name, _)| match self.pull_of(name) {
+                Pull::Failed { reason, .. } => CREDENTIAL_REASONS.contains(&reason),
+                _ => false,
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in waiting {
+            tracing::info!(plugin = %name, secret, "its pull Secret changed: pulling again now");
+            self.begin_load(&name, plugins);
+        }
+    }
+
+    fn applied(&mut self, plugin: WasmPlugin, plugins: &mut Plugins) {
+        let name = plugin.name_any();
+        if let Err(rule) = wcm_core::plugin::name::check(&name) {
+            let shown = wcm_core::logs::shorten(&name);
+            let why = format!("the name {shown:?} cannot be a plugin's: {rule}");
+            let generation = plugin.metadata.generation;
+            return self.refuse(&name, generation, "InvalidName", why, plugins);
+        }
+        let (known, spec_changed) = Followed::applied(&plugin, self.known.remove(&name));
+        self.known.insert(name.clone(), known);
+        if !spec_changed {
+            return;
+        }
+        if plugin.spec.paused {
+            tracing::info!(plugin = %name, "WasmPlugin paused; stopping the plugin");
+            plugins.stop(&key_of(&name));
+            return self.write_status(&name, plugins);
+        }
+        self.begin_load(&name, plugins);
+    }
+
+    fn deleted(&mut self, name: &str, plugins: &mut Plugins) {
+        if self.known.remove(name).is_none() {
+            return;
+        }
+        (self.pulls.lock().unwrap_or_else(|p| p.into_inner())).remove(name);
+        tracing::info!(plugin = %name, "WasmPlugin deleted; stopping the plugin");
+        plugins.stop(&key_of(name));
+    }
+
+    /// After a (re)list: resources deleted while the watch was down are stopped.
+    fn listed(&mut self, names: &BTreeSet<String>, plugins: &mut Plugins) {
+        let gone: Vec<String> = (self.known.keys())
+            .filter(|name| !names.contains(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.deleted(&name, plugins);
+        }
+    }
+
+    /// Starts fetching and loading `WasmPlugin` `name` in a task of its own, unless a
+    /// plugin file holds its identity.
+    fn begin_load(&mut self, name: &str, plugins: &mut Plugins) {
+        let key = key_of(name);
+        let file = format!("{name}.wasm");
+        if plugins.known(&file) {
+            let reason = format!("the identity {name} is taken by the plugin file {file}");
+            tracing::error!(plugin = %name, reason, "WasmPlugin refused");
+            plugins.refuse(&key, &reason);
+            return self.write_status(name, plugins);
+        }
+        let Some(known) = self.known.get(name) else {
+            return;
+        };
+        let source = Source::Resource(Box::new(FromResource {
+            name: name.to_string(),
+            spec: known.spec.clone(),
+            pinned: known.status.as_ref().and_then(|s| s.image.clone()),
+            fetcher: self.fetcher.clone(),
+            pulls: self.pulls.clone(),
+        }));
+        plugins.drop_next(&key);
+        plugins.load(&key, source);
+    }
+
+    /// After the load of `key` settled (`started`: its version now runs): if it is a
+    /// resource's, schedules a retry of a failed pull, and writes its status.
+    pub(super) fn settled(&mut self, key: &str, started: bool, plugins: &Plugins) {
+        let Some(name) = key.strip_prefix(WASMPLUGIN_ROW) else {
+            return;
+        };
+        let pull = self.pull_of(name);
+        if let Some(known) = self.known.get_mut(name) {
+            known.settled(&pull, started);
+        }
+        self.write_status(name, plugins);
+    }
+
+    /// Tries again every pull that failed, now: this replica has just come to act for
+    /// its plugins (it took the Lease), and a pull backed off for minutes must not
+    /// hold up the plugin it now runs.
+    pub(super) fn retry_pulls_now(&mut self, plugins: &mut Plugins) {
+        let failed: Vec<String> = (self.known.iter())
+            .filter(|(_, k)| k.retry.is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in failed {
+            tracing::info!(plugin = %name, "this replica leads now: pulling again at once");
+            self.begin_load(&name, plugins);
+        }
+    }
+
+    /// Tries again the pulls that failed and are due.
+    pub(super) fn retry_pulls(&mut self, plugins: &mut Plugins) {
+        let now = Instant::now();
+        let due: Vec<String> = (self.known.iter_mut())
+            .filter_map(|(name, known)| known.due(now).then(|| name.clone()))
+            .collect();
+        for name in due {
+            self.begin_load(&name, plugins);
+        }
+    }
+
+    /// Writes every resource's status that changed (health moves rows without a load).
+    pub(super) fn refresh_statuses(&mut self, plugins: &Plugins) {
+        let names: Vec<String> = self.known.keys().cloned().collect();
+        for name in names {
+            self.write_status(&name, plugins);
+        }
+    }
+
+    /// Writes `name`'s status if it changed, while this replica acts for it (a
+    /// standby's view is the holder's to report): whole, every field it leaves out
+    /// cleared.
+    fn write_status(&mut self, name: &str, plugins: &Plugins) {
+        if !plugins.reports_on(name) {
+            return;
+        }
+        let row = plugins.row(&key_of(name));
+        let pull = self.pull_of(name);
+        let Some(known) = self.known.get_mut(name) else {
+            return;
+        };
+        let Some(status) = known.new_status(&pull, row.as_ref()) else {
+            return;
+        };
+        let (api, name) = (self.api.clone(), name.to_string());
+        tokio::spawn(async move {
+            let patch = Patch::Merge(status_patch(&status));
+            if let Err(e) = (api.patch_status(&name, &PatchParams::default(), &patch)).await {
+                tracing::warn!(plugin = %wcm_core::logs::shorten(&name), error = %e,
+                    "could not write the WasmPlugin's status");
+            }
+        });
     }
 }
 
@@ -158,250 +322,9 @@ fn read_key(path: &std::path::Path) -> Result<TrustedKey, SignatureError> {
 }
 
 /// The next change of `resources`, or never when there are none.
-pub(super) async fn next_change(resources: &mut Option<Resources>) -> Option<ResourceChange> {
+pub(super) async fn next_change(resources: &mut Option<WasmPlugins>) -> Option<ResourceChange> {
     match resources {
         Some(resources) => resources.next().await,
         None => std::future::pending().await,
-    }
-}
-
-impl Manager {
-    /// Applies one change of the host's `WasmPlugin`s.
-    pub(super) fn resource_changed(&mut self, change: ResourceChange) {
-        match change {
-            ResourceChange::Applied(plugin) => self.resource_applied(*plugin),
-            ResourceChange::Undecodable(found) => self.resource_undecodable(*found),
-            ResourceChange::Deleted(name) => self.resource_deleted(&name),
-            ResourceChange::Listed(names) => self.resources_listed(&names),
-            ResourceChange::SecretChanged(name) => self.pull_secret_changed(&name),
-        }
-        if let Some(resources) = &self.resources {
-            resources.count_undecodable();
-        }
-    }
-
-    /// A resource the host cannot decode: refused on its own.
-    fn resource_undecodable(&mut self, found: Undecodable) {
-        let Some(name) = found.meta.name.clone() else {
-            return tracing::warn!(cause = %found.cause, "a WasmPlugin without a readable name");
-        };
-        let why = format!("the host cannot decode this WasmPlugin: {}", found.cause);
-        self.refuse_resource(&name, found.meta.generation, UNDECODABLE, why);
-    }
-
-    /// Refuses resource `name` (of `generation`) for `reason`: its plugin stops, the
-    /// table and its status say `why`.
-    fn refuse_resource(
-        &mut self,
-        name: &str,
-        generation: Option<i64>,
-        reason: &'static str,
-        why: String,
-    ) {
-        let Some(resources) = &mut self.resources else {
-            return;
-        };
-        let status = resources.known.remove(name).and_then(|k| k.status);
-        let shown = wcm_core::logs::shorten(name);
-        tracing::error!(plugin = %shown, reason, why, "WasmPlugin refused");
-        resources.known.insert(
-            name.to_string(),
-            Known {
-                spec: WasmPluginSpec::default(),
-                generation,
-                status,
-                retry: None,
-                running: None,
-                refused: Some((reason, why.clone())),
-            },
-        );
-        let key = key_of(name);
-        self.stop_slot(&key);
-        self.table.set(PluginStatus::failed(&key, &why));
-        self.write_status(name);
-    }
-
-    /// A pull Secret changed: each of its resources whose pull failed for want of
-    /// credentials is tried again now.
-    fn pull_secret_changed(&mut self, secret: &str) {
-        let Some(resources) = &self.resources else {
-            return;
-        };
-        let waiting: Vec<String> = (resources.known.iter())
-            .filter(|(_, k)| k.spec.pull_secret.as_deref() == Some(secret))
-            .filter(|(name, _)| match resources.pull_of(name) {
-                Pull::Failed { reason, .. } => CREDENTIAL_REASONS.contains(&reason),
-                _ => false,
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in waiting {
-            tracing::info!(plugin = %name, secret, "its pull Secret changed: pulling again now");
-            self.begin_resource_load(&name);
-        }
-    }
-
-    fn resource_applied(&mut self, plugin: WasmPlugin) {
-        let name = plugin.name_any();
-        let generation = plugin.metadata.generation;
-        if let Err(rule) = wcm_core::plugin::name::check(&name) {
-            let why = format!(
-                "the name {:?} cannot be a plugin's: {rule}",
-                wcm_core::logs::shorten(&name)
-            );
-            return self.refuse_resource(&name, generation, "InvalidName", why);
-        }
-        let Some(resources) = &mut self.resources else {
-            return;
-        };
-        let previous = resources.known.remove(&name);
-        // A spec change (or a resource refused until now) starts its load afresh; our
-        // own status write does not.
-        let spec_changed =
-            (previous.as_ref()).is_none_or(|k| k.spec != plugin.spec || k.refused.is_some());
-        let running = previous.as_ref().and_then(|p| p.running.clone());
-        let known = Known {
-            spec: plugin.spec.clone(),
-            generation,
-            status: plugin.status.clone(),
-            retry: previous.filter(|_| !spec_changed).and_then(|p| p.retry),
-            running: running.filter(|_| !plugin.spec.paused),
-            refused: None,
-        };
-        resources.known.insert(name.clone(), known);
-        if !spec_changed {
-            return;
-        }
-        let key = key_of(&name);
-        if plugin.spec.paused {
-            tracing::info!(plugin = %name, "WasmPlugin paused; stopping the plugin");
-            self.stop_slot(&key);
-            self.write_status(&name);
-            return;
-        }
-        self.begin_resource_load(&name);
-    }
-
-    fn resource_deleted(&mut self, name: &str) {
-        let Some(resources) = &mut self.resources else {
-            return;
-        };
-        if resources.known.remove(name).is_none() {
-            return;
-        }
-        resources
-            .pulls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
-        tracing::info!(plugin = %name, "WasmPlugin deleted; stopping the plugin");
-        self.stop_slot(&key_of(name));
-    }
-
-    /// After a (re)list: resources deleted while the watch was down are stopped.
-    fn resources_listed(&mut self, names: &BTreeSet<String>) {
-        let Some(resources) = &self.resources else {
-            return;
-        };
-        let gone: Vec<String> = (resources.known.keys())
-            .filter(|name| !names.contains(*name))
-            .cloned()
-            .collect();
-        for name in gone {
-            self.resource_deleted(&name);
-        }
-    }
-
-    /// Starts fetching and loading `WasmPlugin` `name` in a task of its own, unless a
-    /// plugin file holds its identity.
-    fn begin_resource_load(&mut self, name: &str) {
-        let key = key_of(name);
-        let file = format!("{name}.wasm");
-        if self.files.known(&file) {
-            let reason = format!("the identity {name} is taken by the plugin file {file}");
-            tracing::error!(plugin = %name, reason, "WasmPlugin refused");
-            self.table.set(PluginStatus::failed(&key, &reason));
-            self.write_status(name);
-            return;
-        }
-        let Some(resources) = &self.resources else {
-            return;
-        };
-        let Some(known) = resources.known.get(name) else {
-            return;
-        };
-        let source = Source::Resource(Box::new(FromResource {
-            name: name.to_string(),
-            spec: known.spec.clone(),
-            pinned: known.status.as_ref().and_then(|s| s.image.clone()),
-            fetcher: resources.fetcher.clone(),
-            pulls: resources.pulls.clone(),
-        }));
-        self.drop_next(&key);
-        let job = LoadJob {
-            source,
-            file: key.clone(),
-            running_hash: self.files.running(&key).map(|r| r.hash.clone()),
-        };
-        self.spawn_load(job);
-    }
-
-    /// After a resource's load settled (`started`: its version now runs): schedules a
-    /// retry of a failed pull, and writes its status.
-    pub(super) fn resource_settled(&mut self, key: &str, started: bool) {
-        let Some(name) = key.strip_prefix(WASMPLUGIN_ROW) else {
-            return;
-        };
-        let Some(resources) = &mut self.resources else {
-            return;
-        };
-        let pull = resources.pull_of(name);
-        let failed = matches!(pull, Pull::Failed { .. });
-        if let Some(known) = resources.known.get_mut(name) {
-            if let (true, Pull::Done { pinned, digest, .. }) = (started, &pull) {
-                known.running = Some((pinned.clone(), digest.clone()));
-            }
-            known.retry = match (failed, known.retry) {
-                (false, _) => None,
-                (true, None) => Some((Instant::now() + FIRST_PULL_PAUSE, FIRST_PULL_PAUSE * 2)),
-                (true, Some((_, pause))) => {
-                    Some((Instant::now() + pause, (pause * 2).min(MAX_PULL_PAUSE)))
-                }
-            };
-        }
-        self.write_status(name);
-    }
-
-    /// Tries again every pull that failed, now: this replica has just come to act for
-    /// its plugins (it took the Lease), and a pull backed off for minutes must not
-    /// hold up the plugin it now runs.
-    pub(super) fn retry_pulls_now(&mut self) {
-        let failed: Vec<String> = match &self.resources {
-            Some(resources) => (resources.known.iter())
-                .filter(|(_, k)| k.retry.is_some())
-                .map(|(name, _)| name.clone())
-                .collect(),
-            None => return,
-        };
-        for name in failed {
-            tracing::info!(plugin = %name, "this replica leads now: pulling again at once");
-            self.begin_resource_load(&name);
-        }
-    }
-
-    /// Tries again the pulls that failed and are due.
-    pub(super) fn retry_pulls(&mut self) {
-        let due = match &self.resources {
-            Some(resources) => resources.due(Instant::now()),
-            None => return,
-        };
-        for name in due {
-            if let Some(known) = (self.resources.as_mut()).and_then(|r| r.known.get_mut(&name)) {
-                known.retry = known
-                    .retry
-                    .map(|(_, pause)| (Instant::now() + pause, pause));
-            }
-            self.begin_resource_load(&name);
-        }
     }
 }

@@ -13,9 +13,18 @@ use std::time::{Duration, Instant};
 
 use tokio::task::{AbortHandle, Id};
 
-use super::Running;
+use crate::controller::{Health, PluginController};
 use wcm_core::contract::Registration;
 use wcm_core::runtime::Loaded;
+
+/// A file whose plugin runs.
+pub(super) struct Running {
+    pub controller: PluginController,
+    /// The content hash of its version.
+    pub hash: String,
+    /// The health last written into the table.
+    pub health: Health,
+}
 
 /// A registered plugin whose start waits, and when it tries again.
 pub(super) struct Waiting {

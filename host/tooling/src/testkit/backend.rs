@@ -13,7 +13,7 @@ use super::memory::{MemoryCluster, as_dynamic};
 use super::store::StoreError;
 use super::writes::failed;
 use wcm_core::capabilities::{
-    Backend, CapabilityError, Checked, Op, Regarding, Request, Selection, Target, Write,
+    AskedWrite, Backend, CapabilityError, Checked, Op, Regarding, Selection, Target, Write,
 };
 use wcm_core::contract::{DeleteOptions, EventRecord};
 
@@ -114,7 +114,7 @@ impl Backend for MemoryCluster {
         Box::pin(ready(self.event_now(regarding, related, event)))
     }
 
-    fn journal(&self, target: &Target, request: Request<'_>, error: Option<&CapabilityError>) {
+    fn journal(&self, target: &Target, request: AskedWrite<'_>, error: Option<&CapabilityError>) {
         self.journal_now(target, request, error);
     }
 }

@@ -10,8 +10,8 @@ use super::report::{Event, Write as Record};
 use super::steps::{Change, OTHER_CONTROLLER};
 use super::store::{Changed, FIXTURE_MANAGER, ObjectId, StoreError, describe};
 use wcm_core::capabilities::{
-    CapabilityError, Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch, Op,
-    Regarding, Request, Target, Write,
+    AskedWrite, CapabilityError, Checked, FinalizerChange, FinalizerList, LabelChange, LabelPatch,
+    Op, Regarding, Target, Write,
 };
 use wcm_core::contract::{
     Capability, DeleteOptions, ErrorCode, EventRecord, GuestError, PatchKind, Propagation,
@@ -195,7 +195,7 @@ impl MemoryCluster {
     pub(super) fn journal_now(
         &self,
         target: &Target,
-        request: Request<'_>,
+        request: AskedWrite<'_>,
         error: Option<&CapabilityError>,
     ) {
         let mut record = record_of(target, request);
@@ -205,38 +205,38 @@ impl MemoryCluster {
 }
 
 /// A write request as the report shows it.
-fn record_of(target: &Target, request: Request<'_>) -> Record {
+fn record_of(target: &Target, request: AskedWrite<'_>) -> Record {
     let record = |call: Capability| Record::new(call.name(), target);
     let some = |items: &[String]| (!items.is_empty()).then(|| items.to_vec());
     match request {
-        Request::Labels(LabelChange { set, remove }) => Record {
+        AskedWrite::Labels(LabelChange { set, remove }) => Record {
             set: (!set.is_empty()).then(|| set.iter().cloned().collect()),
             remove: some(remove),
             ..record(Capability::PatchLabels)
         },
-        Request::Finalizers(FinalizerChange { add, remove }) => Record {
+        AskedWrite::Finalizers(FinalizerChange { add, remove }) => Record {
             add: some(add),
             remove: some(remove),
             ..record(Capability::PatchFinalizers)
         },
-        Request::Status(status) => Record {
+        AskedWrite::Status(status) => Record {
             status: Some(as_json(status)),
             ..record(Capability::PatchStatus)
         },
-        Request::Apply { object, force } => Record {
+        AskedWrite::Apply { object, force } => Record {
             applied: Some(as_json(object)),
             force: Some(force),
             ..record(Capability::Apply)
         },
-        Request::Create(object) => Record {
+        AskedWrite::Create(object) => Record {
             applied: Some(as_json(object)),
             ..record(Capability::Create)
         },
-        Request::Update(object) => Record {
+        AskedWrite::Update(object) => Record {
             applied: Some(as_json(object)),
             ..record(Capability::Update)
         },
-        Request::Patch {
+        AskedWrite::Patch {
             body: (kind, patch),
             subresource,
         } => {
@@ -251,7 +251,7 @@ fn record_of(target: &Target, request: Request<'_>) -> Record {
                 ..record(Capability::Patch)
             }
         }
-        Request::Delete(options) => Record {
+        AskedWrite::Delete(options) => Record {
             propagation: Some(propagation_name(options.propagation).to_string()),
             preconditions: preconditions(options),
             ..record(Capability::Delete)
