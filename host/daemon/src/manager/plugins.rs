@@ -161,6 +161,7 @@ impl Plugins {
             }
         };
         self.files.settled(file);
+        let origin = format!("{:?}", loaded.origin).to_lowercase();
         let what = match (previous.is_some(), retry) {
             (true, _) => "plugin upgraded",
             (false, true) => "plugin loaded: what it waited for (a kind, a right) is there now",
@@ -169,7 +170,7 @@ impl Plugins {
         tracing::info!(file, plugin = %registration.name, version = %registration.version,
             contract = %loaded.code.contract(),
             previous = %previous.as_deref().unwrap_or("-"), hash = %short(&loaded.hash),
-            origin = %format!("{:?}", loaded.origin).to_lowercase(),
+            origin,
             read = ?loaded.read, compile_wait = ?loaded.compile_wait, compile = ?loaded.compile,
             link = ?loaded.link,
             register = ?register, review = ?review, total = ?began.elapsed(), "{what}");
