@@ -242,6 +242,41 @@ impl ObjectCache {
         entries.objects.values().filter(wanted).cloned().collect()
     }
 
+    /// Hands each object of `namespace` (all if none) to `visit` under the read lock,
+    /// if the cache holds at most `max` objects (then `true`); holds the lock for
+    /// nothing and returns `false` otherwise. A small cache is matched in place, with
+    /// no pointer taken but for the objects a caller keeps: taking one for every
+    /// object and dropping it again was most of a selection's cost, and the lock is
+    /// held for at most `max` objects' matching.
+    pub fn visit_if_small(
+        &self,
+        namespace: Option<&str>,
+        max: usize,
+        mut visit: impl FnMut(&Arc<CachedObject>),
+    ) -> bool {
+        let entries = self.read();
+        if entries.objects.len() > max {
+            return false;
+        }
+        let wanted =
+            |o: &&Arc<CachedObject>| namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns));
+        entries.objects.values().filter(wanted).for_each(&mut visit);
+        true
+    }
+
+    /// Number of objects held of `namespace` (all if none), counted under the read
+    /// lock without taking pointers: a namespace's count compares one string an
+    /// object, all of them none.
+    pub fn count_in(&self, namespace: Option<&str>) -> usize {
+        let entries = self.read();
+        match namespace {
+            None => entries.objects.len(),
+            Some(ns) => (entries.objects.values())
+                .filter(|o| o.namespace.as_deref() == Some(ns))
+                .count(),
+        }
+    }
+
     /// Number of objects held.
     pub fn len(&self) -> usize {
         self.read().objects.len()

@@ -172,3 +172,38 @@ fn a_relist_swaps_the_content_and_reports_what_vanished() {
     assert!(cache.get(Some("ns"), "a").is_none());
     assert!(cache.get(Some("ns"), "c").is_some());
 }
+
+#[test]
+fn a_count_by_namespace_counts_only_that_namespace() {
+    let cache = ObjectCache::default();
+    cache.apply(pod("a"));
+    cache.apply(pod("b"));
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "c", "namespace": "other", "resourceVersion": "7"},
+    }))
+    .expect("pod json");
+    cache.apply(Arc::new(
+        CachedObject::from_dynamic(obj).expect("serialise"),
+    ));
+    assert_eq!(cache.count_in(None), 3);
+    assert_eq!(cache.count_in(Some("ns")), 2);
+    assert_eq!(cache.count_in(Some("other")), 1);
+    assert_eq!(cache.count_in(Some("none")), 0);
+}
+
+#[test]
+fn a_small_cache_is_visited_in_place_and_a_large_one_is_left_to_a_snapshot() {
+    let cache = ObjectCache::default();
+    for name in ["a", "b", "c"] {
+        cache.apply(pod(name));
+    }
+    let mut seen = Vec::new();
+    assert!(cache.visit_if_small(Some("ns"), 3, |o| seen.push(o.name.clone())));
+    seen.sort();
+    assert_eq!(seen, ["a", "b", "c"]);
+    let mut none = 0;
+    assert!(cache.visit_if_small(Some("other"), 3, |_| none += 1));
+    assert_eq!(none, 0);
+    assert!(!cache.visit_if_small(None, 2, |_| panic!("over the limit: not visited")));
+}
