@@ -59,10 +59,11 @@ fn main() -> Result<()> {
     runtime.block_on(mark_existing_pods(&client))?;
     println!("density: a burst of {burst} Pods per set, client rate {QPS}/s per controller");
     let mut rows = Vec::new();
+    let mut grants = Grants::new(plane);
     for &n in &sizes {
         let copies = tempfile::tempdir()?;
         write_plugins(copies.path(), &pod_counters(n))?;
-        grant_plugin(plane, copies.path())?;
+        grants.grant(copies.path())?;
         let as_host = runtime.block_on(kubeconfig_as(plane, HOST_ACCOUNT, copies.path()))?;
         let copies_host = vec![(host_command(copies.path()), as_host.clone())];
         let in_host = runtime.block_on(measure(&client, copies_host, burst))?;
@@ -79,7 +80,7 @@ fn main() -> Result<()> {
         let natives = runtime.block_on(measure(&client, natives, burst))?;
         let mixed_dir = tempfile::tempdir()?;
         write_plugins(mixed_dir.path(), &mixed(n))?;
-        grant_plugin(plane, mixed_dir.path())?;
+        grants.grant(mixed_dir.path())?;
         let mixed_host = vec![(host_command(mixed_dir.path()), as_host)];
         let mixed = runtime.block_on(measure(&client, mixed_host, burst))?;
         rows.push((n, [in_host, natives, mixed]));

@@ -192,7 +192,8 @@ fn main() -> Result<()> {
             );
         }
     }
-    grant_plugin(plane, plugins.path())?;
+    let mut grants = Grants::new(plane);
+    grants.grant(plugins.path())?;
     runtime.block_on(mark_existing_pods(&client))?;
     let shared_identity = peers.iter().any(|p| p.key == "host-shared-identity");
     if shared_identity {
@@ -328,5 +329,43 @@ fn report(peers: &[Peer], burst: usize, samples: &[Vec<Sample>]) {
             })
             .collect();
         println!("{:40} {}", peer.name, cells.join(" "));
+    }
+    paired(peers, samples, "CPU s", |s| s.cpu);
+    paired(peers, samples, "last Event s", |s| s.last_event);
+}
+
+/// Each round's value of `f` for every controller, and its ratio to the fastest
+/// native peer of the same round, with the median of those ratios. Rounds are
+/// interleaved, so a round's ratio compares controllers under the same pace of the
+/// API server, which moves between rounds and runs far more than the controllers
+/// differ (docs/benchmarks.md).
+fn paired(peers: &[Peer], samples: &[Vec<Sample>], title: &str, f: fn(&Sample) -> f64) {
+    let rounds = samples.iter().map(Vec::len).min().unwrap_or(0);
+    let best = |round: usize| {
+        (0..peers.len())
+            .filter(|j| peers[*j].native)
+            .map(|j| f(&samples[j][round]))
+            .reduce(f64::min)
+    };
+    println!("{title} by round (ratio to that round's fastest native peer):");
+    for (i, peer) in peers.iter().enumerate() {
+        let mut ratios = Vec::new();
+        let cells: Vec<String> = (0..rounds)
+            .map(|round| {
+                let value = f(&samples[i][round]);
+                match best(round) {
+                    Some(b) => {
+                        ratios.push(value / b);
+                        format!("{value:.2} ({:.2}×)", value / b)
+                    }
+                    None => format!("{value:.2}"),
+                }
+            })
+            .collect();
+        let median_ratio = match ratios.is_empty() {
+            true => String::new(),
+            false => format!("  median ratio {:.2}×", median(ratios)),
+        };
+        println!("  {:38} {}{median_ratio}", peer.name, cells.join("  "));
     }
 }

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use wcm_control_plane::ControlPlane;
 
-/// The namespace `wasm-controller-manager rbac` puts the ServiceAccounts in.
-pub const RBAC_NAMESPACE: &str = "wcm-system";
+/// The namespace the benches have `wasm-controller-manager rbac` put the
+/// ServiceAccounts in: their own, apart from a deployed host's `wcm-system`, and
+/// deleted after them ([`super::Grants`]).
+pub const RBAC_NAMESPACE: &str = "wcm-bench";
 /// The host's own ServiceAccount (`wasm-controller-manager rbac`).
 pub const HOST_ACCOUNT: &str = "wasm-controller-manager";
 /// pod-counter's ServiceAccount: the rights the plugin has, which the native peers,

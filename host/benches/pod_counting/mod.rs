@@ -75,6 +75,15 @@ pub fn host_command(plugins: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
     let qps = QPS.to_string();
     c.arg("run").arg("--plugins-dir").arg(plugins);
+    // Everything of the host's in the benches' namespace, where `Grants` put its and
+    // the plugins' ServiceAccounts.
+    for flag in [
+        "--plugin-service-account-namespace",
+        "--leader-elect-resource-namespace",
+        "--wasm-plugin-namespace",
+    ] {
+        c.args([flag, RBAC_NAMESPACE]);
+    }
     c.args(["--metrics-bind-address", "127.0.0.1:0"]);
     c.args(["--plugin-api-qps", &qps, "--plugin-api-burst", &qps]);
     c
@@ -120,33 +129,66 @@ pub fn kubectl(plane: &ControlPlane, args: &[&str], input: Option<&[u8]>) -> Res
     Ok(child.wait()?)
 }
 
-/// Applies the RBAC `wasm-controller-manager rbac` prints for the plugins (each acts
-/// as its own ServiceAccount, as deployed; it brings the namespace), then the host's
-/// ServiceAccount of `deploy/` it binds to.
-pub fn grant_plugin(plane: &ControlPlane, plugins: &Path) -> Result<()> {
-    let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
-        .arg("rbac")
-        .arg(plugins)
-        .output()?;
-    anyhow::ensure!(
-        rbac.status.success(),
-        "rbac: {}",
-        String::from_utf8_lossy(&rbac.stderr)
-    );
-    let applied = kubectl(plane, &["apply", "-f", "-"], Some(&rbac.stdout))?;
-    anyhow::ensure!(
-        applied.success(),
-        "kubectl apply of the plugins' RBAC failed"
-    );
-    let host_account = repo("deploy/host/serviceaccount.yaml");
-    let host_account = host_account.to_str().context("deploy/ path")?;
-    let applied = kubectl(
-        plane,
-        &["apply", "-n", RBAC_NAMESPACE, "-f", host_account],
-        None,
-    )?;
-    anyhow::ensure!(applied.success(), "kubectl apply of {host_account} failed");
-    Ok(())
+/// The RBAC the benches applied, deleted again when dropped — the ServiceAccounts,
+/// their roles and bindings, and the benches' own namespace ([`RBAC_NAMESPACE`]) with
+/// what is in it — so a `make test` or a deployed host on the same cluster later finds
+/// none of them (a bench once left `wcm-system` and its ClusterRoles behind, and the
+/// chart's documented install then failed on them).
+pub struct Grants {
+    plane: &'static ControlPlane,
+    /// Each manifest applied, in order.
+    applied: Vec<Vec<u8>>,
+}
+
+impl Grants {
+    /// Nothing granted yet on `plane`.
+    pub fn new(plane: &'static ControlPlane) -> Grants {
+        Grants {
+            plane,
+            applied: Vec::new(),
+        }
+    }
+
+    /// Applies the RBAC `wasm-controller-manager rbac` prints for the plugins in
+    /// `plugins` (each acts as its own ServiceAccount, as deployed; it brings the
+    /// namespace), then the host's ServiceAccount of `deploy/` it binds to.
+    pub fn grant(&mut self, plugins: &Path) -> Result<()> {
+        let rbac = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+            .args(["rbac", "--namespace", RBAC_NAMESPACE])
+            .arg(plugins)
+            .output()?;
+        anyhow::ensure!(
+            rbac.status.success(),
+            "rbac: {}",
+            String::from_utf8_lossy(&rbac.stderr)
+        );
+        let applied = kubectl(self.plane, &["apply", "-f", "-"], Some(&rbac.stdout))?;
+        self.applied.push(rbac.stdout);
+        anyhow::ensure!(
+            applied.success(),
+            "kubectl apply of the plugins' RBAC failed"
+        );
+        let host_account = repo("deploy/host/serviceaccount.yaml");
+        let host_account = host_account.to_str().context("deploy/ path")?;
+        let applied = kubectl(
+            self.plane,
+            &["apply", "-n", RBAC_NAMESPACE, "-f", host_account],
+            None,
+        )?;
+        anyhow::ensure!(applied.success(), "kubectl apply of {host_account} failed");
+        Ok(())
+    }
+}
+
+impl Drop for Grants {
+    fn drop(&mut self) {
+        let delete = ["delete", "--ignore-not-found", "--wait=false", "-f", "-"];
+        for manifest in self.applied.iter().rev() {
+            if !matches!(kubectl(self.plane, &delete, Some(manifest)), Ok(s) if s.success()) {
+                eprintln!("could not delete the benches' RBAC ({RBAC_NAMESPACE} and its roles)");
+            }
+        }
+    }
 }
 
 /// A new namespace for one burst, named `<prefix>-<random>`.
