@@ -105,6 +105,11 @@ impl CachedObject {
     pub fn key(&self) -> ObjectKey {
         (self.namespace.clone(), self.name.clone())
     }
+
+    /// Whether it is of `namespace` (any, if none).
+    pub fn is_in(&self, namespace: Option<&str>) -> bool {
+        namespace.is_none_or(|ns| self.namespace.as_deref() == Some(ns))
+    }
 }
 
 /// What changed in the cache, for delivery to subscribers.
@@ -237,9 +242,10 @@ impl ObjectCache {
     /// writes nor other plugins' reads wait for it.
     pub fn snapshot(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
         let entries = self.read();
-        let wanted =
-            |o: &&Arc<CachedObject>| namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns));
-        entries.objects.values().filter(wanted).cloned().collect()
+        (entries.objects.values())
+            .filter(|o| o.is_in(namespace))
+            .cloned()
+            .collect()
     }
 
     /// Hands each object of `namespace` (all if none) to `visit` under the read lock,
@@ -258,9 +264,9 @@ impl ObjectCache {
         if entries.objects.len() > max {
             return false;
         }
-        let wanted =
-            |o: &&Arc<CachedObject>| namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns));
-        entries.objects.values().filter(wanted).for_each(&mut visit);
+        (entries.objects.values())
+            .filter(|o| o.is_in(namespace))
+            .for_each(&mut visit);
         true
     }
 
@@ -271,8 +277,8 @@ impl ObjectCache {
         let entries = self.read();
         match namespace {
             None => entries.objects.len(),
-            Some(ns) => (entries.objects.values())
-                .filter(|o| o.namespace.as_deref() == Some(ns))
+            Some(_) => (entries.objects.values())
+                .filter(|o| o.is_in(namespace))
                 .count(),
         }
     }

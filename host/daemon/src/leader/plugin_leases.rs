@@ -16,6 +16,7 @@ use super::config::ElectionConfig;
 use super::elector::{Attempt, Elector};
 use super::lease_watch::LeaseWatch;
 use super::plugin_gates::{Holder, PluginGates};
+use super::record::LeaseRecord;
 use crate::probes::LastRenewal;
 use wcm_core::leader_gate::GateState;
 use wcm_core::metrics::{Metrics, PluginLabels};
@@ -137,17 +138,7 @@ impl PluginLeases {
             if !record.holder.is_empty() {
                 holders.insert(plugin.clone(), record.holder.clone());
             }
-            // A Lease held here is this replica's, whatever copy the watch has
-            // delivered so far (the one before this replica's own write, right after
-            // a take-over).
-            let identity = match held_here {
-                true => self.config.identity.clone(),
-                false => record.holder.clone(),
-            };
-            let holder = Holder {
-                identity,
-                transitions: record.transitions,
-            };
+            let holder = shown_holder(record, held_here, &self.config.identity);
             shared.gates.set_holder(plugin, holder);
         }
         self.report_ignored(ignored, shared);
@@ -245,10 +236,7 @@ impl PluginLease {
         if let Ok(Ok(Attempt::Leading)) = attempt {
             self.held = Some(sent);
             if let Some(record) = self.elector.observed() {
-                let holder = Holder {
-                    identity: record.holder.clone(),
-                    transitions: record.transitions,
-                };
+                let holder = shown_holder(record, true, &config.identity);
                 shared.gates.set_holder(plugin, holder);
             }
             shared.metrics.set_leading(self.elector.lease_name(), true);
@@ -322,5 +310,37 @@ impl PluginLease {
             why,
             "plugin lease lost: stopped acting for it"
         );
+    }
+}
+
+/// Who holds a plugin's Lease as `/plugins` shows it, from `record`: this replica
+/// (`identity`) while it holds the Lease (`held_here`), whatever copy the watch has
+/// delivered so far — right after a take-over, the one before this replica's own
+/// write; otherwise the record's holder.
+fn shown_holder(record: &LeaseRecord, held_here: bool, identity: &str) -> Holder {
+    Holder {
+        identity: match held_here {
+            true => identity.to_string(),
+            false => record.holder.clone(),
+        },
+        transitions: record.transitions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_held_here_shows_this_replica_even_over_a_copy_from_before_its_write() {
+        let before = LeaseRecord {
+            holder: "replica-b".into(),
+            transitions: 3,
+            ..LeaseRecord::default()
+        };
+        let shown = |held| shown_holder(&before, held, "replica-a");
+        assert_eq!(shown(true).identity, "replica-a");
+        assert_eq!(shown(false).identity, "replica-b");
+        assert_eq!(shown(true).transitions, 3);
     }
 }

@@ -79,9 +79,9 @@ impl Followed {
         };
     }
 
-    /// Whether its failed pull is due again at `now`; if so, the next try is
-    /// scheduled a pause later.
-    pub(super) fn due(&mut self, now: Instant) -> bool {
+    /// Whether its failed pull is due again at `now`; if so, the try after this one
+    /// is scheduled a pause later.
+    pub(super) fn reschedule_if_due(&mut self, now: Instant) -> bool {
         match self.retry {
             Some((at, pause)) if at <= now => {
                 self.retry = Some((now + pause, pause));

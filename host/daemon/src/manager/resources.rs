@@ -270,7 +270,7 @@ impl WasmPlugins {
     pub(super) fn retry_pulls(&mut self, plugins: &mut Plugins) {
         let now = Instant::now();
         let due: Vec<String> = (self.known.iter_mut())
-            .filter_map(|(name, known)| known.due(now).then(|| name.clone()))
+            .filter_map(|(name, known)| known.reschedule_if_due(now).then(|| name.clone()))
             .collect();
         for name in due {
             self.begin_load(&name, plugins);
