@@ -74,6 +74,34 @@ pub enum Command {
     /// Print the `WasmPlugin` CustomResourceDefinition (what `deploy/crds/` holds), as
     /// YAML for `kubectl apply -f -`.
     Crd,
+    /// What `run` starts to compile one plugin: the component on standard input, a
+    /// compile-cache entry written to --output. Not for people.
+    #[command(hide = true, name = "compile-worker")]
+    CompileWorker(CompileWorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompileWorkerArgs {
+    /// The file to write the compiled entry into (the daemon created it).
+    #[arg(long)]
+    pub output: PathBuf,
+    /// The memory bound the worker sets on itself.
+    #[arg(long)]
+    pub max_memory_bytes: u64,
+    /// The CPU-time bound the worker sets on itself.
+    #[arg(long)]
+    pub cpu_seconds: u64,
+}
+
+impl CompileWorkerArgs {
+    /// The task these flags describe.
+    pub fn task(&self) -> wcm_core::runtime::worker::WorkerTask {
+        wcm_core::runtime::worker::WorkerTask {
+            output: self.output.clone(),
+            max_memory_bytes: self.max_memory_bytes,
+            cpu_seconds: self.cpu_seconds,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -22,11 +22,17 @@ use wcm_core::config::{
 };
 use wcm_core::queue::Backoff;
 use wcm_core::rights::identity::ServiceAccounts;
+use wcm_core::runtime::worker::{self, CompileBounds, WorkerProgram};
 use wcm_core::traces::TraceExport;
 use wcm_daemon::daemon::{self, DaemonConfig};
 
 fn main() -> anyhow::Result<()> {
     let mut cli = Cli::parse();
+    // A compile worker bounds itself and compiles before anything else starts: no
+    // logging, no async runtime, no threads but the compiler's.
+    if let Command::CompileWorker(args) = &cli.command {
+        std::process::exit(worker::serve(&args.task()));
+    }
     let traces = trace_export(&mut cli)?;
     init_logging(cli.log_format, traces.as_ref());
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -42,6 +48,7 @@ fn main() -> anyhow::Result<()> {
             Command::Push(args) => registry_cli::push(args).await,
             Command::Pull(args) => registry_cli::pull(args).await,
             Command::Transcripts(args) => transcripts(&args),
+            Command::CompileWorker(_) => unreachable!("served above"),
             Command::Crd => {
                 print!("{}", wcm_daemon::wasmplugin::crd_yaml());
                 Ok(())
@@ -191,6 +198,13 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         true => None,
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
+    config.compile_worker = Some(WorkerProgram {
+        program: std::env::current_exe().context("cannot find this program to compile with")?,
+        bounds: CompileBounds {
+            max_memory_bytes: args.compile_max_memory_mib.saturating_mul(1 << 20),
+            timeout: args.compile_timeout,
+        },
+    });
     // The host's namespace by default: its Lease's (the Pod's, else wcm-system).
     let namespace = (args.wasm_plugin_namespace)
         .unwrap_or_else(|| args.election.leader_elect_resource_namespace.clone());

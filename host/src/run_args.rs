@@ -10,6 +10,7 @@ use wcm_core::budget::{
     ApiBudget, Budget, BudgetSettings, LogBudget, MetricBudget, OverrideError, ReuseBudget,
     WatchBudget,
 };
+use wcm_core::runtime::worker::CompileBounds;
 use wcm_daemon::leader::{ConfigError, ElectionConfig, ElectionMode};
 
 #[derive(Debug, Args)]
@@ -81,6 +82,15 @@ pub struct RunArgs {
     /// Compile every plugin on every load; keep nothing on disk.
     #[arg(long, conflicts_with = "compile_cache_dir")]
     pub no_compile_cache: bool,
+    /// Most MiB of memory one compilation may use: each plugin compiles in a child
+    /// process of its own (this binary, bounded), never in the daemon; past the bound
+    /// that plugin is refused, naming it.
+    #[arg(long, default_value_t = CompileBounds::default().max_memory_bytes >> 20)]
+    pub compile_max_memory_mib: u64,
+    /// Longest one compilation may take; past it the child is killed and the plugin
+    /// refused.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub compile_timeout: Duration,
     /// Run the `WasmPlugin` resources of this namespace (the host's own; their pull
     /// Secrets live there too) beside the plugins directory: each pulled from its OCI
     /// registry, its status kept [default: the host Pod's namespace, else wcm-system,

@@ -12,6 +12,7 @@ mod capability_properties;
 mod chart;
 mod chart_install;
 mod churn;
+mod compile_worker;
 mod contract_policy;
 mod contract_versions;
 mod dashboard;

@@ -64,6 +64,9 @@ pub struct ManagerConfig {
     pub compile_cache: Option<PathBuf>,
     /// Most bytes of entries the compile cache keeps (least recently used go first).
     pub compile_cache_max_bytes: u64,
+    /// Compile in child processes of this program (the daemon: `run` sets its own
+    /// binary); none to compile in this process (offline tools, tests of the library).
+    pub compile_worker: Option<WorkerProgram>,
     /// How long a plugin file must stay unchanged before it is loaded.
     pub settle: Duration,
     /// How long a new version's informers may take to list before its upgrade fails.
@@ -109,6 +112,7 @@ impl ManagerConfig {
             instance: instance.to_string(),
             compile_cache: None,
             compile_cache_max_bytes: DEFAULT_COMPILE_CACHE_MAX_BYTES,
+            compile_worker: None,
             settle: Duration::from_millis(500),
             sync_timeout: Duration::from_secs(60),
             missing_kind_retry: Duration::from_secs(5),
@@ -118,6 +122,36 @@ impl ManagerConfig {
             recorders: BTreeMap::new(),
         }
     }
+}
+
+/// What one compilation may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileBounds {
+    /// Most bytes of data the worker may map (`--compile-max-memory-mib`).
+    pub max_memory_bytes: u64,
+    /// Longest one compilation may take (`--compile-timeout`).
+    pub timeout: Duration,
+}
+
+impl Default for CompileBounds {
+    /// 768 MiB: about twice the Python example's peak, and under the chart's 1 GiB
+    /// container limit with the daemon beside it, so a worker over it is refused by
+    /// its own bound, not killed by the kernel's OOM killer.
+    fn default() -> CompileBounds {
+        CompileBounds {
+            max_memory_bytes: 768 << 20,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Which program runs as the worker, under which bounds (the daemon's settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerProgram {
+    /// The host's own binary (`std::env::current_exe`), run as `program compile-worker`.
+    pub program: PathBuf,
+    /// What one compilation may cost.
+    pub bounds: CompileBounds,
 }
 
 /// How much the compile cache holds unless told otherwise: some thirty Python

@@ -115,10 +115,28 @@ impl ArtifactCache {
         let Ok(bytes) = std::fs::read(&path) else {
             return Ok(None);
         };
-        let payload = verified_payload(&bytes)?;
-        let component = deserialize(engine, payload)?;
+        let component = load_entry(engine, &bytes)?;
         disk_bound::touch(&path);
         Ok(Some(component))
+    }
+
+    /// A new temporary file in the cache's directory, for the compile worker to write
+    /// an entry into; [`ArtifactCache::adopt`] then renames it into place.
+    pub fn new_entry_file(&self) -> std::io::Result<tempfile::NamedTempFile> {
+        std::fs::create_dir_all(&self.dir)?;
+        tempfile::NamedTempFile::new_in(&self.dir)
+    }
+
+    /// Keeps `file` (an entry written by [`write_entry`], already loaded once) as the
+    /// entry of `hash`; failures are logged, as [`ArtifactCache::write`]'s are.
+    pub fn adopt(&self, hash: &str, file: tempfile::NamedTempFile) {
+        let path = self.entry_path(hash);
+        match file.persist(&path) {
+            Ok(_) => self.prune(&path),
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot write the compile cache")
+            }
+        }
     }
 
     /// Stores `component` under `hash`; failures are logged, never fatal (the plugin
@@ -137,9 +155,7 @@ impl ArtifactCache {
         let payload = component.serialize()?;
         std::fs::create_dir_all(&self.dir)?;
         let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
-        std::io::Write::write_all(&mut file, MAGIC)?;
-        std::io::Write::write_all(&mut file, &Sha256::digest(&payload))?;
-        std::io::Write::write_all(&mut file, &payload)?;
+        write_entry(&mut file, &payload)?;
         let path = self.entry_path(hash);
         file.persist(&path)?;
         self.prune(&path);
@@ -156,6 +172,20 @@ impl ArtifactCache {
         };
         disk_bound::keep_within(&self.dir, rank, self.max_bytes, kept, "compile cache");
     }
+}
+
+/// Writes an entry: the magic line, the artifact's SHA-256, the artifact. The compile
+/// worker writes its output so, and the daemon reads it as it reads the cache.
+pub fn write_entry(out: &mut impl std::io::Write, payload: &[u8]) -> std::io::Result<()> {
+    out.write_all(MAGIC)?;
+    out.write_all(&Sha256::digest(payload))?;
+    out.write_all(payload)?;
+    out.flush()
+}
+
+/// The component of an entry's bytes, once its header and digest are checked.
+pub fn load_entry(engine: &Engine, bytes: &[u8]) -> Result<Component, EntryError> {
+    deserialize(engine, verified_payload(bytes)?)
 }
 
 /// The artifact inside an entry, if the header and digest are right.
@@ -175,8 +205,10 @@ fn verified_payload(bytes: &[u8]) -> Result<&[u8], EntryError> {
 #[allow(unsafe_code)]
 fn deserialize(engine: &Engine, payload: &[u8]) -> Result<Component, EntryError> {
     // SAFETY: wasmtime requires the bytes to be an artifact it produced itself. They
-    // are: this host wrote the entry (`try_write`, from `Component::serialize`) into a
-    // directory it owns, and the SHA-256 stored with it has just been checked, so
+    // are: this host wrote the entry (`try_write`, from `Component::serialize`), or
+    // its own compile worker did (`runtime::worker`, the host's binary run as a child
+    // into a file the host created), in a directory it owns, and the SHA-256 stored
+    // with it has just been checked, so
     // accidental corruption is caught before this point. wasmtime also checks its own
     // header and refuses artifacts of another version or engine configuration.
     unsafe { Component::deserialize(engine, payload) }

@@ -19,12 +19,21 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// plugin can take more than that share of the pool.
 const POOLED_INSTANCES: u32 = 256;
 
-/// Builds the engine: component model, async calls, epoch interruption, and the
-/// pooling allocator unless disabled.
-pub fn build_engine(limits: &Limits) -> wasmtime::Result<Engine> {
+/// What compiled code depends on: the component model and epoch interruption. The
+/// compile worker builds its engine of this alone (no instance pool to reserve), and
+/// its artifacts load in the daemon's engine, whose allocator changes nothing of the
+/// code (wasmtime checks the two agree on every load).
+pub fn compile_config() -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
+    config
+}
+
+/// Builds the engine: component model, async calls, epoch interruption, and the
+/// pooling allocator unless disabled.
+pub fn build_engine(limits: &Limits) -> wasmtime::Result<Engine> {
+    let mut config = compile_config();
     if limits.pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOLED_INSTANCES);

@@ -7,10 +7,11 @@ mod engine;
 mod plugin;
 mod reuse;
 pub mod settings;
+pub mod worker;
 
 pub use crate::host_state::{HostFault, HostState};
 pub use artifacts::Origin;
-pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine};
+pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine, compile_config};
 pub use plugin::{Blame, CallError, LoadError, PluginCode};
 pub use reuse::{Recycle, ReusePolicy, ReusedInstance, outcome_text};
 
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use artifacts::{ArtifactCache, content_hash};
 use compiler::{CompileTurns, release_freed_memory};
+use worker::CompileWorker;
 
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
@@ -36,6 +38,9 @@ pub struct Runtime {
     limits: Limits,
     cache: Option<ArtifactCache>,
     turns: CompileTurns,
+    /// Where plugins compile: in a child process when set (the daemon), else here
+    /// (the offline tools, the tests of this crate).
+    worker: Option<CompileWorker>,
     /// Per content hash, the pre-linked code while any plugin uses it: copies of one
     /// component (the same plugin under several names) share it, so each costs its
     /// instances and caches, not another copy of the code. Copies loaded at once (a
@@ -102,6 +107,13 @@ impl Runtime {
         self
     }
 
+    /// Compiles in child processes run by `worker` from now on: the daemon then never
+    /// runs the compiler itself.
+    pub fn with_compile_worker(mut self, worker: CompileWorker) -> Runtime {
+        self.worker = Some(worker);
+        self
+    }
+
     /// Builds the engine, links WASI (no files, no network) and the host imports, and
     /// starts the epoch ticker.
     /// Compiled plugins are cached in `cache_dir` if given.
@@ -117,6 +129,7 @@ impl Runtime {
             linker,
             limits,
             turns: CompileTurns::default(),
+            worker: None,
             code: Mutex::default(),
         })
     }
@@ -191,9 +204,10 @@ impl Runtime {
             None => {
                 let turn = self.turns.turn(bytes.len()).await;
                 compile_wait = turn.waited;
-                let compiled = self
-                    .blocking(&hash, move |r, h| r.compile(h, &bytes))
-                    .await?;
+                let compiled = match &self.worker {
+                    Some(worker) => self.compile_in_worker(worker, &hash, &bytes).await?,
+                    None => (self.blocking(&hash, move |r, h| r.compile(h, &bytes))).await?,
+                };
                 (compiled, Origin::Compiled)
             }
         };
@@ -253,20 +267,62 @@ impl Runtime {
             .turns
             .run(bytes.len(), || Component::new(&self.engine, bytes));
         release_freed_memory();
-        let component = compiled.map_err(|e| {
-            let text = chain(&e);
-            // The instance pool refuses a component larger than its slots at compile.
-            match text.contains("pooling allocator") {
-                true => {
-                    LoadError::Compile(format!("{text}: {}", crate::host_state::shape_bounds()))
-                }
-                false => LoadError::Compile(text),
-            }
-        })?;
+        let component = compiled.map_err(|e| refused(chain(&e)))?;
         if let Some(cache) = &self.cache {
             cache.write(hash, &component);
         }
         Ok(component)
+    }
+
+    /// Has a worker compile the component into an entry of the compile cache (or a
+    /// temporary file without one), loads it and keeps it in the cache.
+    async fn compile_in_worker(
+        self: &Arc<Self>,
+        worker: &CompileWorker,
+        hash: &str,
+        bytes: &[u8],
+    ) -> Result<Component, LoadError> {
+        let entry = match &self.cache {
+            Some(cache) => cache.new_entry_file(),
+            None => tempfile::NamedTempFile::new(),
+        };
+        let entry =
+            entry.map_err(|e| LoadError::Compile(format!("no file to compile into: {e}")))?;
+        worker.compile(bytes, entry.path()).await?;
+        let max_bytes = worker.bounds().max_memory_bytes;
+        self.blocking(hash, move |runtime, hash| {
+            let component = runtime.load_worker_entry(entry.path(), max_bytes)?;
+            if let Some(cache) = &runtime.cache {
+                cache.adopt(hash, entry);
+            }
+            Ok(component)
+        })
+        .await
+    }
+
+    /// The component a worker wrote to `path` (it cannot be larger than the worker's
+    /// memory).
+    fn load_worker_entry(&self, path: &Path, max_bytes: u64) -> Result<Component, LoadError> {
+        let limit = SizeLimit {
+            max: max_bytes,
+            hint: " (the compile worker's output)",
+        };
+        let bytes =
+            plugin_file::read(path, limit).map_err(|e| LoadError::Compile(e.to_string()))?;
+        artifacts::load_entry(&self.engine, &bytes).map_err(|e| match e {
+            artifacts::EntryError::Incompatible(text) => refused(text),
+            other => LoadError::Compile(format!("the compile worker's output: {other}")),
+        })
+    }
+}
+
+/// The load error of a component wasmtime refused; the instance pool refuses one
+/// larger than its slots (on compiling, or loading compiled code), which its bounds
+/// explain.
+fn refused(text: String) -> LoadError {
+    match text.contains("pooling allocator") {
+        true => LoadError::Compile(format!("{text}: {}", crate::host_state::shape_bounds())),
+        false => LoadError::Compile(text),
     }
 }
 

@@ -38,6 +38,9 @@ pub enum LoadError {
     /// Cranelift rejected the component (truncated, malformed, unsupported feature).
     #[error("invalid component: {0}")]
     Compile(String),
+    /// The compile worker produced no code: it ran past a bound, or could not run.
+    #[error("not compiled: {0}")]
+    Compiler(crate::runtime::worker::WorkerError),
     /// The component does not export the reconciler of a contract version this host
     /// serves.
     #[error(
@@ -56,6 +59,16 @@ pub enum LoadError {
     /// `register` failed.
     #[error("register() failed: {0}")]
     Register(CallError),
+}
+
+impl From<crate::runtime::worker::WorkerError> for LoadError {
+    /// A component the worker's compiler refused is invalid, as one refused here is.
+    fn from(e: crate::runtime::worker::WorkerError) -> LoadError {
+        match e {
+            crate::runtime::worker::WorkerError::Invalid(text) => LoadError::Compile(text),
+            other => LoadError::Compiler(other),
+        }
+    }
 }
 
 /// Why one call into a plugin failed.

@@ -28,6 +28,7 @@ use wcm_core::config::ManagerConfig;
 use wcm_core::kube::informer::InformerRegistry;
 use wcm_core::metrics::Metrics;
 use wcm_core::rights::changes::RbacChanges;
+use wcm_core::runtime::worker::CompileWorker;
 use wcm_core::runtime::{LoadError, Runtime};
 
 mod followed;
@@ -115,9 +116,12 @@ impl Manager {
         leader: Leadership,
         probes: Probes,
     ) -> Result<Manager, ManagerError> {
-        let runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
+        let mut runtime = Runtime::new(config.limits.clone(), config.compile_cache.as_deref())
             .map_err(|e| ManagerError::Runtime(wcm_core::runtime::chain(&e)))?
             .with_compile_cache_max(config.compile_cache_max_bytes);
+        if let Some(program) = config.compile_worker.clone() {
+            runtime = runtime.with_compile_worker(CompileWorker::new(program));
+        }
         let ctx = context(&config, identities, metrics, leader);
         // Watch first, then scan: a file added meanwhile is loaded twice at worst
         // (the second time it is found unchanged), never missed.
