@@ -49,7 +49,7 @@ lint:
 	cd guest-sdk-go && go vet ./... && GOOS=wasip1 GOARCH=wasm go vet ./...
 	for d in plugins/go/*/ host/tests/go-plugins/*/; do (cd "$$d" && GOOS=wasip1 GOARCH=wasm go vet ./...); done
 
-## bench: reconcile cost (Wasm vs native), queue throughput, cache memory, the host against native peers, plugins over 1-3 replicas (release build)
+## bench: reconcile cost (Wasm vs native), queue throughput, cache memory, the host against native peers, plugins over 1-3 replicas, restarts cold and warm (release build)
 bench: setup plugins
 	scripts/build-peers.sh
 	control-plane/scripts/up.sh >/dev/null

@@ -63,6 +63,9 @@ app.kubernetes.io/name: {{ include "wcm.name" . }}
 {{- if .Values.plugins.wasmPlugins.enabled }}
 - --pulled-plugins-max-mib={{ .Values.plugins.wasmPlugins.cacheMiB }}
 {{- end }}
+# Each plugin compiles in a child process, bounded; under the container's memory limit.
+- --compile-max-memory-mib={{ .Values.compiler.maxMemoryMiB }}
+- --compile-timeout={{ .Values.compiler.timeout }}
 {{- if .Values.plugins.registryCAConfigMap }}
 - --registry-ca-file=/etc/wcm-registry/ca.crt
 {{- end }}
