@@ -199,7 +199,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         false => Some(args.compile_cache_dir.unwrap_or_else(default_compile_cache)),
     };
     config.compile_worker = Some(WorkerProgram {
-        program: std::env::current_exe().context("cannot find this program to compile with")?,
+        program: this_program()?,
         bounds: CompileBounds {
             max_memory_bytes: args.compile_max_memory_mib.saturating_mul(1 << 20),
             timeout: args.compile_timeout,
@@ -217,6 +217,17 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         verify_keys: args.verify_keys,
     });
     Ok(config)
+}
+
+/// The program compile workers run as: the running binary itself, even if its file
+/// was replaced since it started (an upgrade in place), so the compiled code always
+/// suits this daemon's wasmtime.
+fn this_program() -> anyhow::Result<std::path::PathBuf> {
+    let running = std::path::PathBuf::from("/proc/self/exe");
+    if running.exists() {
+        return Ok(running);
+    }
+    std::env::current_exe().context("cannot find this program to compile with")
 }
 
 /// Writes the component of a core module (`componentize`).

@@ -94,3 +94,40 @@ async fn a_compilation_past_its_time_bound_is_killed_and_its_plugin_refused() ->
     ensure!(host.is_running(), "the host died");
     Ok(())
 }
+
+#[support::test]
+async fn a_binary_replaced_on_disk_while_the_host_runs_still_compiles_what_it_loads() -> Result<()>
+{
+    // An upgrade in place renames a new binary over the old one; the running daemon's
+    // workers must still be itself, whose compiled code its wasmtime can load.
+    let bin = tempfile::tempdir()?;
+    let program = bin.path().join("wasm-controller-manager");
+    std::fs::copy(env!("CARGO_BIN_EXE_wasm-controller-manager"), &program)?;
+    let plane = wcm_control_plane::ControlPlane::shared()?;
+    support::grant_test_plugins(plane.admin_kubeconfig())?;
+    let dir = plugins_dir(&[])?;
+    let mut command = std::process::Command::new(&program);
+    command
+        .args(["run", "--no-compile-cache", "--no-wasm-plugins"])
+        .arg("--plugins-dir")
+        .arg(dir.path())
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .args([
+            "--plugin-service-account-namespace",
+            support::TEST_PLUGINS_NAMESPACE,
+        ])
+        .env("KUBECONFIG", plane.admin_kubeconfig());
+    let mut host = HostProcess::launch(command)?;
+    host.wait_for_log(&["no plugin is running"], WAIT).await?;
+    let replacement = bin.path().join("replacement");
+    std::fs::write(&replacement, b"#!/bin/sh\nexit 1\n")?;
+    std::fs::rename(&replacement, &program)?;
+    std::fs::write(
+        dir.path().join("pod-counter.wasm"),
+        plugin_bytes("pod-counter"),
+    )?;
+    host.row_in("pod-counter.wasm", State::Running, WAIT)
+        .await?;
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
