@@ -8,6 +8,8 @@
 //!
 //! Reports medians (and p90) of per-reconcile wall time over many iterations, and the
 //! ratio to the native baseline measured in the same process on the same machine.
+//! `cargo bench --bench reconcile -- TEXT` runs only the rows whose name holds TEXT
+//! (and the native baseline), to profile one of them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -86,6 +88,9 @@ async fn main() -> Result<()> {
         ("wasm, on-demand allocator", false, 0),
     ];
     for (name, pooling, keep_resident) in variants {
+        if !wanted(name) {
+            continue;
+        }
         let limits = Limits {
             pooling,
             pool_keep_resident_bytes: keep_resident,
@@ -97,17 +102,23 @@ async fn main() -> Result<()> {
     }
     println!("the same reconcile by language, fresh instance vs one reused instance:");
     for (language, plugin) in LANGUAGES {
+        let rows = ["fresh", "reused"].map(|i| wanted(&format!("{language}, {i} instance")));
+        if rows == [false, false] {
+            continue;
+        }
         let code = load(Limits::default(), plugin).await?;
-        let fresh = measure(&key, |k| reconcile_fresh(&code, &access, k)).await?;
-        report(
-            &format!("{language}, fresh instance"),
-            &fresh,
-            Some(&native),
-        );
+        let name = format!("{language}, fresh instance");
+        if wanted(&name) {
+            let fresh = measure(&key, |k| reconcile_fresh(&code, &access, k)).await?;
+            report(&name, &fresh, Some(&native));
+        }
+        let name = format!("{language}, reused instance");
+        if !wanted(&name) {
+            continue;
+        }
         let slot = Arc::new(tokio::sync::Mutex::new(Reuse::default()));
         let reused = measure(&key, |k| reconcile_in(&code, &access, slot.clone(), k)).await?;
         let retired = slot.lock().await.retired;
-        let name = format!("{language}, reused instance");
         report(&name, &reused, Some(&native));
         println!(
             "{:40} {retired} instances retired in {} reconciles",
@@ -115,7 +126,16 @@ async fn main() -> Result<()> {
             WARMUP + ITERATIONS
         );
     }
-    traced(&access, &key).await
+    match wanted("traces") {
+        true => traced(&access, &key).await,
+        false => Ok(()),
+    }
+}
+
+/// Whether the row `name` runs: every row, unless the command line names some.
+fn wanted(name: &str) -> bool {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    filter.is_none_or(|f| name.contains(&f))
 }
 
 /// The Rust plugin's reconcile with traces exported to a real collector
