@@ -272,29 +272,38 @@ mod tests {
 
     #[test]
     fn a_workers_end_is_told_by_the_bound_it_hit() {
-        let aborted = libc::SIGABRT;
-        assert_eq!(judged(0, ""), "ok");
-        assert_eq!(
-            judged(aborted, "memory allocation of 1048576 bytes failed"),
-            "compiling needed more memory than the compile worker's bound of 64 MiB \
-             (--compile-max-memory-mib)"
-        );
-        assert_eq!(
-            judged(libc::SIGXCPU, ""),
-            "compiling took longer than the compile worker's bound of 2s (--compile-timeout)"
-        );
-        assert_eq!(
-            judged(INVALID << 8, "failed to parse WebAssembly module"),
-            "failed to parse WebAssembly module"
-        );
-        assert_eq!(
-            judged(libc::SIGKILL, ""),
-            "the compile worker failed (killed (SIGKILL; the container's memory limit?)): "
-        );
-        assert_eq!(
-            judged(IO_FAILED << 8, "cannot write /x: denied"),
-            "the compile worker failed (exit status 3): cannot write /x: denied"
-        );
+        let cases = [
+            (0, "", "ok"),
+            (
+                libc::SIGABRT,
+                "memory allocation of 1048576 bytes failed",
+                "compiling needed more memory than the compile worker's bound of 64 MiB \
+                 (--compile-max-memory-mib)",
+            ),
+            (
+                libc::SIGXCPU,
+                "",
+                "compiling took longer than the compile worker's bound of 2s (--compile-timeout)",
+            ),
+            (
+                INVALID << 8,
+                "failed to parse WebAssembly module",
+                "failed to parse WebAssembly module",
+            ),
+            (
+                libc::SIGKILL,
+                "",
+                "the compile worker failed (killed (SIGKILL; the container's memory limit?)): ",
+            ),
+            (
+                IO_FAILED << 8,
+                "cannot write /x: denied",
+                "the compile worker failed (exit status 3): cannot write /x: denied",
+            ),
+        ];
+        for (status, said, expected) in cases {
+            assert_eq!(judged(status, said), expected, "status {status:#x}");
+        }
     }
 
     #[tokio::test]
