@@ -131,3 +131,29 @@ async fn a_binary_replaced_on_disk_while_the_host_runs_still_compiles_what_it_lo
     ensure!(host.is_running(), "the host died");
     Ok(())
 }
+
+#[support::test]
+async fn a_compile_worker_killed_from_outside_is_run_again_and_its_plugin_loads() -> Result<()> {
+    // The kernel's OOM killer at the container's limit, say, while other work ran:
+    // nothing of the component, so the host compiles it again by itself.
+    let dir = plugins_dir(&[("data-hash.wasm", plugin_bytes("data-hash"))])?;
+    let mut host = HostProcess::start(dir.path(), &["--no-compile-cache"])?;
+    let worker = support::eventually(WAIT, || async { workers_of(host.pid()).into_iter().next() })
+        .await
+        .context("no compile worker ever ran")?;
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &worker.to_string()])
+        .status()?;
+    ensure!(killed.success(), "kill -KILL {worker}");
+    host.wait_for_log(
+        &[
+            "compile worker ended from outside; compiling again",
+            "attempt=1",
+        ],
+        WAIT,
+    )
+    .await?;
+    host.row_in("data-hash.wasm", State::Running, WAIT).await?;
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}

@@ -288,7 +288,7 @@ impl Runtime {
         };
         let entry =
             entry.map_err(|e| LoadError::Compile(format!("no file to compile into: {e}")))?;
-        worker.compile(bytes, entry.path()).await?;
+        worker.compile_retried(bytes, entry.path(), hash).await?;
         let max_bytes = worker.bounds().max_memory_bytes;
         self.blocking(hash, move |runtime, hash| {
             let component = runtime.load_worker_entry(entry.path(), max_bytes)?;

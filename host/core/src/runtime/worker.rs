@@ -37,6 +37,10 @@ const INVALID: i32 = 2;
 const IO_FAILED: i32 = 3;
 /// Most bytes of a worker's standard error kept for the error text.
 const STDERR_KEPT: usize = 4096;
+/// Compilations a worker ended from outside gets in all, and the pause before the
+/// second (doubled before each next).
+const ATTEMPTS: u32 = 3;
+const FIRST_RETRY: Duration = Duration::from_secs(1);
 
 /// Why a worker produced no compiled code.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +105,34 @@ impl CompileWorker {
         self.bounds
     }
 
-    /// Compiles `component` into a compile-cache entry written to `output`.
+    /// Compiles `component` (content hash `hash`) into a compile-cache entry written
+    /// to `output`, again after a pause when the worker was ended from outside (the
+    /// kernel at the container's memory limit while other work ran, a stray signal):
+    /// such a failure says nothing of the component. A bound it ran past, or a
+    /// component the compiler refuses, is final.
+    pub async fn compile_retried(
+        &self,
+        component: &[u8],
+        output: &Path,
+        hash: &str,
+    ) -> Result<(), WorkerError> {
+        let mut pause = FIRST_RETRY;
+        let mut attempt = 1;
+        loop {
+            match self.compile(component, output).await {
+                Err(e @ WorkerError::Failed { .. }) if attempt < ATTEMPTS => {
+                    tracing::warn!(hash, attempt, error = %e, retry_in = ?pause,
+                        "compile worker ended from outside; compiling again");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    attempt += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Compiles `component` into a compile-cache entry written to `output`, once.
     pub async fn compile(&self, component: &[u8], output: &Path) -> Result<(), WorkerError> {
         // The semaphore is never closed, so acquiring cannot fail.
         let _running = self.running.acquire().await;
