@@ -153,12 +153,9 @@ impl ArtifactCache {
         component: &Component,
     ) -> Result<(), Box<dyn std::error::Error>> {
         let payload = component.serialize()?;
-        std::fs::create_dir_all(&self.dir)?;
-        let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
+        let mut file = self.new_entry_file()?;
         write_entry(&mut file, &payload)?;
-        let path = self.entry_path(hash);
-        file.persist(&path)?;
-        self.prune(&path);
+        self.adopt(hash, file);
         Ok(())
     }
 

@@ -86,6 +86,8 @@ pub enum WorkerError {
 pub struct CompileWorker {
     program: PathBuf,
     bounds: CompileBounds,
+    /// The CPUs of this machine: as many workers run at once.
+    cpus: usize,
     running: Semaphore,
 }
 
@@ -96,6 +98,7 @@ impl CompileWorker {
         CompileWorker {
             program: program.program,
             bounds: program.bounds,
+            cpus,
             running: Semaphore::new(cpus),
         }
     }
@@ -133,16 +136,10 @@ impl CompileWorker {
     }
 
     /// Compiles `component` into a compile-cache entry written to `output`, once.
-    pub async fn compile(&self, component: &[u8], output: &Path) -> Result<(), WorkerError> {
+    async fn compile(&self, component: &[u8], output: &Path) -> Result<(), WorkerError> {
         // The semaphore is never closed, so acquiring cannot fail.
         let _running = self.running.acquire().await;
-        let mut child = self
-            .command(output)
-            .spawn()
-            .map_err(|error| WorkerError::Start {
-                program: self.program.display().to_string(),
-                error,
-            })?;
+        let mut child = self.command(output).spawn().map_err(|e| self.not_run(e))?;
         let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
         let feed = async {
             if let Some(mut stdin) = stdin {
@@ -159,18 +156,19 @@ impl CompileWorker {
             let _ = child.kill().await;
             return Err(WorkerError::Time(self.bounds.timeout));
         };
-        let status = status.map_err(|error| WorkerError::Start {
-            program: self.program.display().to_string(),
-            error,
-        })?;
-        judge(status, &said, self.bounds)
+        judge(status.map_err(|e| self.not_run(e))?, &said, self.bounds)
+    }
+
+    /// The worker could not be started, or waited for.
+    fn not_run(&self, error: std::io::Error) -> WorkerError {
+        let program = self.program.display().to_string();
+        WorkerError::Start { program, error }
     }
 
     fn command(&self, output: &Path) -> Command {
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from) as u64;
         // CPU seconds over all the worker's threads: a backstop, the daemon's clock
         // is the bound.
-        let cpu_seconds = (self.bounds.timeout.as_secs() + 1).saturating_mul(cpus);
+        let cpu_seconds = (self.bounds.timeout.as_secs() + 1).saturating_mul(self.cpus as u64);
         let mut command = Command::new(&self.program);
         command
             .arg(SUBCOMMAND)
