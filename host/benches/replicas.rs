@@ -8,8 +8,13 @@
 //! changes takes to converge (median of the rounds), CPU seconds and resident memory
 //! per replica, the Lease writes a minute costs the API server when idle (from its
 //! audit log), and, from two replicas on, the time until every plugin of a replica
-//! stopped with SIGTERM (a drained hand-over) or SIGKILL (a crash) is held again.
-//! `make bench` (the control plane must run; `make bench` starts it).
+//! stopped with SIGTERM (a drained hand-over) or SIGKILL (a crash) is held again,
+//! how long the takers took to read the taken plugins' parked code back (median and
+//! slowest, from their logs), and how long the first burst after the crash takes to
+//! converge (the taken plugins relist and serve).
+//! `make bench` (the control plane must run; `make bench` starts it);
+//! `WCM_BENCH_HOST=PATH` measures another build of the host instead;
+//! `WCM_BENCH_REPLICAS` (default `1,2,3`) chooses the rows.
 
 // The tests' workload; the bench leaves some of it unused.
 #[allow(dead_code)]
@@ -61,9 +66,11 @@ async fn main() -> Result<()> {
     )?;
     let dir = nine_plugins(file)?;
     println!(
-        "replicas  converge(median)  cpu s/replica  rss MiB/replica  lease writes/min  drained hand-over  crash hand-over"
+        "replicas  converge(median)  cpu s/replica  rss MiB/replica  lease writes/min  drained hand-over  crash hand-over  read-back med/max  burst after crash"
     );
-    for replicas in 1..=3 {
+    let counts = std::env::var("WCM_BENCH_REPLICAS").unwrap_or_else(|_| "1,2,3".to_string());
+    for replicas in counts.split(',').map(str::parse::<usize>) {
+        let replicas = replicas.context("WCM_BENCH_REPLICAS: counts of replicas, 1,2,3")?;
         let row = measure(plane, dir.path(), replicas).await?;
         println!("{row}");
     }
@@ -95,11 +102,14 @@ fn install_webapp_crd(plane: &ControlPlane, root: &Path) -> Result<()> {
 struct Replica {
     identity: String,
     child: Child,
+    /// Its log: warnings, and the read-backs of parked code.
+    log: tempfile::NamedTempFile,
 }
 
 impl Replica {
     fn start(plane: &ControlPlane, dir: &Path, ns: &str, identity: &str) -> Result<Replica> {
-        let child = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"))
+        let log = tempfile::NamedTempFile::new()?;
+        let child = Command::new(host_binary())
             .args([
                 "run",
                 "--metrics-bind-address",
@@ -114,13 +124,27 @@ impl Replica {
             .arg(format!("--leader-elect-resource-namespace={ns}"))
             .args(["--plugin-api-qps", "1000", "--plugin-api-burst", "1000"])
             .env("KUBECONFIG", plane.admin_kubeconfig())
-            .env("RUST_LOG", "warn")
-            .stderr(Stdio::null())
+            .env("RUST_LOG", "warn,wcm_daemon::controller::residency=info")
+            .stderr(Stdio::from(log.reopen()?))
             .spawn()?;
         Ok(Replica {
             identity: identity.to_string(),
             child,
+            log,
         })
+    }
+
+    /// Milliseconds each read-back of parked code took so far (taking a plugin's
+    /// Lease), in the order logged.
+    fn read_backs(&self) -> Result<Vec<f64>> {
+        let text = std::fs::read_to_string(self.log.path())?;
+        let lines = text.lines().filter(|l| l.contains("code read back"));
+        lines
+            .map(|line| {
+                let took = line.split("took=").nth(1).context("took=")?;
+                millis(took.split_whitespace().next().context("took")?)
+            })
+            .collect()
     }
 
     /// User and system CPU seconds so far, and resident memory in MiB.
@@ -148,6 +172,46 @@ impl Drop for Replica {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The host measured: this build's, or `WCM_BENCH_HOST` (another build, to compare
+/// side by side on the same control plane).
+fn host_binary() -> std::path::PathBuf {
+    match std::env::var_os("WCM_BENCH_HOST") {
+        Some(path) => path.into(),
+        None => env!("CARGO_BIN_EXE_wasm-controller-manager").into(),
+    }
+}
+
+/// Milliseconds of a duration as `Debug` prints it (`51.2ms`, `812.5µs`, `1.2s`).
+fn millis(text: &str) -> Result<f64> {
+    let units = [("ns", 1e-6), ("µs", 1e-3), ("ms", 1.0), ("s", 1e3)];
+    let (number, scale) = (units.iter())
+        .find_map(|(unit, scale)| Some((text.strip_suffix(unit)?, *scale)))
+        .with_context(|| format!("a duration: {text}"))?;
+    Ok(number.parse::<f64>()? * scale)
+}
+
+/// The read-backs `group` logged after the first `before` of each replica's.
+fn new_read_backs(group: &[Replica], before: &[usize]) -> Result<Vec<f64>> {
+    let mut all = Vec::new();
+    for (replica, seen) in group.iter().zip(before.iter().chain(std::iter::repeat(&0))) {
+        all.extend(replica.read_backs()?.into_iter().skip(*seen));
+    }
+    Ok(all)
+}
+
+/// "median / max ms" of `times`, or `-`.
+fn median_max(mut times: Vec<f64>) -> String {
+    if times.is_empty() {
+        return "-".to_string();
+    }
+    times.sort_by(f64::total_cmp);
+    format!(
+        "{:.0} / {:.0} ms",
+        times[times.len() / 2],
+        times[times.len() - 1]
+    )
 }
 
 /// Each plugin's Lease holder in `ns` (empty while released).
@@ -271,24 +335,39 @@ async fn measure(plane: &ControlPlane, dir: &Path, replicas: usize) -> Result<St
     tokio::time::sleep(IDLE).await;
     let per_minute = lease_writes(plane, &name, idle_from)? as f64 * 60.0 / IDLE.as_secs_f64();
     let (mut drained, mut crashed) = ("-".to_string(), "-".to_string());
+    let (mut read_back, mut after_crash) = ("-".to_string(), "-".to_string());
     if replicas >= 2 {
+        let counts = |group: &[Replica]| -> Result<Vec<usize>> {
+            group.iter().map(|r| Ok(r.read_backs()?.len())).collect()
+        };
+        let before = counts(&group[1..])?;
         drained = format!(
             "{:.1} s",
             hand_over(&client, &name, &mut group, false)
                 .await?
                 .as_secs_f64()
         );
+        let mut taken = new_read_backs(&group, &before)?;
         group.push(Replica::start(plane, dir, &name, "replica-back")?);
         settled(&client, &name, &group).await?;
+        let before = counts(&group[1..])?;
         crashed = format!(
             "{:.1} s",
             hand_over(&client, &name, &mut group, true)
                 .await?
                 .as_secs_f64()
         );
+        // The burst the survivors serve first: the taken plugins' caches relisted,
+        // their code read back.
+        after_crash = format!(
+            "{:.2} s",
+            burst(&client, &name, "after").await?.as_secs_f64()
+        );
+        taken.extend(new_read_backs(&group, &before)?);
+        read_back = median_max(taken);
     }
     Ok(format!(
-        "{replicas:<9} {:<17} {cpu:<14.1} {rss:<16.0} {per_minute:<17.0} {drained:<18} {crashed}",
+        "{replicas:<9} {:<17} {cpu:<14.1} {rss:<16.0} {per_minute:<17.0} {drained:<18} {crashed:<16} {read_back:<20} {after_crash}",
         format!("{:.2} s", times[ROUNDS / 2].as_secs_f64())
     ))
 }

@@ -7,6 +7,9 @@
 //! that plugin's watches, lists, and acts on what changed meanwhile; a replica that
 //! hands a plugin to a newcomer stops the watches no plugin it still holds needs; a
 //! plugin removed leaves no `leader_election_master_status` series for its Lease.
+//! Code follows the same way: a replica keeps in memory only the compiled code of the
+//! plugins it holds (`wcm_plugin_code_bytes`), reads it back from its compile cache
+//! when it takes one, and loads it from its source again when the entry is gone.
 
 use std::collections::BTreeMap;
 
@@ -199,5 +202,128 @@ async fn a_replica_watches_only_for_the_plugins_it_holds_and_a_taker_lists_first
             host.metrics().await?
         );
     }
+    Ok(())
+}
+
+/// Bytes of `plugin`'s compiled code `host` keeps in memory.
+async fn code_bytes(host: &HostProcess, plugin: &str) -> Result<f64> {
+    host.metric("wcm_plugin_code_bytes", &[("plugin", plugin)])
+        .await
+}
+
+/// Waits until `host` keeps the code of exactly `held` of the two plugins in memory.
+async fn code_only_for(host: &HostProcess, held: &[&str]) -> Result<()> {
+    let last = std::sync::Mutex::new(Vec::new());
+    let kept = eventually(CONVERGE, || async {
+        let mut kept = Vec::new();
+        for plugin in [MIRROR, STEPS] {
+            kept.push((plugin, code_bytes(host, plugin).await.ok()?));
+        }
+        let resident: Vec<&str> = (kept.iter())
+            .filter(|(_, b)| *b > 0.0)
+            .map(|(p, _)| *p)
+            .collect();
+        let done = resident == held;
+        *last.lock().expect("not poisoned") = kept;
+        done.then_some(())
+    })
+    .await;
+    kept.with_context(|| {
+        let seen = last.lock().expect("not poisoned").clone();
+        format!(
+            "the replica never kept the code of exactly {held:?} (code bytes: {seen:?}); log:\n{}",
+            host.logs().join("\n")
+        )
+    })
+}
+
+#[support::test]
+async fn a_replica_keeps_only_the_code_of_the_plugins_it_holds_and_reads_it_back_on_taking_one()
+-> Result<()> {
+    let ns = TestNamespace::create("plugin-code").await?;
+    let dir = two_plugins(ns.name())?;
+    // `code-a` compiles into a cache of its own, from which the test removes an entry.
+    let cache = tempfile::tempdir()?;
+    let own_cache = format!("--compile-cache-dir={}", cache.path().display());
+    let flags = crate::support::election::per_plugin_flags(ns.name(), "code-a");
+    let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    flags.push(&own_cache);
+    let mut a = HostProcess::start(dir.path(), &flags)?;
+    let mut b = per_plugin_replica(&ns, dir.path(), "code-b")?;
+    let by = one_each(&ns, ["code-a", "code-b"]).await?;
+    let held_by = |who: &str| -> Vec<&str> {
+        [MIRROR, STEPS]
+            .into_iter()
+            .filter(|p| by[*p] == who)
+            .collect()
+    };
+    code_only_for(&a, &held_by("code-a")).await?;
+    code_only_for(&b, &held_by("code-b")).await?;
+
+    // `code-b` crashes after the entry of its plugin's code went from `code-a`'s
+    // cache: `code-a` takes the plugin, cannot read its code back, loads it again
+    // from the file (compiling it anew), and serves it.
+    let taken = held_by("code-b")[0];
+    let component = plugin_bytes(if taken == MIRROR {
+        "label-mirror"
+    } else {
+        "watch-options"
+    });
+    let hash = wcm_core::runtime::artifacts::content_hash(&component);
+    let mut removed = 0;
+    for entry in std::fs::read_dir(cache.path())?.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&hash) {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    ensure!(
+        removed == 1,
+        "{removed} cache entries of {taken} in {}",
+        cache.path().display()
+    );
+    b.kill()?;
+    a.wait_for_log(
+        &["no longer in the compile cache", &format!("plugin={taken}")],
+        CONVERGE,
+    )
+    .await?;
+    a.wait_for_log(&["plugin upgraded", &format!("plugin={taken}")], CONVERGE)
+        .await?;
+    config_map(&ns, "step-lost", ("wcm.test/step", "lost")).await?;
+    config_map(&ns, "source-lost", ("wcm.test/source", "lost")).await?;
+    labelled(&ns, "step-lost", ("wcm.test/seen", "true")).await?;
+    labelled(&ns, "source-lost", (MIRRORED, "lost")).await?;
+    code_only_for(&a, &[MIRROR, STEPS]).await?;
+
+    // A newcomer takes one plugin: `code-a` parks the code it gave away. Then
+    // `code-a` is drained: the newcomer reads the other plugin's code back from the
+    // compile cache and serves it.
+    let c = per_plugin_replica(&ns, dir.path(), "code-c")?;
+    let after = one_each(&ns, ["code-a", "code-c"]).await?;
+    let kept_by_a: Vec<&str> = [MIRROR, STEPS]
+        .into_iter()
+        .filter(|p| after[*p] == "code-a")
+        .collect();
+    code_only_for(&a, &kept_by_a).await?;
+    let given: Vec<&str> = [MIRROR, STEPS]
+        .into_iter()
+        .filter(|p| after[*p] == "code-c")
+        .collect();
+    code_only_for(&c, &given).await?;
+    a.stop()?;
+    let read_back = c
+        .log_field(
+            &["code read back", &format!("plugin={}", kept_by_a[0])],
+            "took",
+            CONVERGE,
+        )
+        .await?;
+    eprintln!("the taker read {}'s code back in {read_back}", kept_by_a[0]);
+    code_only_for(&c, &[MIRROR, STEPS]).await?;
+    config_map(&ns, "step-back", ("wcm.test/step", "back")).await?;
+    config_map(&ns, "source-back", ("wcm.test/source", "back")).await?;
+    labelled(&ns, "step-back", ("wcm.test/seen", "true")).await?;
+    labelled(&ns, "source-back", (MIRRORED, "back")).await?;
     Ok(())
 }

@@ -285,6 +285,16 @@ impl ContractPre {
         }
     }
 
+    /// Bytes of the compiled image (code and the data it was compiled with) this
+    /// pre-linked component keeps mapped.
+    pub fn image_bytes(&self) -> usize {
+        let range = match self {
+            ContractPre::V0_2(pre) => pre.instance_pre().component().image_range(),
+            ContractPre::V0_3(pre) => pre.instance_pre().component().image_range(),
+        };
+        (range.end as usize).saturating_sub(range.start as usize)
+    }
+
     /// Instantiates the plugin in `store` and calls `register`.
     pub async fn register(
         &self,

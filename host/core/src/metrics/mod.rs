@@ -81,6 +81,9 @@ pub struct Metrics {
     pub plugin_cache_bytes: Family<PluginLabels, Gauge>,
     /// Linear memory of the instance of a plugin's last finished reconcile.
     pub plugin_instance_memory: Family<PluginLabels, Gauge>,
+    /// Bytes of a plugin's compiled code this replica keeps in memory (0 while it is
+    /// parked: another replica holds the plugin's Lease).
+    pub plugin_code_bytes: Family<PluginLabels, Gauge>,
     /// One series, value 1, naming the Lease holder this replica last saw.
     pub leader_election_holder: Family<LeaderLabels, Gauge>,
     /// The Lease's `leaseTransitions` as this replica last saw it.
@@ -196,6 +199,13 @@ impl Metrics {
                 "plugin_instance_memory_bytes",
                 "Linear \
                 memory of the instance of the plugin's last finished reconcile",
+            ),
+            plugin_code_bytes: registered(
+                r,
+                "plugin_code_bytes",
+                "Bytes of the \
+                plugin's compiled code this replica keeps in memory; 0 while another \
+                replica holds the plugin",
             ),
             leader_election_holder: registered(
                 r,
@@ -394,6 +404,7 @@ impl Metrics {
         self.plugin_events.remove(&labels);
         self.plugin_cache_bytes.remove(&labels);
         self.plugin_instance_memory.remove(&labels);
+        self.plugin_code_bytes.remove(&labels);
         for &function in Capability::ALL {
             for &result in HostCallResult::ALL {
                 self.host_calls.remove(&HostCallLabels {

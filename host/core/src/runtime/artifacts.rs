@@ -16,8 +16,10 @@
 //! removed until the rest fit. Entries of another wasmtime go first, as nothing reads
 //! them.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -80,6 +82,31 @@ pub struct ArtifactCache {
     dir: PathBuf,
     fingerprint: String,
     max_bytes: u64,
+    /// The hashes whose entries are never pruned, with how many pins each has.
+    pins: Pins,
+}
+
+type Pins = Arc<Mutex<HashMap<String, usize>>>;
+
+/// Keeps one entry out of the cache's pruning while it lives: the code of a plugin
+/// that runs here but is not kept in memory is read from its entry again when the
+/// plugin is wanted (`runtime::resident`), so that entry must stay.
+#[derive(Debug)]
+pub struct EntryPin {
+    pins: Pins,
+    hash: String,
+}
+
+impl Drop for EntryPin {
+    fn drop(&mut self) {
+        let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = pins.get_mut(&self.hash) {
+            *count -= 1;
+            if *count == 0 {
+                pins.remove(&self.hash);
+            }
+        }
+    }
 }
 
 impl ArtifactCache {
@@ -94,6 +121,17 @@ impl ArtifactCache {
             dir: dir.to_path_buf(),
             fingerprint,
             max_bytes: crate::config::DEFAULT_COMPILE_CACHE_MAX_BYTES,
+            pins: Pins::default(),
+        }
+    }
+
+    /// Keeps the entry of `hash` while the pin lives: pruning passes it by.
+    pub fn pin(&self, hash: &str) -> EntryPin {
+        let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        *pins.entry(hash.to_string()).or_default() += 1;
+        EntryPin {
+            pins: self.pins.clone(),
+            hash: hash.to_string(),
         }
     }
 
@@ -160,12 +198,16 @@ impl ArtifactCache {
     }
 
     /// Removes the least recently used entries (another wasmtime's first; never
-    /// `kept`, just written) until the rest hold at most the bound.
+    /// `kept`, just written, nor a pinned one) until the rest hold at most the bound.
     fn prune(&self, kept: &Path) {
         let fingerprint = format!("-{}.cwasm", self.fingerprint);
+        let pins = self.pins.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let rank = |name: &str| {
-            name.ends_with(".cwasm")
-                .then(|| u8::from(name.ends_with(&fingerprint)))
+            let ours = name.strip_suffix(&fingerprint);
+            if ours.is_some_and(|hash| pins.contains_key(hash)) {
+                return None;
+            }
+            name.ends_with(".cwasm").then(|| u8::from(ours.is_some()))
         };
         disk_bound::keep_within(&self.dir, rank, self.max_bytes, kept, "compile cache");
     }
@@ -313,6 +355,38 @@ mod tests {
         assert!(!foreign.exists(), "another wasmtime's entry goes first");
         assert!(!kept(b), "the least recently used goes");
         assert!(kept(a) && kept(c), "the one read and the one written stay");
+    }
+
+    #[test]
+    fn a_pinned_entry_is_never_pruned_and_is_again_once_unpinned() {
+        let (_dir, engine, cache, _) = setup();
+        let sources = ["(component)", "(component (core module))"];
+        let entries: Vec<(String, Component)> = (sources.iter())
+            .map(|s| {
+                (
+                    content_hash(s.as_bytes()),
+                    Component::new(&engine, s).expect("compiles"),
+                )
+            })
+            .collect();
+        let [(a, component_a), (b, component_b)] = &entries[..] else {
+            unreachable!()
+        };
+        cache.write(a, component_a);
+        let pin = cache.pin(a);
+        let bounded = cache.clone().with_max_bytes(1);
+        bounded.write(b, component_b);
+        assert!(
+            cache.entry_path(a).exists(),
+            "a pinned entry stays past the bound"
+        );
+        drop(pin);
+        bounded.write(b, component_b);
+        assert!(
+            !cache.entry_path(a).exists(),
+            "unpinned, it is pruned again"
+        );
+        assert!(cache.entry_path(b).exists());
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod artifacts;
 mod compiler;
 mod engine;
 mod plugin;
+pub mod resident;
 mod reuse;
 pub mod settings;
 pub mod worker;
@@ -13,6 +14,7 @@ pub use crate::host_state::{HostFault, HostState};
 pub use artifacts::Origin;
 pub use engine::{EPOCH_TICK, EpochTicker, TickingCall, build_engine, compile_config};
 pub use plugin::{Blame, CallError, LoadError, PluginCode};
+pub use resident::{ResidentCode, Resumed};
 pub use reuse::{Recycle, ReusePolicy, ReusedInstance, outcome_text};
 
 use std::collections::HashMap;
@@ -85,8 +87,11 @@ impl PluginFile {
 pub struct Loaded {
     /// The pre-linked code.
     pub code: PluginCode,
-    /// SHA-256 of the file's bytes.
+    /// The version's hash: SHA-256 of the file's bytes, and of its settings if any.
     pub hash: String,
+    /// SHA-256 of the component alone: the key of its compiled code in the compile
+    /// cache.
+    pub component_hash: String,
     /// Compiled now or read from the compile cache.
     pub origin: Origin,
     /// Time to read and hash the file.
@@ -155,10 +160,7 @@ impl Runtime {
     /// Compiles a file read with [`PluginFile::read`] off the async threads (or takes
     /// it from the compile cache) and pre-links it.
     pub async fn prepare(self: &Arc<Self>, file: PluginFile) -> Result<Loaded, LoadError> {
-        let slot = {
-            let mut code = self.code.lock().unwrap_or_else(|p| p.into_inner());
-            code.entry(file.hash.clone()).or_default().clone()
-        };
+        let slot = self.code_slot(&file.hash);
         let loaded = {
             let mut shared = slot.lock().await;
             match shared.upgrade() {
@@ -167,11 +169,7 @@ impl Runtime {
             }
         };
         drop(slot);
-        let mut code = self.code.lock().unwrap_or_else(|p| p.into_inner());
-        // Keep a hash while someone is loading it or a plugin still runs its code.
-        code.retain(|_, slot| {
-            Arc::strong_count(slot) > 1 || slot.try_lock().is_ok_and(|w| w.strong_count() > 0)
-        });
+        self.tidy_code();
         loaded
     }
 
@@ -179,6 +177,7 @@ impl Runtime {
     fn shared(self: &Arc<Self>, pre: Arc<ContractPre>, file: PluginFile) -> Loaded {
         Loaded {
             code: PluginCode::new(pre, self.clone()),
+            component_hash: file.hash.clone(),
             hash: file.hash,
             origin: Origin::Shared,
             read: file.read,
@@ -213,17 +212,11 @@ impl Runtime {
         };
         let compile = started.elapsed().saturating_sub(compile_wait);
         let started = Instant::now();
-        let built_for = contract_of(&component, &self.engine)?;
-        let version = built_for.serving;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| built_for.link_error(&e))?;
-        let pre = ContractPre::new(version, pre).map_err(|e| built_for.link_error(&e))?;
-        let pre = Arc::new(pre);
+        let pre = self.link(&component)?;
         *shared = Arc::downgrade(&pre);
         Ok(Loaded {
             code: PluginCode::new(pre, self.clone()),
+            component_hash: hash.clone(),
             hash,
             origin,
             read,
@@ -231,6 +224,33 @@ impl Runtime {
             compile,
             link: started.elapsed(),
         })
+    }
+
+    /// Type-checks a component's exports against the contract and pre-links its
+    /// imports.
+    fn link(&self, component: &Component) -> Result<Arc<ContractPre>, LoadError> {
+        let built_for = contract_of(component, &self.engine)?;
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| built_for.link_error(&e))?;
+        let pre = ContractPre::new(built_for.serving, pre).map_err(|e| built_for.link_error(&e))?;
+        Ok(Arc::new(pre))
+    }
+
+    /// The slot of `hash` in the map of code in use, made if missing.
+    fn code_slot(&self, hash: &str) -> Arc<tokio::sync::Mutex<Weak<ContractPre>>> {
+        let mut code = self.code.lock().unwrap_or_else(|p| p.into_inner());
+        code.entry(hash.to_string()).or_default().clone()
+    }
+
+    /// Forgets the hashes no one loads and no plugin runs any more.
+    fn tidy_code(&self) {
+        let mut code = self.code.lock().unwrap_or_else(|p| p.into_inner());
+        // Keep a hash while someone is loading it or a plugin still runs its code.
+        code.retain(|_, slot| {
+            Arc::strong_count(slot) > 1 || slot.try_lock().is_ok_and(|w| w.strong_count() > 0)
+        });
     }
 
     /// Runs `work` (file reads, compilation) on a blocking thread.

@@ -59,6 +59,16 @@ pub enum LoadError {
     /// `register` failed.
     #[error("register() failed: {0}")]
     Register(CallError),
+    /// Parked code could not be read back: its compile cache entry is gone (removed
+    /// from outside the host) or no longer loads.
+    #[error(
+        "its compiled code (content hash {hash}) is no longer in the compile cache; \
+         it is loaded again from its source"
+    )]
+    NotCached {
+        /// The content hash of the version.
+        hash: String,
+    },
 }
 
 impl From<crate::runtime::worker::WorkerError> for LoadError {
@@ -141,7 +151,7 @@ impl CallError {
 #[derive(Clone)]
 pub struct PluginCode {
     pre: Arc<ContractPre>,
-    runtime: Arc<Runtime>,
+    pub(super) runtime: Arc<Runtime>,
     /// The operator's settings this version runs with.
     settings: Option<Arc<str>>,
 }

@@ -1,8 +1,8 @@
 //! One running plugin: its watches feed its queue, its workers reconcile the keys, and
 //! a new version of its code can take over the queue without dropping a key.
 
-mod caches;
 mod health;
+mod residency;
 mod rights;
 mod watches;
 mod worker;
@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::leader::Leadership;
-use caches::{CacheClaim, Claim};
 pub use health::Health;
 use health::{CrashLoop, health_of};
+use residency::{Claim, Residency};
 pub use rights::ForbiddenError;
 use rights::{DeclaredRights, keep_reviewing, review_at_load};
 use watches::Watches;
@@ -35,7 +35,7 @@ use wcm_core::queue::{Backoff, WorkQueue};
 use wcm_core::rights::access::{AccessReviewer, ReviewError};
 use wcm_core::rights::identity::{IdentityError, PluginIdentities};
 use wcm_core::rights::{Granted, Review};
-use wcm_core::runtime::PluginCode;
+use wcm_core::runtime::{Loaded, ResidentCode};
 use worker::{Version, Worker};
 
 /// Why a registered plugin could not start, or a new version could not take over.
@@ -119,8 +119,8 @@ pub struct PluginController {
     /// The gate this plugin acts behind (kept for its life: in per-plugin mode the
     /// plugin is wanted on this replica while it is).
     leader: LeaderGate,
-    /// Holds the running version's informers while the gate wants them.
-    caches: CacheClaim,
+    /// Holds the running version's informers and code while the gate wants them.
+    residency: Residency,
     ctx: ControllerContext,
 }
 
@@ -145,10 +145,11 @@ pub struct Prepared {
 impl Prepared {
     /// The claim on its informers' caches a running version holds, taken out of
     /// it: the informers, and the holds kept while they synced.
-    fn take_claim(&mut self) -> Claim {
+    fn take_claim(&mut self, code: Arc<ResidentCode>) -> Claim {
         Claim {
             informers: self.watches.informers(),
             holds: std::mem::take(&mut self.holds),
+            code,
         }
     }
 
@@ -209,18 +210,19 @@ impl PluginController {
     /// Starts the plugin's workers on its prepared watches; dispatch waits until
     /// every informer it needs has its first full list.
     pub fn start(
-        code: PluginCode,
-        prepared: Prepared,
+        loaded: &Loaded,
+        mut prepared: Prepared,
         ctx: &ControllerContext,
     ) -> PluginController {
-        let name = &prepared.registration.name;
+        let name = &prepared.registration.name.clone();
         let queue = WorkQueue::with_metrics(ctx.retry, ctx.metrics.standard.queue(name));
         let budget = ctx.budgets.for_plugin(name);
         let budget = Arc::new(PluginBudget::new(name, budget, ctx.metrics.clone()));
         let reviewing = reviewing(&prepared, ctx);
         let leader = ctx.leader.gate_for(name);
-        let mut prepared = prepared;
-        let caches = CacheClaim::start(leader.clone(), prepared.take_claim());
+        let code = Arc::new(ResidentCode::new(loaded));
+        let claim = prepared.take_claim(code.clone());
+        let residency = Residency::start(name, leader.clone(), claim, ctx.metrics.clone());
         let version = version(code, &prepared, &budget, &leader, ctx);
         let Prepared {
             registration,
@@ -239,7 +241,7 @@ impl PluginController {
             workers: Vec::new(),
             reviewing,
             leader,
-            caches,
+            residency,
             ctx: ctx.clone(),
         };
         controller.spawn_workers();
@@ -283,6 +285,12 @@ impl PluginController {
         self.watches.cache_bytes()
     }
 
+    /// Whether the running version's parked code could not be read back (its compile
+    /// cache entry was removed from outside): its source must be loaded again.
+    pub fn code_lost(&self) -> bool {
+        self.current.borrow().code.is_lost()
+    }
+
     /// Asks for a review of the running version's rights at once (RBAC changed).
     pub fn review_soon(&self) {
         self.current.borrow().access.granted().review_soon();
@@ -323,12 +331,13 @@ impl PluginController {
     /// synced watches. Reconciles running on the old version finish on it; keys
     /// taken after the swap run on the new one; no key runs on both at once, as the
     /// queue never hands out a key that is still being processed.
-    pub fn upgrade(&mut self, code: PluginCode, mut prepared: Prepared) {
+    pub fn upgrade(&mut self, loaded: &Loaded, mut prepared: Prepared) {
         if let Some(old) = self.reviewing.take() {
             old.abort();
         }
         self.reviewing = reviewing(&prepared, &self.ctx);
-        self.caches.upgrade(prepared.take_claim());
+        let code = Arc::new(ResidentCode::new(loaded));
+        self.residency.upgrade(prepared.take_claim(code.clone()));
         let version = version(code, &prepared, &self.budget, &self.leader, &self.ctx);
         self.current.send_replace(Arc::new(version));
         let Prepared {
@@ -435,7 +444,7 @@ fn reviewing(prepared: &Prepared, ctx: &ControllerContext) -> Option<JoinHandle<
 
 /// The workers' view of one loaded version.
 fn version(
-    code: PluginCode,
+    code: Arc<ResidentCode>,
     prepared: &Prepared,
     budget: &Arc<PluginBudget>,
     leader: &LeaderGate,

@@ -17,7 +17,9 @@ use wcm_core::kube::informer::Informer;
 use wcm_core::leader_gate::LeaderGate;
 use wcm_core::metrics::{Metrics, PluginLabels, ReconcileResult};
 use wcm_core::queue::WorkQueue;
-use wcm_core::runtime::{Blame, CallError, PluginCode, Recycle, ReusePolicy, ReusedInstance};
+use wcm_core::runtime::{
+    Blame, CallError, PluginCode, Recycle, ResidentCode, ReusePolicy, ReusedInstance,
+};
 use wcm_core::traces::TARGET;
 
 use super::health::CrashLoop;
@@ -25,8 +27,8 @@ use wcm_core::requeue::requeue_of;
 
 /// One loaded version of a plugin, as the workers use it.
 pub struct Version {
-    /// The compiled code.
-    pub code: PluginCode,
+    /// The compiled code, parked while another replica holds the plugin.
+    pub code: Arc<ResidentCode>,
     /// The cluster as this version may see it (its caches, its grants).
     pub access: Arc<ClusterAccess>,
     /// The informers this version reads; dispatch waits for their first list.
@@ -101,8 +103,13 @@ impl Worker {
     }
 
     /// The next key, taken only while the gate is open; `None` once the queue shuts down.
+    /// A kept instance goes while the gate is closed: its memory is the plugin's, and
+    /// the plugin runs elsewhere.
     async fn next_while_leading(&mut self) -> Option<ReconcileKey> {
         loop {
+            if !self.leader.is_open() {
+                self.reused = None;
+            }
             tokio::select! {
                 biased;
                 () = self.queue.closed() => return None,
@@ -202,7 +209,8 @@ impl Worker {
                 if kept.is_some() {
                     self.metrics.instance_recycled(plugin, Recycle::upgrade);
                 }
-                ReusedInstance::new(&version.code, version.access.clone(), policy)
+                let code = code_of(version, plugin, &self.metrics).await?;
+                ReusedInstance::new(&code, version.access.clone(), policy)
             }
         };
         let (called, recycle) = instance.reconcile(key).await;
@@ -238,6 +246,21 @@ impl Worker {
                 "plugin crash-looping: reconciles paused");
         }
     }
+}
+
+/// The version's code, read back from the compile cache if it was parked. Failing to
+/// read it back is the host's failure, not the plugin's: the key is retried, and the
+/// manager loads the plugin's source again.
+async fn code_of(
+    version: &Version,
+    plugin: &str,
+    metrics: &Metrics,
+) -> Result<PluginCode, CallError> {
+    let resumed = (version.code.get().await).map_err(|e| CallError::HostFault(e.to_string()))?;
+    if let Some(took) = resumed.read_back {
+        super::residency::read_back_took(plugin, took, metrics);
+    }
+    Ok(resumed.code)
 }
 
 /// When a worker's instance is retired, if the operator opted the plugin into reusing

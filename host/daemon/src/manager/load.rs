@@ -47,6 +47,9 @@ pub(super) struct LoadJob {
     /// bytes again are nothing to do, and a new version waits for its informers'
     /// first list before it takes over.
     pub running_hash: Option<String>,
+    /// Load it even if its bytes are the running version's: that version's parked
+    /// code is gone from the compile cache.
+    pub reload: bool,
 }
 
 /// A loaded plugin ready to start or take over.
@@ -119,7 +122,7 @@ pub(super) async fn load(
         Err(failure) => return failure,
     };
     let hash = version.hash.clone();
-    if job.running_hash.as_deref() == Some(hash.as_str()) {
+    if !job.reload && job.running_hash.as_deref() == Some(hash.as_str()) {
         return LoadOutcome::Unchanged { hash };
     }
     let (loaded, registration, register) = match version.register(&runtime, &job.file).await {

@@ -236,7 +236,9 @@ impl Manager {
     /// comes to act for every plugin, failed pulls at once, else those due; the
     /// resources' statuses.
     fn health_tick(&mut self) {
-        self.plugins.refresh_health();
+        for lost in self.plugins.refresh_health() {
+            self.load_again(&lost);
+        }
         self.probes.set_ready(self.plugins.readiness());
         let leading = self.plugins.leads_all();
         let newly_leading = leading && !self.leading;
@@ -249,6 +251,22 @@ impl Manager {
         }
         resources.retry_pulls(&mut self.plugins);
         resources.refresh_statuses(&self.plugins);
+    }
+
+    /// Loads `file` (a plugin file's name, or a `WasmPlugin`'s key) from its source
+    /// again.
+    fn load_again(&mut self, file: &str) {
+        match (
+            file.strip_prefix(crate::status::WASMPLUGIN_ROW),
+            &mut self.resources,
+        ) {
+            (Some(name), Some(resources)) => resources.load_again(name, &mut self.plugins),
+            (Some(_), None) => {}
+            (None, _) => {
+                let path = self.plugins.config.plugins_dir.join(file);
+                self.begin_load(&path);
+            }
+        }
     }
 
     /// Stops every plugin: loads in flight are dropped, no new reconciles start,

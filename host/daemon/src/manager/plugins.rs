@@ -8,6 +8,7 @@
 //! by itself: for a kind, every retry interval; for rights, after a pause doubling up
 //! to the access review interval, at once when RBAC changes for it.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::load::{LoadJob, LoadOutcome, Pending, Ready, Source};
@@ -32,6 +33,9 @@ pub(super) struct Plugins {
     /// Files of the first scan still loading, until none is; if then nothing runs,
     /// the log says so once.
     first_scan: Option<usize>,
+    /// Files whose running version lost its parked code: their next load runs even if
+    /// the bytes are the running version's.
+    lost: BTreeSet<String>,
 }
 
 impl Plugins {
@@ -50,6 +54,7 @@ impl Plugins {
             rows,
             tasks,
             first_scan: Some(first_scan),
+            lost: BTreeSet::new(),
         }
     }
 
@@ -84,6 +89,7 @@ impl Plugins {
             source,
             file: file.to_string(),
             running_hash: self.files.running(file).map(|r| r.hash.clone()),
+            reload: self.lost.remove(file),
         };
         let task = self.tasks.load(job);
         self.files.begin_load(file, task, false);
@@ -143,13 +149,13 @@ impl Plugins {
         let previous = match self.files.running_mut(file) {
             Some(running) => {
                 let old = running.controller.registration().clone();
-                running.controller.upgrade(loaded.code.clone(), prepared);
+                running.controller.upgrade(&loaded, prepared);
                 running.hash = loaded.hash.clone();
                 running.health = Health::Running;
                 Some(format!("{} {}", old.name, old.version))
             }
             None => {
-                let controller = PluginController::start(loaded.code.clone(), prepared, &self.ctx);
+                let controller = PluginController::start(&loaded, prepared, &self.ctx);
                 let hash = loaded.hash.clone();
                 let running = Running {
                     controller,
@@ -302,10 +308,15 @@ impl Plugins {
     }
 
     /// Looks at every running plugin: its metrics, rights, Lease holder and health
-    /// into its row; one over its cache limit is stopped.
-    pub(super) fn refresh_health(&mut self) {
+    /// into its row; one over its cache limit is stopped. Returns the files whose
+    /// running version lost its parked code, to load again.
+    pub(super) fn refresh_health(&mut self) -> Vec<String> {
         let mut over_cache = Vec::new();
         for (file, running) in self.files.all_running_mut() {
+            if running.controller.code_lost() && self.lost.insert(file.clone()) {
+                tracing::warn!(file, plugin = %running.controller.registration().name,
+                    "the plugin's compiled code is gone from the compile cache; loading it again");
+            }
             running.controller.refresh_metrics();
             running.controller.replay_reopened();
             if let Some(cached) = self.rows.cache_over_limit(&running.controller) {
@@ -328,6 +339,10 @@ impl Plugins {
         for (file, cached) in over_cache {
             self.stop_over_cache(&file, cached);
         }
+        (self.lost.iter())
+            .filter(|file| self.files.loads_of(file) == 0)
+            .cloned()
+            .collect()
     }
 
     /// Stops `file`'s plugin, whose watches hold `cached` bytes of the host's caches,

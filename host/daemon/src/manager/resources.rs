@@ -239,6 +239,11 @@ impl WasmPlugins {
         plugins.load(&key, source);
     }
 
+    /// Loads `WasmPlugin` `name` again (its running version's code is gone).
+    pub(super) fn load_again(&mut self, name: &str, plugins: &mut Plugins) {
+        self.begin_load(name, plugins);
+    }
+
     /// After the load of `key` settled (`started`: its version now runs): if it is a
     /// resource's, schedules a retry of a failed pull, and writes its status.
     pub(super) fn settled(&mut self, key: &str, started: bool, plugins: &Plugins) {

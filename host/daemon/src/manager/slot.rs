@@ -118,6 +118,11 @@ impl Files {
         })
     }
 
+    /// Whether a load of `file` is in flight: 1 or 0.
+    pub fn loads_of(&self, file: &str) -> usize {
+        usize::from((self.0.get(file)).is_some_and(|s| matches!(s.next, Next::Loading { .. })))
+    }
+
     /// How many loads are in flight.
     pub fn loads(&self) -> usize {
         let loading = |s: &&Slot| matches!(s.next, Next::Loading { .. });
