@@ -9,7 +9,8 @@
 //! Reports medians (and p90) of per-reconcile wall time over many iterations, and the
 //! ratio to the native baseline measured in the same process on the same machine.
 //! `cargo bench --bench reconcile -- TEXT` runs only the rows whose name holds TEXT
-//! (and the native baseline), to profile one of them.
+//! (and the native baseline), to profile one of them; `WCM_BENCH_ITERATIONS` sets the
+//! rounds per row (3,000).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -43,7 +44,13 @@ mod collector;
 #[allow(dead_code, reason = "the tests use the rest")]
 mod access;
 
-const ITERATIONS: usize = 3000;
+/// Timed rounds per row; `WCM_BENCH_ITERATIONS` sets another count (more, to profile
+/// one row).
+fn iterations() -> usize {
+    (std::env::var("WCM_BENCH_ITERATIONS").ok())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3000)
+}
 const WARMUP: usize = 200;
 /// The same plugin in each language: language, component in `target/test-plugins`.
 const LANGUAGES: [(&str, &str); 4] = [
@@ -82,18 +89,33 @@ async fn main() -> Result<()> {
     .await?;
     report("native closure", &native, None);
     let variants = [
-        ("wasm, pooling allocator", true, 0),
-        ("wasm, pooling, 64 KiB kept resident", true, 64 << 10),
-        ("wasm, pooling, 1 MiB kept resident", true, 1 << 20),
-        ("wasm, on-demand allocator", false, 0),
+        ("wasm, pooling allocator", true, 0, false),
+        ("wasm, pooling, 64 KiB kept resident", true, 64 << 10, false),
+        ("wasm, pooling, 1 MiB kept resident", true, 1 << 20, false),
+        (
+            "wasm, pooling, pagemap scan, 128 KiB",
+            true,
+            128 << 10,
+            true,
+        ),
+        (
+            "wasm, pooling, pagemap scan, 256 KiB",
+            true,
+            256 << 10,
+            true,
+        ),
+        ("wasm, pooling, pagemap scan, 1 MiB", true, 1 << 20, true),
+        ("wasm, pooling, pagemap scan, 8 MiB", true, 8 << 20, true),
+        ("wasm, on-demand allocator", false, 0, false),
     ];
-    for (name, pooling, keep_resident) in variants {
+    for (name, pooling, keep_resident, pagemap_scan) in variants {
         if !wanted(name) {
             continue;
         }
         let limits = Limits {
             pooling,
             pool_keep_resident_bytes: keep_resident,
+            pool_pagemap_scan: pagemap_scan,
             ..Limits::default()
         };
         let code = load(limits, "bench-get").await?;
@@ -123,7 +145,7 @@ async fn main() -> Result<()> {
         println!(
             "{:40} {retired} instances retired in {} reconciles",
             "",
-            WARMUP + ITERATIONS
+            WARMUP + iterations()
         );
     }
     match wanted("traces") {
@@ -265,15 +287,16 @@ async fn load(limits: Limits, plugin: &str) -> Result<PluginCode> {
     Ok(loaded.code)
 }
 
-/// Times `ITERATIONS` rounds of add → next → reconcile → done on one queue.
+/// Times [`iterations`] rounds of add → next → reconcile → done on one queue.
 async fn measure<F, Fut>(key: &ReconcileKey, reconcile: F) -> Result<Vec<Duration>>
 where
     F: Fn(ReconcileKey) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
     let queue = WorkQueue::new(Backoff::default());
-    let mut times = Vec::with_capacity(ITERATIONS);
-    for i in 0..WARMUP + ITERATIONS {
+    let iterations = iterations();
+    let mut times = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
         let start = Instant::now();
         queue.add(key.clone());
         let k = queue.next().await.context("queue closed")?;

@@ -181,6 +181,7 @@ fn manager_config(args: RunArgs, identity: &str) -> anyhow::Result<ManagerConfig
         max_concurrent_reconciles: args.max_concurrent_reconciles,
         pooling: !args.no_pooling,
         pool_keep_resident_bytes: args.pool_keep_resident_kib << 10,
+        pool_pagemap_scan: Limits::default().pool_pagemap_scan,
         max_plugin_file_bytes: args.max_plugin_file_mib << 20,
     };
     config.retry = Backoff {

@@ -41,8 +41,10 @@ pub struct RunArgs {
     /// Allocate instances on demand instead of from wasmtime's pooling allocator.
     #[arg(long)]
     pub no_pooling: bool,
-    /// KiB of each pooled instance's memory and table kept resident (reset in place)
-    /// when a reconcile ends, sparing the next instance in the slot its page faults.
+    /// KiB of each pooled instance's memory and table kept resident (the pages it
+    /// touched, found with Linux's PAGEMAP_SCAN, zeroed in place) when a reconcile
+    /// ends, sparing the next instance in the slot its page faults; 0 hands every
+    /// page back to the kernel.
     #[arg(long, default_value_t = wcm_core::config::DEFAULT_KEEP_RESIDENT >> 10)]
     pub pool_keep_resident_kib: usize,
     /// Largest plugin file loaded, in MiB: a file is read whole and compiled.

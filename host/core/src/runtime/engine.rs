@@ -47,6 +47,10 @@ pub fn build_engine(limits: &Limits) -> wasmtime::Result<Engine> {
         pool.max_memory_size(limits.max_memory_bytes);
         pool.linear_memory_keep_resident(limits.pool_keep_resident_bytes);
         pool.table_keep_resident(limits.pool_keep_resident_bytes);
+        pool.pagemap_scan(match limits.pool_pagemap_scan {
+            true => wasmtime::Enabled::Auto,
+            false => wasmtime::Enabled::No,
+        });
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     Engine::new(&config)
