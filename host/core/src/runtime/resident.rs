@@ -16,13 +16,12 @@ use std::time::{Duration, Instant};
 
 use super::artifacts::EntryPin;
 use super::{LoadError, Loaded, PluginCode, Runtime};
-use crate::bindings::{ContractPre, ContractVersion};
+use crate::bindings::ContractPre;
 
 /// One version's code, in memory or parked.
 pub struct ResidentCode {
     /// The component's content hash: its compile cache entry's key.
     hash: String,
-    contract: ContractVersion,
     settings: Option<Arc<str>>,
     runtime: Arc<Runtime>,
     /// The code while in memory; `None` while parked.
@@ -60,7 +59,6 @@ impl ResidentCode {
         let pin = (runtime.cache.as_ref()).map(|cache| cache.pin(&loaded.component_hash));
         ResidentCode {
             hash: loaded.component_hash.clone(),
-            contract: loaded.code.contract(),
             settings: loaded.code.settings(),
             runtime,
             code: tokio::sync::Mutex::new(Some(loaded.code.clone())),
@@ -68,11 +66,6 @@ impl ResidentCode {
             lost: AtomicBool::new(false),
             bytes: AtomicUsize::new(loaded.code.pre().image_bytes()),
         }
-    }
-
-    /// The contract version the code was built against.
-    pub fn contract(&self) -> ContractVersion {
-        self.contract
     }
 
     /// Bytes of compiled code kept in memory for this version now: its image while

@@ -340,7 +340,7 @@ impl Plugins {
             self.stop_over_cache(&file, cached);
         }
         (self.lost.iter())
-            .filter(|file| self.files.loads_of(file) == 0)
+            .filter(|file| !self.files.is_loading(file))
             .cloned()
             .collect()
     }

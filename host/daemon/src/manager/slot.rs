@@ -118,15 +118,14 @@ impl Files {
         })
     }
 
-    /// Whether a load of `file` is in flight: 1 or 0.
-    pub fn loads_of(&self, file: &str) -> usize {
-        usize::from((self.0.get(file)).is_some_and(|s| matches!(s.next, Next::Loading { .. })))
+    /// Whether a load of `file` is in flight.
+    pub fn is_loading(&self, file: &str) -> bool {
+        (self.0.get(file)).is_some_and(|s| matches!(s.next, Next::Loading { .. }))
     }
 
     /// How many loads are in flight.
     pub fn loads(&self) -> usize {
-        let loading = |s: &&Slot| matches!(s.next, Next::Loading { .. });
-        self.0.values().filter(loading).count()
+        self.0.keys().filter(|file| self.is_loading(file)).count()
     }
 
     /// `file`'s new load, `task`; a waiting plugin's retry if `retry`.
