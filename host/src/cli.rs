@@ -91,6 +91,9 @@ pub struct CompileWorkerArgs {
     /// The CPU-time bound the worker sets on itself.
     #[arg(long)]
     pub cpu_seconds: u64,
+    /// The directory of compiled functions to reuse and add to.
+    #[arg(long)]
+    pub functions: Option<PathBuf>,
 }
 
 impl CompileWorkerArgs {
@@ -100,6 +103,7 @@ impl CompileWorkerArgs {
             output: self.output.clone(),
             max_memory_bytes: self.max_memory_bytes,
             cpu_seconds: self.cpu_seconds,
+            functions: self.functions.clone(),
         }
     }
 }

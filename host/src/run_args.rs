@@ -77,8 +77,9 @@ pub struct RunArgs {
     /// [default: $XDG_CACHE_HOME/wasm-controller-manager/compiled].
     #[arg(long)]
     pub compile_cache_dir: Option<PathBuf>,
-    /// Most MiB the compile cache keeps; past it the least recently used entries
-    /// are removed.
+    /// Most MiB the compile cache keeps (three quarters for compiled plugins, a
+    /// quarter for the compile worker's compiled functions); past it the least
+    /// recently used files are removed.
     #[arg(long, default_value_t = wcm_core::config::DEFAULT_COMPILE_CACHE_MAX_BYTES >> 20)]
     pub compile_cache_max_mib: u64,
     /// Compile every plugin on every load; keep nothing on disk.

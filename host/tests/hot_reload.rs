@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
+use support::builds::another_build;
 use support::objects::{
     all_pods, config_map_label, create_config_map, create_node, create_pod, node_label,
     recorded_events, set_config_map_label,
@@ -275,20 +276,38 @@ async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> 
     let host = HostProcess::start(dir.path(), &flags)?;
     host.wait_for_log(&["plugin loaded", "origin=\"compiled\""], WAIT)
         .await?;
+    let functions = |dir: &Path| std::fs::read_dir(dir.join("functions")).map(|d| d.count());
+    let compiled_functions = functions(cache.path())?;
     copy_in(dir.path(), "again.wasm", &plugin_bytes("label-mirror"))?;
     // A copy under another name runs as a plugin of its own, sharing the code.
     let line = (host.wait_for_log(&["plugin loaded", "file=\"again.wasm\""], WAIT)).await?;
     assert!(line.contains("origin=\"shared\""), "{line}");
+    // Another build of it (its own content hash) compiles from the functions stored.
+    let build = another_build(&plugin_bytes("label-mirror"), "another build");
+    copy_in(dir.path(), "build.wasm", &build)?;
+    let line = (host.wait_for_log(&["plugin loaded", "file=\"build.wasm\""], WAIT)).await?;
+    assert!(line.contains("origin=\"compiled\""), "{line}");
+    let added = functions(cache.path())? - compiled_functions;
+    ensure!(
+        compiled_functions > 100 && added < compiled_functions / 10,
+        "{compiled_functions} functions stored by the first compile, {added} more by the second"
+    );
     ensure!(host.terminate()?.success(), "the host did not stop cleanly");
     // One file from here on: with both, either could take the code's turn and the
     // other share it (`origin="shared"`), whichever the host started first.
     std::fs::remove_file(dir.path().join("again.wasm"))?;
+    std::fs::remove_file(dir.path().join("build.wasm"))?;
 
     // A corrupted entry is detected and compiled over, never loaded.
+    let hash = support::registry::sha256_hex(&plugin_bytes("label-mirror"));
     let entry = std::fs::read_dir(cache.path())?
-        .next()
-        .context("no cache entry")??
-        .path();
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&hash))
+        })
+        .context("no cache entry")?;
     let mut bytes = std::fs::read(&entry)?;
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x55;

@@ -70,9 +70,12 @@ pub fn connect() -> Result<(&'static ControlPlane, tokio::runtime::Runtime, Clie
     Ok((plane, runtime, client))
 }
 
-/// The host running the plugins in `plugins`, at [`QPS`].
+/// The host running the plugins in `plugins`, at [`QPS`]: this build's, or the one
+/// `WCM_BENCH_HOST` names (another build, to compare side by side on one control plane).
 pub fn host_command(plugins: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-controller-manager"));
+    let host = std::env::var_os("WCM_BENCH_HOST");
+    let host = host.unwrap_or_else(|| env!("CARGO_BIN_EXE_wasm-controller-manager").into());
+    let mut c = Command::new(host);
     let qps = QPS.to_string();
     c.arg("run").arg("--plugins-dir").arg(plugins);
     // Everything of the host's in the benches' namespace, where `Grants` put its and

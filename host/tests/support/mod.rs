@@ -18,6 +18,7 @@ pub use wcm_test_macros::test;
 
 pub mod access;
 pub mod audit;
+pub mod builds;
 pub mod collector;
 pub mod deployed;
 pub mod docs;

@@ -4,6 +4,8 @@
 use anyhow::{Context, Result, ensure};
 use wcm_control_plane::LocalRegistry;
 
+pub use super::builds::another_build;
+
 /// A repository of the calling test's own, so runs never see each other's tags.
 pub fn repository(registry: &LocalRegistry, name: &str) -> String {
     format!("{}/tests/{name}-{}", registry.address, fastrand::u32(..))
@@ -47,32 +49,6 @@ pub fn push(
         .to_string();
     let digest = last.rsplit_once('@').context("no digest")?.1.to_string();
     Ok((last, digest))
-}
-
-/// `bytes` with a custom section appended: another artifact (another digest), the
-/// same plugin.
-pub fn another_build(bytes: &[u8], note: &str) -> Vec<u8> {
-    let mut section = Vec::new();
-    let name = b"wcm-test-build";
-    leb128(&mut section, name.len());
-    section.extend_from_slice(name);
-    section.extend_from_slice(note.as_bytes());
-    let mut out = bytes.to_vec();
-    out.push(0); // custom section
-    leb128(&mut out, section.len());
-    out.extend(section);
-    out
-}
-
-fn leb128(out: &mut Vec<u8>, mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        match n {
-            0 => return out.push(byte),
-            _ => out.push(byte | 0x80),
-        }
-    }
 }
 
 /// The hex SHA-256 of `bytes`: a blob's name in a registry and in the pulled store.

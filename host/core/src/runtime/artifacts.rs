@@ -4,11 +4,18 @@
 //! An entry is named `<sha256 of the component>-<engine fingerprint>.cwasm`, where the
 //! fingerprint hashes wasmtime's own compatibility settings (version, target, compiler
 //! flags): a host with another wasmtime or other settings looks for another name. Each
-//! file starts with a magic line and the SHA-256 of the serialised artifact after it,
-//! and is checked before wasmtime sees it; wasmtime then checks its own header
-//! (version, engine configuration) again. A corrupted, truncated or foreign entry is
-//! reported and recompiled over, never loaded. Entries are written to a temporary file
-//! and renamed into place, so a crash mid-write leaves no half entry under a real name.
+//! file is the serialised artifact followed by its SHA-256 and a magic line; the digest
+//! is checked (reading the file, not keeping it) before wasmtime sees it, and wasmtime
+//! then checks its own header (version, engine configuration) again. A corrupted,
+//! truncated or foreign entry is reported and recompiled over, never loaded. Entries
+//! are written to a temporary file and renamed into place, so a crash mid-write leaves
+//! no half entry under a real name, and an entry in use is never rewritten in place.
+//!
+//! Loaded code is *mapped* from its entry, not copied into the heap: the artifact comes
+//! first in the file so wasmtime can map it as it is (`deserialize_file`), and only
+//! the pages a plugin touches are resident, shared with the page cache, which the
+//! kernel can drop and read again under memory pressure. A thousand plugins installed
+//! cost the memory of the code they run, not of all the code they hold.
 //!
 //! The directory is bounded (`--compile-cache-max-mib`): each version of each plugin
 //! ever loaded adds an entry (a Python plugin's is some 36 MB), so after a write the
@@ -18,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -27,9 +35,17 @@ use wasmtime::component::Component;
 
 use crate::disk_bound;
 
-/// First bytes of every entry; bump the digit when the layout changes.
-const MAGIC: &[u8; 8] = b"WCMART1\n";
+/// Last bytes of every entry; bump the digit when the layout changes (entries of the
+/// first layout, with the magic and digest in front, are refused as foreign and
+/// compiled again).
+const MAGIC: &[u8; 8] = b"WCMART2\n";
 const DIGEST_LEN: usize = 32;
+/// The digest and the magic after the artifact.
+const TRAILER: usize = DIGEST_LEN + MAGIC.len();
+/// The subdirectory of the compile worker's compiled functions.
+const FUNCTIONS: &str = "functions";
+/// Bytes read at a time while checking an entry's digest.
+const CHUNK: usize = 256 << 10;
 
 /// Why a cache entry was not used (it is then recompiled and rewritten).
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +56,17 @@ pub enum EntryError {
     /// The stored digest does not match the content.
     #[error("corrupted: content digest mismatch")]
     Corrupted,
+    /// The entry is larger than what wrote it could have written.
+    #[error("{len} bytes, more than the {max} its writer is bounded to")]
+    TooLarge {
+        /// Its size.
+        len: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// The file could not be read.
+    #[error("cannot read it: {0}")]
+    Unreadable(#[from] std::io::Error),
     /// wasmtime refused the artifact (another version or engine configuration).
     #[error("rejected by wasmtime: {0}")]
     Incompatible(String),
@@ -116,7 +143,9 @@ impl ArtifactCache {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let fingerprint = crate::sha256::hex(&hasher.0.finalize()[..8]);
         // What a write interrupted by a crash left (a `NamedTempFile`, `.tmpXXXXXX`).
-        disk_bound::remove_leftovers(dir, |name| name.starts_with(".tmp"), "compile cache");
+        let leftover = |name: &str| name.starts_with(".tmp");
+        disk_bound::remove_leftovers(dir, leftover, "compile cache");
+        disk_bound::remove_leftovers(&dir.join(FUNCTIONS), leftover, "compiled functions");
         ArtifactCache {
             dir: dir.to_path_buf(),
             fingerprint,
@@ -141,6 +170,20 @@ impl ArtifactCache {
         self
     }
 
+    /// The directory of the compile worker's compiled functions
+    /// ([`super::functions::FunctionStore`]).
+    pub fn functions_dir(&self) -> PathBuf {
+        functions_dir_of(&self.dir)
+    }
+
+    /// Keeps the compiled functions within their share of the cache's bound, least
+    /// recently used first.
+    pub fn prune_functions(&self) {
+        let rank = |name: &str| (!name.starts_with(".tmp")).then_some(0u8);
+        let (dir, max) = (self.functions_dir(), functions_share(self.max_bytes));
+        disk_bound::keep_within(&dir, rank, max, Path::new(""), "compiled functions");
+    }
+
     /// The entry file for a component with this content hash.
     pub fn entry_path(&self, hash: &str) -> PathBuf {
         self.dir.join(format!("{hash}-{}.cwasm", self.fingerprint))
@@ -150,10 +193,12 @@ impl ArtifactCache {
     /// `Err` if there is one that must not be used.
     pub fn read(&self, engine: &Engine, hash: &str) -> Result<Option<Component>, EntryError> {
         let path = self.entry_path(hash);
-        let Ok(bytes) = std::fs::read(&path) else {
-            return Ok(None);
+        let component = match load_entry(engine, &path, u64::MAX) {
+            Err(EntryError::Unreadable(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None);
+            }
+            loaded => loaded?,
         };
-        let component = load_entry(engine, &bytes)?;
         disk_bound::touch(&path);
         Ok(Some(component))
     }
@@ -209,48 +254,97 @@ impl ArtifactCache {
             }
             name.ends_with(".cwasm").then(|| u8::from(ours.is_some()))
         };
-        disk_bound::keep_within(&self.dir, rank, self.max_bytes, kept, "compile cache");
+        let max = self.max_bytes - functions_share(self.max_bytes);
+        disk_bound::keep_within(&self.dir, rank, max, kept, "compile cache");
     }
 }
 
-/// Writes an entry: the magic line, the artifact's SHA-256, the artifact. The compile
-/// worker writes its output so, and the daemon reads it as it reads the cache.
+/// The directory of compiled functions of the compile cache in `cache_dir`.
+pub fn functions_dir_of(cache_dir: &Path) -> PathBuf {
+    cache_dir.join(FUNCTIONS)
+}
+
+/// The part of a compile cache's bound its compiled functions may hold: a quarter. The
+/// entries, what loads, keep the rest; the functions only speed a compile up.
+fn functions_share(max_bytes: u64) -> u64 {
+    max_bytes / 4
+}
+
+/// Writes an entry: the artifact, its SHA-256, the magic line. The compile worker
+/// writes its output so, and the daemon reads it as it reads the cache.
 pub fn write_entry(out: &mut impl std::io::Write, payload: &[u8]) -> std::io::Result<()> {
-    out.write_all(MAGIC)?;
-    out.write_all(&Sha256::digest(payload))?;
     out.write_all(payload)?;
+    out.write_all(&Sha256::digest(payload))?;
+    out.write_all(MAGIC)?;
     out.flush()
 }
 
-/// The component of an entry's bytes, once its header and digest are checked.
-pub fn load_entry(engine: &Engine, bytes: &[u8]) -> Result<Component, EntryError> {
-    deserialize(engine, verified_payload(bytes)?)
+/// The component of the entry at `path` (at most `max_bytes`), mapped from the file
+/// once its magic and digest are checked.
+pub fn load_entry(engine: &Engine, path: &Path, max_bytes: u64) -> Result<Component, EntryError> {
+    verify(path, max_bytes)?;
+    map(engine, path)
 }
 
-/// The artifact inside an entry, if the header and digest are right.
-fn verified_payload(bytes: &[u8]) -> Result<&[u8], EntryError> {
-    let header = MAGIC.len() + DIGEST_LEN;
-    if bytes.len() < header || &bytes[..MAGIC.len()] != MAGIC {
+/// The length of the contents of an entry held in memory (`bytes` without its
+/// trailer), if its magic and digest are right.
+pub fn verified_len(bytes: &[u8]) -> Option<usize> {
+    let len = bytes.len().checked_sub(TRAILER)?;
+    let (payload, trailer) = bytes.split_at(len);
+    let (digest, magic) = trailer.split_at(DIGEST_LEN);
+    (magic == MAGIC && Sha256::digest(payload).as_slice() == digest).then_some(len)
+}
+
+/// Checks the entry's size, magic and digest, reading it a chunk at a time: the
+/// artifact is never held in the heap.
+fn verify(path: &Path, max_bytes: u64) -> Result<(), EntryError> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > max_bytes {
+        return Err(EntryError::TooLarge {
+            len,
+            max: max_bytes,
+        });
+    }
+    let Some(payload_len) = len.checked_sub(TRAILER as u64) else {
+        return Err(EntryError::Foreign);
+    };
+    let mut trailer = [0; TRAILER];
+    file.seek(SeekFrom::Start(payload_len))?;
+    file.read_exact(&mut trailer)?;
+    let (digest, magic) = trailer.split_at(DIGEST_LEN);
+    if magic != MAGIC {
         return Err(EntryError::Foreign);
     }
-    let (digest, payload) = bytes[MAGIC.len()..].split_at(DIGEST_LEN);
-    if Sha256::digest(payload).as_slice() != digest {
-        return Err(EntryError::Corrupted);
+    file.rewind()?;
+    let mut payload = file.take(payload_len);
+    let (mut hasher, mut chunk) = (Sha256::new(), vec![0; CHUNK]);
+    loop {
+        match payload.read(&mut chunk)? {
+            0 => break,
+            n => hasher.update(&chunk[..n]),
+        }
     }
-    Ok(payload)
+    match hasher.finalize().as_slice() == digest {
+        true => Ok(()),
+        false => Err(EntryError::Corrupted),
+    }
 }
 
-/// Turns a verified artifact back into a component.
+/// Maps a verified entry as a component.
 #[allow(unsafe_code)]
-fn deserialize(engine: &Engine, payload: &[u8]) -> Result<Component, EntryError> {
-    // SAFETY: wasmtime requires the bytes to be an artifact it produced itself. They
-    // are: this host wrote the entry (`try_write`, from `Component::serialize`), or
-    // its own compile worker did (`runtime::worker`, the host's binary run as a child
-    // into a file the host created), in a directory it owns, and the SHA-256 stored
-    // with it has just been checked, so
-    // accidental corruption is caught before this point. wasmtime also checks its own
+fn map(engine: &Engine, path: &Path) -> Result<Component, EntryError> {
+    // SAFETY: wasmtime requires the file to hold an artifact it produced itself, and
+    // to stay unchanged while mapped. It holds one: this host wrote the entry
+    // (`try_write`, from `Component::serialize`), or its own compile worker did
+    // (`runtime::worker`, the host's binary run as a child into a file the host
+    // created), in a directory it owns, and the SHA-256 stored with it has just been
+    // checked, so accidental corruption is caught before this point (the trailer after
+    // the artifact is outside every section wasmtime reads). Entries are only ever
+    // replaced by a rename and removed by an unlink, both of which leave a mapping of
+    // the old file intact; none is rewritten in place. wasmtime also checks its own
     // header and refuses artifacts of another version or engine configuration.
-    unsafe { Component::deserialize(engine, payload) }
+    unsafe { Component::deserialize_file(engine, path) }
         .map_err(|e| EntryError::Incompatible(super::chain(&e)))
 }
 
@@ -292,9 +386,9 @@ mod tests {
             &Component::new(&engine, COMPONENT).expect("compiles"),
         );
         let path = cache.entry_path(&hash);
-        let mut bytes = std::fs::read(&path).expect("entry");
-        let last = bytes.len() - 1;
-        bytes[last] ^= 0xff;
+        let entry = std::fs::read(&path).expect("entry");
+        let mut bytes = entry.clone();
+        bytes[entry.len() / 2] ^= 0xff;
         std::fs::write(&path, &bytes).expect("rewrite");
         assert!(matches!(
             cache.read(&engine, &hash),
@@ -305,6 +399,49 @@ mod tests {
             cache.read(&engine, &hash),
             Err(EntryError::Foreign)
         ));
+        // The first layout: magic and digest in front of the artifact.
+        let payload = &entry[..entry.len() - TRAILER];
+        let first = [&b"WCMART1\n"[..], &Sha256::digest(payload), payload].concat();
+        std::fs::write(&path, first).expect("rewrite");
+        assert!(matches!(
+            cache.read(&engine, &hash),
+            Err(EntryError::Foreign)
+        ));
+        let len = entry.len() as u64;
+        std::fs::write(&path, &entry).expect("rewrite");
+        let err = load_entry(&engine, &path, len - 1).expect_err("over its bound");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{len} bytes, more than the {} its writer is bounded to",
+                len - 1
+            )
+        );
+        load_entry(&engine, &path, len).expect("within its bound");
+    }
+
+    #[test]
+    fn a_mapped_entry_runs_after_its_file_is_replaced_or_removed() {
+        let (_dir, engine, cache, _) = setup();
+        let wat = r#"(component
+            (core module $m (func (export "f") (result i32) i32.const 7))
+            (core instance $i (instantiate $m))
+            (func (export "f") (result u32) (canon lift (core func $i "f"))))"#;
+        let hash = content_hash(wat.as_bytes());
+        cache.write(&hash, &Component::new(&engine, wat).expect("compiles"));
+        let component = cache.read(&engine, &hash).expect("valid").expect("found");
+        // Replaced by a rename (as a new write does), then removed (as pruning does).
+        cache.write(&hash, &Component::new(&engine, wat).expect("compiles"));
+        std::fs::remove_file(cache.entry_path(&hash)).expect("removed");
+        let mut store = wasmtime::Store::new(&engine, ());
+        let linker = wasmtime::component::Linker::new(&engine);
+        let instance = linker
+            .instantiate(&mut store, &component)
+            .expect("instance");
+        let f = instance
+            .get_typed_func::<(), (u32,)>(&mut store, "f")
+            .expect("f");
+        assert_eq!(f.call(&mut store, ()).expect("runs"), (7,));
     }
 
     #[test]
@@ -349,7 +486,10 @@ mod tests {
                 .expect("entry")
                 .len()
         };
-        let bounded = cache.clone().with_max_bytes(size(a) + size(c));
+        // Entries keep three quarters of the bound, the compiled functions the rest.
+        let bounded = cache
+            .clone()
+            .with_max_bytes((size(a) + size(c)) * 4 / 3 + 4);
         bounded.write(c, component_c);
         let kept = |hash: &str| cache.entry_path(hash).exists();
         assert!(!foreign.exists(), "another wasmtime's entry goes first");
@@ -387,6 +527,26 @@ mod tests {
             "unpinned, it is pruned again"
         );
         assert!(cache.entry_path(b).exists());
+    }
+
+    #[test]
+    fn the_compiled_functions_keep_within_a_quarter_of_the_bound() {
+        let (_dir, _engine, cache, _) = setup();
+        let cache = cache.with_max_bytes(400);
+        let functions = cache.functions_dir();
+        std::fs::create_dir_all(&functions).expect("dir");
+        for (i, age_s) in [(0, 300), (1, 200), (2, 100)] {
+            let path = functions.join(format!("f{i}"));
+            std::fs::write(&path, [0u8; 60]).expect("function");
+            let at = SystemTime::now() - std::time::Duration::from_secs(age_s);
+            let file = std::fs::File::options().append(true).open(&path);
+            file.expect("open").set_modified(at).expect("time");
+        }
+        cache.prune_functions();
+        let left: Vec<bool> = (0..3)
+            .map(|i| functions.join(format!("f{i}")).exists())
+            .collect();
+        assert_eq!(left, [false, false, true], "100 bytes: the newest stays");
     }
 
     #[test]

@@ -92,6 +92,16 @@ impl CompileTurns {
     }
 }
 
+/// [`release_freed_memory`] off the async threads (it walks the whole heap), when
+/// freed memory should not wait for the allocator: a plugin parked, or the loads of a
+/// start done (a thousand plugins read and linked at once leave their buffers' pages
+/// free but held).
+pub fn give_back_freed_memory() {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn_blocking(release_freed_memory);
+    }
+}
+
 /// Returns the memory the allocator holds but no longer uses to the operating system.
 /// glibc's `malloc_trim` has no safe wrapper in a maintained crate; it takes no
 /// pointers and only releases free pages, so the call cannot break memory safety.

@@ -1,5 +1,6 @@
 //! The wasmtime engine every plugin shares, and the epoch ticker behind deadlines.
 
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -31,9 +32,16 @@ pub fn compile_config() -> Config {
 }
 
 /// Builds the engine: component model, async calls, epoch interruption, and the
-/// pooling allocator unless disabled.
-pub fn build_engine(limits: &Limits) -> wasmtime::Result<Engine> {
+/// pooling allocator unless disabled; compiling in this process (the tools: `rbac`,
+/// `test`), it reuses and adds to the compiled functions in `functions` if given.
+pub fn build_engine(limits: &Limits, functions: Option<&Path>) -> wasmtime::Result<Engine> {
     let mut config = compile_config();
+    if let Some(dir) = functions
+        && let Err(e) = super::functions::enable(&mut config, dir)
+    {
+        tracing::warn!(dir = %dir.display(), error = %e,
+            "compiling without the compiled functions of the compile cache");
+    }
     if limits.pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOLED_INSTANCES);

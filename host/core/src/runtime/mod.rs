@@ -4,6 +4,7 @@
 pub mod artifacts;
 mod compiler;
 mod engine;
+pub mod functions;
 mod plugin;
 pub mod resident;
 mod reuse;
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use artifacts::{ArtifactCache, content_hash};
+pub use compiler::give_back_freed_memory;
 use compiler::{CompileTurns, release_freed_memory};
 use worker::CompileWorker;
 
@@ -105,7 +107,7 @@ pub struct Loaded {
 }
 
 impl Runtime {
-    /// Bounds the compile cache to `max_bytes` of entries (otherwise
+    /// Bounds the compile cache to `max_bytes` of entries and compiled functions (otherwise
     /// [`crate::config::DEFAULT_COMPILE_CACHE_MAX_BYTES`]).
     pub fn with_compile_cache_max(mut self, max_bytes: u64) -> Runtime {
         self.cache = self.cache.map(|cache| cache.with_max_bytes(max_bytes));
@@ -123,7 +125,8 @@ impl Runtime {
     /// starts the epoch ticker.
     /// Compiled plugins are cached in `cache_dir` if given.
     pub fn new(limits: Limits, cache_dir: Option<&Path>) -> wasmtime::Result<Runtime> {
-        let engine = build_engine(&limits)?;
+        let functions = cache_dir.map(artifacts::functions_dir_of);
+        let engine = build_engine(&limits, functions.as_deref())?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         crate::bindings::add_to_linker(&mut linker)?;
@@ -290,6 +293,7 @@ impl Runtime {
         let component = compiled.map_err(|e| refused(chain(&e)))?;
         if let Some(cache) = &self.cache {
             cache.write(hash, &component);
+            cache.prune_functions();
         }
         Ok(component)
     }
@@ -308,12 +312,14 @@ impl Runtime {
         };
         let entry =
             entry.map_err(|e| LoadError::Compile(format!("no file to compile into: {e}")))?;
-        worker.compile_retried(bytes, entry.path(), hash).await?;
+        let functions = self.cache.as_ref().map(ArtifactCache::functions_dir);
+        (worker.compile_retried(bytes, entry.path(), functions.as_deref(), hash)).await?;
         let max_bytes = worker.bounds().max_memory_bytes;
         self.blocking(hash, move |runtime, hash| {
             let component = runtime.load_worker_entry(entry.path(), max_bytes)?;
             if let Some(cache) = &runtime.cache {
                 cache.adopt(hash, entry);
+                cache.prune_functions();
             }
             Ok(component)
         })
@@ -323,13 +329,7 @@ impl Runtime {
     /// The component a worker wrote to `path` (it cannot be larger than the worker's
     /// memory).
     fn load_worker_entry(&self, path: &Path, max_bytes: u64) -> Result<Component, LoadError> {
-        let limit = SizeLimit {
-            max: max_bytes,
-            hint: " (the compile worker's output)",
-        };
-        let bytes =
-            plugin_file::read(path, limit).map_err(|e| LoadError::Compile(e.to_string()))?;
-        artifacts::load_entry(&self.engine, &bytes).map_err(|e| match e {
+        artifacts::load_entry(&self.engine, path, max_bytes).map_err(|e| match e {
             artifacts::EntryError::Incompatible(text) => refused(text),
             other => LoadError::Compile(format!("the compile worker's output: {other}")),
         })

@@ -113,7 +113,9 @@ impl ResidentCode {
                 self.bytes.store(0, Ordering::Relaxed);
                 let parked = code.take().is_some();
                 if parked {
-                    give_back_freed_memory();
+                    // The heap its types and metadata used (the code itself is
+                    // unmapped with it): a replica giving plugins away should shrink.
+                    super::give_back_freed_memory();
                 }
                 parked
             }
@@ -150,14 +152,5 @@ impl ResidentCode {
             hash: self.hash.clone(),
         })?;
         self.runtime.link(&component)
-    }
-}
-
-/// The heap a parked plugin's code used (its component's types and metadata; the code
-/// itself is unmapped with it) goes back to the system, off the async threads: a
-/// replica that gives plugins away should shrink, not keep their pages for later.
-fn give_back_freed_memory() {
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn_blocking(super::compiler::release_freed_memory);
     }
 }

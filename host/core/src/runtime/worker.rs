@@ -109,7 +109,8 @@ impl CompileWorker {
     }
 
     /// Compiles `component` (content hash `hash`) into a compile-cache entry written
-    /// to `output`, again after a pause when the worker was ended from outside (the
+    /// to `output`, reusing and adding to the compiled functions in `functions` if
+    /// given ([`super::functions`]), again after a pause when the worker was ended from outside (the
     /// kernel at the container's memory limit while other work ran, a stray signal):
     /// such a failure says nothing of the component. A bound it ran past, or a
     /// component the compiler refuses, is final.
@@ -117,12 +118,13 @@ impl CompileWorker {
         &self,
         component: &[u8],
         output: &Path,
+        functions: Option<&Path>,
         hash: &str,
     ) -> Result<(), WorkerError> {
         let mut pause = FIRST_RETRY;
         let mut attempt = 1;
         loop {
-            match self.compile(component, output).await {
+            match self.compile(component, output, functions).await {
                 Err(e @ WorkerError::Failed { .. }) if attempt < ATTEMPTS => {
                     tracing::warn!(hash, attempt, error = %e, retry_in = ?pause,
                         "compile worker ended from outside; compiling again");
@@ -136,10 +138,19 @@ impl CompileWorker {
     }
 
     /// Compiles `component` into a compile-cache entry written to `output`, once.
-    async fn compile(&self, component: &[u8], output: &Path) -> Result<(), WorkerError> {
+    async fn compile(
+        &self,
+        component: &[u8],
+        output: &Path,
+        functions: Option<&Path>,
+    ) -> Result<(), WorkerError> {
         // The semaphore is never closed, so acquiring cannot fail.
         let _running = self.running.acquire().await;
-        let mut child = self.command(output).spawn().map_err(|e| self.not_run(e))?;
+        let mut command = self.command(output);
+        if let Some(dir) = functions {
+            command.arg("--functions").arg(dir);
+        }
+        let mut child = command.spawn().map_err(|e| self.not_run(e))?;
         let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
         let feed = async {
             if let Some(mut stdin) = stdin {
@@ -237,6 +248,8 @@ pub struct WorkerTask {
     pub max_memory_bytes: u64,
     /// The CPU-time backstop.
     pub cpu_seconds: u64,
+    /// The directory of compiled functions to reuse and add to, if any.
+    pub functions: Option<PathBuf>,
 }
 
 /// The worker's side: bounds itself, reads a component on standard input, compiles
@@ -255,7 +268,7 @@ pub fn serve(task: &WorkerTask) -> i32 {
         eprintln!("cannot read the component: {e}");
         return IO_FAILED;
     }
-    let compiled = wasmtime::Engine::new(&super::compile_config())
+    let compiled = wasmtime::Engine::new(&worker_config(task.functions.as_deref()))
         .and_then(|engine| engine.precompile_component(&component));
     drop(component);
     let artifact = match compiled {
@@ -277,6 +290,22 @@ pub fn serve(task: &WorkerTask) -> i32 {
             IO_FAILED
         }
     }
+}
+
+/// The compile settings, with Cranelift's incremental cache on `functions` when given
+/// and usable (without it the worker compiles everything, as before).
+fn worker_config(functions: Option<&Path>) -> wasmtime::Config {
+    let mut config = super::compile_config();
+    let Some(dir) = functions else {
+        return config;
+    };
+    if let Err(e) = super::functions::enable(&mut config, dir) {
+        eprintln!(
+            "compiling without the compiled functions in {}: {e}",
+            dir.display()
+        );
+    }
+    config
 }
 
 #[cfg(test)]
@@ -350,13 +379,13 @@ mod tests {
         let worker = wasmtime::Engine::new(&super::super::compile_config()).expect("engine");
         let artifact =
             (worker.precompile_component(b"(component (core module))")).expect("compiles");
-        let mut entry = Vec::new();
+        let mut entry = tempfile::NamedTempFile::new().expect("file");
         write_entry(&mut entry, &artifact).expect("written");
-        let daemon = super::super::build_engine(&Limits::default()).expect("engine");
+        let daemon = super::super::build_engine(&Limits::default(), None).expect("engine");
         assert!(
             daemon.pooling_allocator_metrics().is_some(),
             "a pooling engine"
         );
-        load_entry(&daemon, &entry).expect("loads");
+        load_entry(&daemon, entry.path(), u64::MAX).expect("loads");
     }
 }

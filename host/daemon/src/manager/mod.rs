@@ -155,7 +155,7 @@ impl Manager {
         for path in files {
             manager.begin_load(&path);
         }
-        manager.plugins.warn_if_idle();
+        manager.plugins.after_first_scan();
         Ok(manager)
     }
 

@@ -117,7 +117,7 @@ impl Plugins {
         }
         let started = matches!(outcome, LoadOutcome::Ready(_));
         self.settle(&file, outcome, retry);
-        self.warn_if_idle();
+        self.after_first_scan();
         Some((file, started))
     }
 
@@ -409,12 +409,14 @@ impl Plugins {
         self.ctx.leader.reports_on(plugin)
     }
 
-    /// Once the first scan's files are all loaded (or failed), warns if nothing runs.
-    pub(super) fn warn_if_idle(&mut self) {
+    /// Once the first scan's files are all loaded (or failed): gives back the heap
+    /// the loads freed and warns if nothing runs.
+    pub(super) fn after_first_scan(&mut self) {
         if self.first_scan != Some(0) {
             return;
         }
         self.first_scan = None;
+        wcm_core::runtime::give_back_freed_memory();
         let idle = self.files.all_running().next().is_none();
         if idle && !self.any_waiting() {
             tracing::warn!(dir = %self.config.plugins_dir.display(), "no plugin is running");
