@@ -433,10 +433,8 @@ async fn a_blob_that_does_not_match_its_manifest_is_refused_and_a_larger_one_cut
     let registry = registry()?;
     // A blob of this test's own: its storage is about to go bad.
     let note = format!("tampered-{}", fastrand::u64(..));
-    let bytes = support::registry::another_build(
-        &std::fs::read(support::plugin_file("pod-counter"))?,
-        &note,
-    );
+    let bytes =
+        support::builds::another_build(&std::fs::read(support::plugin_file("pod-counter"))?, &note);
     let layer = support::registry::sha256_hex(&bytes);
     let tagged = format!("{}:v1", repository(&registry, "tampered"));
     support::registry::push(&registry, tagged.trim_end_matches(":v1"), "v1", &bytes)?;

@@ -14,7 +14,8 @@ use wcm_control_plane::{LocalRegistry, TestNamespace};
 use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
 use crate::support;
-use crate::support::registry::{another_build, push, repository};
+use crate::support::builds::another_build;
+use crate::support::registry::{push, repository};
 use crate::support::wasm_plugins::{
     WAIT, has, host, is_ready, mirrored_to, set_spec, setup, source, status_until, wasm_plugin,
 };

@@ -9,8 +9,9 @@ use kube::api::PostParams;
 use serde_json::json;
 use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
+use crate::support::builds::another_build;
 use crate::support::election::per_plugin_flags;
-use crate::support::registry::{another_build, push, repository};
+use crate::support::registry::{push, repository};
 use crate::support::wasm_plugins::{
     WAIT, host_with, is_ready, kept_layer, mirrored, set_spec, setup, source, status_until,
     wasm_plugin,

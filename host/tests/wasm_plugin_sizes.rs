@@ -19,7 +19,8 @@ use wcm_control_plane::{LocalRegistry, TestNamespace};
 use wcm_core::registry::{WASM_CONFIG, WASM_LAYER};
 use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::registry::{another_build, push, repository, sha256_hex};
+use crate::support::builds::another_build;
+use crate::support::registry::{push, repository, sha256_hex};
 use crate::support::wasm_plugins::{
     WAIT, condition, has, host_with, is_ready, kept_layer, mirrored, setup, source, status_until,
     wasm_plugin,

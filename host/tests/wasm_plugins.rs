@@ -17,7 +17,8 @@ use serde_json::json;
 use wcm_control_plane::{ControlPlane, LocalRegistry, TestNamespace};
 use wcm_daemon::wasmplugin::{WasmPlugin, WasmPluginStatus};
 
-use crate::support::registry::{another_build, push, repository};
+use crate::support::builds::another_build;
+use crate::support::registry::{push, repository};
 use crate::support::wasm_plugins::{
     WAIT, condition, has, host, host_with, is_ready, kept_layer, mirrored, mirrored_to,
     pull_refused, set_spec, setup, source, status_until, wasm_plugin,

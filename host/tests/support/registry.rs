@@ -4,8 +4,6 @@
 use anyhow::{Context, Result, ensure};
 use wcm_control_plane::LocalRegistry;
 
-pub use super::builds::another_build;
-
 /// A repository of the calling test's own, so runs never see each other's tags.
 pub fn repository(registry: &LocalRegistry, name: &str) -> String {
     format!("{}/tests/{name}-{}", registry.address, fastrand::u32(..))
