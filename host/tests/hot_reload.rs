@@ -282,14 +282,16 @@ async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> 
     // A copy under another name runs as a plugin of its own, sharing the code.
     let line = (host.wait_for_log(&["plugin loaded", "file=\"again.wasm\""], WAIT)).await?;
     assert!(line.contains("origin=\"shared\""), "{line}");
-    // Another build of it (its own content hash) compiles from the functions stored.
+    // Another build of it (its own content hash) compiles from the functions stored:
+    // most of them (Cranelift finds some functions by another key on a second compile,
+    // 0-12 % in these runs, and every one on a third).
     let build = another_build(&plugin_bytes("label-mirror"), "another build");
     copy_in(dir.path(), "build.wasm", &build)?;
     let line = (host.wait_for_log(&["plugin loaded", "file=\"build.wasm\""], WAIT)).await?;
     assert!(line.contains("origin=\"compiled\""), "{line}");
     let added = functions(cache.path())? - compiled_functions;
     ensure!(
-        compiled_functions > 100 && added < compiled_functions / 10,
+        compiled_functions > 100 && added < compiled_functions / 4,
         "{compiled_functions} functions stored by the first compile, {added} more by the second"
     );
     ensure!(host.terminate()?.success(), "the host did not stop cleanly");

@@ -15,8 +15,18 @@ pub struct CacheFile {
     /// more, such as another wasmtime's, before the rest).
     pub rank: u8,
     pub modified: SystemTime,
+    /// Bytes it takes on disk ([`disk_bytes`]).
     pub len: u64,
     pub path: PathBuf,
+}
+
+/// What a file takes on disk: its length, or the blocks allocated to it if more. A
+/// directory of many small files (the compile worker's compiled functions: hundreds of
+/// bytes each) takes a block per file, and a volume's size limit counts blocks, as
+/// `du` does.
+pub fn disk_bytes(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.len().max(meta.blocks().saturating_mul(512))
 }
 
 /// Removes files of `dir` (those `rank` names, see [`prune`]; never `kept`) until the
@@ -49,7 +59,7 @@ fn files_of(dir: &Path, rank: impl Fn(&str) -> Option<u8>) -> Vec<CacheFile> {
             Some(CacheFile {
                 rank,
                 modified: meta.modified().ok()?,
-                len: meta.len(),
+                len: disk_bytes(&meta),
                 path: e.path(),
             })
         })
@@ -148,8 +158,9 @@ mod tests {
         let left = file(dir.path(), "abc.tmp-123", 10, 3600);
         let in_flight = file(dir.path(), "abd.tmp-456", 10, 1);
         let whole = file(dir.path(), "abc", 10, 3600);
+        let block = disk_bytes(&std::fs::metadata(&left).expect("file"));
         let freed = remove_leftovers(dir.path(), |n| n.contains(".tmp-"), "test");
-        assert_eq!(freed, 10);
+        assert_eq!(freed, block);
         assert!(!left.exists() && whole.exists());
         assert!(in_flight.exists(), "a write that may be in flight stays");
     }
@@ -169,7 +180,10 @@ mod tests {
         };
         let files = files_of(dir.path(), rank);
         assert_eq!(files.len(), 4, "only the named files count");
-        let pruned = prune(files, 15, &kept);
+        // Each 10-byte file takes a block on disk, and counts so.
+        let block = disk_bytes(&std::fs::metadata(&kept).expect("file"));
+        assert!(block >= 10);
+        let pruned = prune(files, block + block / 2, &kept);
         let gone = |p: &PathBuf| !p.exists();
         assert!(
             gone(&foreign) && gone(&oldest),
@@ -181,8 +195,8 @@ mod tests {
             pruned,
             Pruned {
                 files: 3,
-                bytes: 30,
-                left: 10
+                bytes: 3 * block,
+                left: block
             }
         );
         touch(&kept);

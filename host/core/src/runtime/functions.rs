@@ -10,7 +10,8 @@
 //! under the compile cache (`functions/`, [`super::artifacts::ArtifactCache::functions_dir`]).
 //!
 //! What is stored becomes native code in a plugin, so it is held to the compile
-//! cache's rules: only the host's own compile worker writes it, each file carries the
+//! cache's rules: only this host's compiler writes it (its compile worker, or the
+//! tools that compile in process: `rbac`, `test`), each file carries the
 //! SHA-256 of its contents ([`super::artifacts::write_entry`]) and a file that fails
 //! the check is ignored (the function is compiled again and the file rewritten), and
 //! files are replaced only by a rename. The daemon keeps the directory within a
@@ -35,11 +36,16 @@ pub fn enable(config: &mut wasmtime::Config, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Most functions one compile stores: files are pruned after each compile, so a
+/// component crafted with millions of functions must not fill the directory with
+/// them first (the rest compile as they would without the store).
+const MAX_STORED: usize = 65_536;
+
 /// A directory of compiled functions, as Cranelift's incremental cache store.
 #[derive(Debug)]
 pub struct FunctionStore {
     dir: PathBuf,
-    /// Functions found and functions stored, for the worker's report.
+    /// Functions found, and functions stored (which [`MAX_STORED`] bounds).
     hits: AtomicUsize,
     stored: AtomicUsize,
 }
@@ -78,6 +84,9 @@ impl CacheStore for FunctionStore {
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        if self.stored.load(Ordering::Relaxed) >= MAX_STORED {
+            return false;
+        }
         let written = tempfile::NamedTempFile::new_in(&self.dir).and_then(|mut file| {
             artifacts::write_entry(&mut file, &value)?;
             file.persist(self.path_of(key))?;
@@ -129,9 +138,9 @@ mod tests {
         let wat = r#"(component (core module
             (func (export "a") (param i32) (result i32) local.get 0 i32.const 3 i32.mul)
             (func (export "b") (param i32) (result i32) local.get 0 i32.const 5 i32.add)))"#;
-        // The first compile stores every function; one it compiled twice at once may
-        // be found by another key on the next (Cranelift's keys of a function and of
-        // its twin can differ), after which every function is found.
+        // The first compile stores every function; the second may still miss some,
+        // looked up by a key the first did not store (observed: here one, 0-12 % of a
+        // real plugin's), and stores them; from the third on every function is found.
         let first = compile(wat);
         assert!(
             store.counts().1 >= 2,
