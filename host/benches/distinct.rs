@@ -24,9 +24,8 @@ mod pod_counting;
 mod builds;
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -137,18 +136,13 @@ fn write_distinct_copies(dir: &Path, example: &str, n: usize) -> Result<()> {
 /// memory and stops it.
 fn start(kubeconfig: &Path, command: Command, n: usize, limit_mib: Option<u64>) -> Result<Start> {
     let cgroup = MemoryCgroup::new(limit_mib)?;
-    let mut command = match &cgroup {
+    let command = match &cgroup {
         Some(cgroup) => cgroup.wrap(&command),
         None => command,
     };
     let started = Instant::now();
-    let mut child = command
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let result = watch_start(&mut child, started, n).and_then(|mut start| {
+    let (mut child, lines) = spawn_logging(kubeconfig, command)?;
+    let result = watch_start(&child, &lines, started, n).and_then(|mut start| {
         if let Some(cgroup) = &cgroup {
             start.working_set_mib = Some(cgroup.working_set_mib()?);
             start.cgroup_peak_mib = Some(cgroup.stat_mib("memory.max_usage_in_bytes")?);
@@ -222,14 +216,12 @@ impl Drop for MemoryCgroup {
     }
 }
 
-fn watch_start(child: &mut Child, started: Instant, n: usize) -> Result<Start> {
-    let (lines, seen) = mpsc::channel();
-    let stderr = child.stderr.take().context("stderr")?;
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
+fn watch_start(
+    child: &Child,
+    seen: &mpsc::Receiver<String>,
+    started: Instant,
+    n: usize,
+) -> Result<Start> {
     let (mut loaded, mut metrics) = (0, None);
     while loaded < n {
         let left = START_LIMIT.saturating_sub(started.elapsed());

@@ -11,10 +11,8 @@
 
 mod pod_counting;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -93,19 +91,7 @@ fn start(kubeconfig: &Path, plugins: &Path, cache: &Path) -> Result<Start> {
     let started = Instant::now();
     let mut command = host_command(plugins);
     command.arg("--compile-cache-dir").arg(cache);
-    let mut child = command
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let (lines, seen) = mpsc::channel();
-    let stderr = child.stderr.take().context("stderr")?;
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
+    let (mut child, seen) = spawn_logging(kubeconfig, command)?;
     let mut loaded = 0;
     while loaded < EXAMPLES.len() {
         let line = seen.recv_timeout(Duration::from_secs(300));

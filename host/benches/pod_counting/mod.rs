@@ -9,8 +9,10 @@ pub mod arrival;
 pub mod audit;
 pub mod identity;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -109,6 +111,28 @@ pub fn spawn(kubeconfig: &Path, mut command: Command) -> Result<Child> {
         .stderr(Stdio::null())
         .spawn()?;
     Ok(child)
+}
+
+/// Starts `command` with `kubeconfig` and info logs, with its log lines (standard
+/// error) on a channel, read on a thread of their own so it never blocks on them.
+pub fn spawn_logging(
+    kubeconfig: &Path,
+    mut command: Command,
+) -> Result<(Child, mpsc::Receiver<String>)> {
+    let mut child = command
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (lines, seen) = mpsc::channel();
+    let stderr = child.stderr.take().context("stderr")?;
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    Ok((child, seen))
 }
 
 /// Stops a controller (SIGTERM) and waits for it.

@@ -4,6 +4,7 @@
 pub mod artifacts;
 mod compiler;
 mod engine;
+pub mod entry;
 pub mod functions;
 mod plugin;
 pub mod resident;
@@ -329,8 +330,8 @@ impl Runtime {
     /// The component a worker wrote to `path` (it cannot be larger than the worker's
     /// memory).
     fn load_worker_entry(&self, path: &Path, max_bytes: u64) -> Result<Component, LoadError> {
-        artifacts::load_entry(&self.engine, path, max_bytes).map_err(|e| match e {
-            artifacts::EntryError::Incompatible(text) => refused(text),
+        entry::load_entry(&self.engine, path, max_bytes).map_err(|e| match e {
+            entry::EntryError::Incompatible(text) => refused(text),
             other => LoadError::Compile(format!("the compile worker's output: {other}")),
         })
     }

@@ -9,7 +9,7 @@
 //!
 //! The worker reads the component on standard input, compiles it with the settings
 //! compiled code depends on ([`super::compile_config`]), and writes a compile-cache
-//! entry ([`super::artifacts::write_entry`]) into a file the daemon created in the
+//! entry ([`super::entry::write_entry`]) into a file the daemon created in the
 //! cache's directory; the daemon loads it as it loads the cache and renames it into
 //! place. Bounds: memory by `RLIMIT_DATA` (the heap and every private writable
 //! mapping; address space merely reserved is not counted), CPU time by `RLIMIT_CPU` (a
@@ -282,7 +282,7 @@ pub fn serve(task: &WorkerTask) -> i32 {
         .write(true)
         .truncate(true)
         .open(&task.output)
-        .and_then(|mut file| super::artifacts::write_entry(&mut file, &artifact));
+        .and_then(|mut file| super::entry::write_entry(&mut file, &artifact));
     match written {
         Ok(()) => 0,
         Err(e) => {
@@ -314,7 +314,7 @@ mod tests {
 
     use super::*;
     use crate::config::Limits;
-    use crate::runtime::artifacts::{load_entry, write_entry};
+    use crate::runtime::entry::{load_entry, write_entry};
 
     const BOUNDS: CompileBounds = CompileBounds {
         max_memory_bytes: 64 << 20,
