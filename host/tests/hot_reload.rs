@@ -283,8 +283,8 @@ async fn a_restart_or_a_re_upload_of_the_same_bytes_does_not_compile_again() -> 
     let line = (host.wait_for_log(&["plugin loaded", "file=\"again.wasm\""], WAIT)).await?;
     assert!(line.contains("origin=\"shared\""), "{line}");
     // Another build of it (its own content hash) compiles from the functions stored:
-    // most of them (Cranelift finds some functions by another key on a second compile,
-    // 0-12 % in these runs, and every one on a third).
+    // most of them (under parallel compilation Cranelift looks some up by a key the
+    // first compile did not store: 0-12 % of them in these runs).
     let build = another_build(&plugin_bytes("label-mirror"), "another build");
     copy_in(dir.path(), "build.wasm", &build)?;
     let line = (host.wait_for_log(&["plugin loaded", "file=\"build.wasm\""], WAIT)).await?;
