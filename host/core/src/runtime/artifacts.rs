@@ -143,8 +143,8 @@ impl ArtifactCache {
     }
 
     /// Keeps the compiled functions within their share of the cache's bound, least
-    /// recently used first.
-    pub fn prune_functions(&self) {
+    /// recently used first (after every entry written: a compile is what adds them).
+    fn prune_functions(&self) {
         let rank = |name: &str| (!name.starts_with(".tmp")).then_some(0u8);
         let (dir, max) = (self.functions_dir(), functions_share(self.max_bytes));
         disk_bound::keep_within(&dir, rank, max, Path::new(""), "compiled functions");
@@ -209,7 +209,8 @@ impl ArtifactCache {
     }
 
     /// Removes the least recently used entries (another wasmtime's first; never
-    /// `kept`, just written, nor a pinned one) until the rest hold at most the bound.
+    /// `kept`, just written, nor a pinned one) until the rest hold their share of the
+    /// bound, then the compiled functions until they hold theirs.
     fn prune(&self, kept: &Path) {
         let fingerprint = format!("-{}.cwasm", self.fingerprint);
         let pins = self.pins.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -222,6 +223,7 @@ impl ArtifactCache {
         };
         let max = self.max_bytes - functions_share(self.max_bytes);
         disk_bound::keep_within(&self.dir, rank, max, kept, "compile cache");
+        self.prune_functions();
     }
 }
 

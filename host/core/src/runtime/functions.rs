@@ -16,7 +16,7 @@
 //! the check is ignored (the function is compiled again and the file rewritten), and
 //! files are replaced only by a rename. The daemon keeps the directory within a
 //! quarter of the compile cache's bound, least recently used first
-//! ([`super::artifacts::ArtifactCache::prune_functions`]).
+//! (`ArtifactCache::prune_functions`, after every entry written).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

@@ -294,7 +294,6 @@ impl Runtime {
         let component = compiled.map_err(|e| refused(chain(&e)))?;
         if let Some(cache) = &self.cache {
             cache.write(hash, &component);
-            cache.prune_functions();
         }
         Ok(component)
     }
@@ -320,7 +319,6 @@ impl Runtime {
             let component = runtime.load_worker_entry(entry.path(), max_bytes)?;
             if let Some(cache) = &runtime.cache {
                 cache.adopt(hash, entry);
-                cache.prune_functions();
             }
             Ok(component)
         })
